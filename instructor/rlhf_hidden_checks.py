@@ -1,0 +1,735 @@
+"""Hidden checks for the RLHF assignment.  INSTRUCTOR ONLY: never released.
+
+Each check is plain data plus two small functions:
+
+* ``cases()`` builds the inputs (seeded, different from the notebook's visible examples);
+* ``judge(case, observation)`` compares what the student's function produced with an
+  expected value computed here independently, in float64, and returns ``None`` (pass) or a
+  short description of what was wrong.
+
+Calling the student's function is kept apart from judging it (:func:`observe`), so the same
+checks can run inside the notebook kernel (``run_check``, used by the hidden test cells) or
+with the call made in a sandboxed process and the judging done by a trusted grader.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+# --------------------------------------------------------------------------------------
+# Observing a call
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of the student's function.
+
+    ``args`` are positional arguments (tensors or floats); ``grad_wrt`` lists the indices
+    of tensor arguments that get ``requires_grad=True``; the gradient of ``output.sum()``
+    with respect to them is recorded.
+    """
+
+    args: tuple
+    grad_wrt: tuple[int, ...] = ()
+    note: str = ""
+
+
+@dataclass
+class Observation:
+    """What one call produced: plain tensors and strings, so it can cross a process boundary."""
+
+    value: Any = None
+    error: str | None = None
+    grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
+    grad_error: str | None = None
+    args_after: tuple = ()
+
+
+def _fresh_args(case: Case) -> tuple:
+    fresh = []
+    for index, arg in enumerate(case.args):
+        if isinstance(arg, torch.Tensor):
+            arg = arg.detach().clone()
+            if index in case.grad_wrt:
+                arg.requires_grad_(True)
+        fresh.append(arg)
+    return tuple(fresh)
+
+
+def observe(function: Callable, case: Case) -> Observation:
+    """Call ``function`` on a fresh copy of the case's inputs and record everything."""
+    args = _fresh_args(case)
+    observation = Observation()
+    # A torch UserWarning printed to stderr must never cost a correct answer its points.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            value = function(*args)
+        except Exception as exc:  # the student's bug is data here, not a crash
+            observation.error = f"raised {type(exc).__name__}: {exc}"
+            return observation
+        observation.value = value
+        if case.grad_wrt and type(value) is torch.Tensor:
+            try:
+                value.sum().backward()
+                observation.grads = {
+                    i: (None if args[i].grad is None else args[i].grad.detach().clone())
+                    for i in case.grad_wrt
+                }
+            except Exception as exc:
+                observation.grad_error = f"{type(exc).__name__}: {exc}"
+    observation.args_after = tuple(
+        a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args
+    )
+    if type(value) is torch.Tensor:
+        observation.value = value.detach().clone()
+    return observation
+
+
+# --------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    function: str
+    points: int
+    message: str
+    cases: Callable[[], list[Case]]
+    judge: Callable[[Case, Observation, "Recall"], str | None]
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+Recall = Callable[[Case], Observation]
+"""Calls the student's function again on another case (self-consistency checks use it)."""
+
+
+def evaluate(check: Check, function: Callable) -> str | None:
+    """Run every case of ``check``; return None when all pass, else what went wrong first."""
+    def recall(case: Case) -> Observation:
+        return observe(function, case)
+
+    for case in check.cases():
+        detail = judge_observation(check, case, recall(case), recall)
+        if detail is not None:
+            return detail
+    return None
+
+
+def judge_observation(check: Check, case: Case, observation: Observation,
+                      recall: Recall) -> str | None:
+    """Decide one case from what the call produced; only trusted code runs here."""
+    if observation.error is not None:
+        return observation.error
+    if type(observation.value) is not torch.Tensor:
+        return f"must return a torch.Tensor, got {type(observation.value).__name__}"
+    detail = check.judge(case, observation, recall)
+    if detail is not None and case.note:
+        detail = f"{detail} ({case.note})"
+    return detail
+
+
+def run_check(check_id: str, function: Callable) -> None:
+    """Used by a hidden test cell: raise ``CheckFailed`` naming the property when it fails."""
+    check = CHECKS[check_id]
+    detail = evaluate(check, function)
+    if detail is not None:
+        raise CheckFailed(f"{check.message}. What went wrong: {detail}")
+    print(f"passed: {check.message}")
+
+
+# --------------------------------------------------------------------------------------
+# Comparison helpers
+# --------------------------------------------------------------------------------------
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _uniform(gen: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
+    return low + (high - low) * torch.rand(shape, generator=gen, dtype=torch.float64)
+
+
+def _compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
+             what: str = "value") -> str | None:
+    expected = torch.as_tensor(expected, dtype=torch.float64)
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    if not got.dtype.is_floating_point:
+        return f"{what} has dtype {got.dtype}, expected a floating-point tensor"
+    got64 = got.to(torch.float64)
+    if not torch.isfinite(got64).all():
+        return f"{what} is not finite: {_short(got64)}"
+    bad = (got64 - expected).abs() > atol + rtol * expected.abs()
+    if bad.any():
+        return f"{what} {_short(got64)}, expected {_short(expected)}"
+    return None
+
+
+def _short(t: torch.Tensor) -> str:
+    flat = t.detach().reshape(-1)
+    text = ", ".join(f"{v:.6g}" for v in flat[:6].tolist())
+    if flat.numel() > 6:
+        text += ", ..."
+    return f"[{text}]" if t.dim() > 0 else text
+
+
+def _unmodified(case: Case, observation: Observation, names: tuple[str, ...]) -> str | None:
+    for name, before, after in zip(names, case.args, observation.args_after):
+        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            return f"the input `{name}` was changed in place"
+    return None
+
+
+def _gradients(case: Case, observation: Observation, expected: dict[int, torch.Tensor],
+               names: tuple[str, ...]) -> str | None:
+    if observation.grad_error is not None:
+        return f"backward() failed: {observation.grad_error}"
+    for index, want in expected.items():
+        got = observation.grads.get(index)
+        if got is None:
+            return f"no gradient reached `{names[index]}` (is the graph detached?)"
+        detail = _compare(got, want, rtol=1e-4, atol=1e-6, what=f"d/d{names[index]}")
+        if detail is not None:
+            return detail
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# TODO 1: PPO clipped objective
+# --------------------------------------------------------------------------------------
+
+PPO_ARGS = ("ratio", "advantage", "clip_epsilon")
+
+
+def ppo_reference(ratio: torch.Tensor, advantage: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-token clipped surrogate, written as the case table (not as min/clamp)."""
+    r = ratio.to(torch.float64)
+    a = torch.broadcast_to(advantage.to(torch.float64), r.shape)
+    upside_capped = a * torch.minimum(r, torch.full_like(r, 1 + eps))
+    downside_capped = a * torch.maximum(r, torch.full_like(r, 1 - eps))
+    return torch.where(a >= 0, upside_capped, downside_capped)
+
+
+def ppo_reference_grad(ratio, advantage, eps) -> torch.Tensor:
+    """d(per-token objective)/d ratio: A where the unclipped term is active, else 0."""
+    r = ratio.to(torch.float64)
+    a = torch.broadcast_to(advantage.to(torch.float64), r.shape)
+    active = torch.where(a >= 0, r < 1 + eps, r > 1 - eps)
+    return torch.where(active, a, torch.zeros_like(a))
+
+
+def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, eps: float,
+                       count: int = 6, note: str = "") -> list[Case]:
+    """Single-token calls: the mean over one token is the token itself, so these cases
+    test the per-token formula without depending on the reduction."""
+    gen = _generator(seed)
+    r = _uniform(gen, r_low, r_high, count).float()
+    a = (a_sign * _uniform(gen, 0.2, 3.0, count)).float()
+    return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or f"ratio={r[i]:.3f}, A={a[i]:.3f}, eps={eps}")
+            for i in range(count)]
+
+
+def _ppo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    if obs.value.dim() != 0:
+        return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
+    ratio, advantage, eps = case.args
+    expected = ppo_reference(ratio, advantage, eps).mean()
+    return _compare(obs.value, expected, rtol=1e-5, atol=1e-6, what="objective")
+
+
+def _ppo_eps_cases() -> list[Case]:
+    cases = _ppo_single_tokens(11, 0.3, 2.5, +1, 0.0, count=4)
+    cases += _ppo_single_tokens(12, 0.3, 2.5, -1, 0.0, count=4)
+    cases += _ppo_single_tokens(13, 0.05, 4.0, +1, 10.0, count=3)
+    cases += _ppo_single_tokens(14, 0.05, 4.0, -1, 10.0, count=3)
+    return cases
+
+
+def _ppo_mixed_cases() -> list[Case]:
+    gen = _generator(21)
+    cases = []
+    for eps in (0.1, 0.2, 0.3):
+        r = _uniform(gen, 0.3, 2.2, 64).float()
+        a = torch.randn(64, generator=gen, dtype=torch.float64).float()
+        cases.append(Case((r, a, eps), note=f"64 tokens, mixed-sign advantages, eps={eps}"))
+    return cases
+
+
+def _ppo_zero_advantage_cases() -> list[Case]:
+    gen = _generator(31)
+    r = _uniform(gen, 0.2, 3.0, 9).float()
+    return [Case((r, torch.zeros(9), 0.2), grad_wrt=(0,), note="A = 0 for all tokens")]
+
+
+def _ppo_zero_advantage_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = _ppo_value_judge(case, obs, recall)
+    if detail is None:
+        detail = _gradients(case, obs, {0: torch.zeros(9, dtype=torch.float64)}, PPO_ARGS)
+    return detail
+
+
+def _ppo_reduction_cases() -> list[Case]:
+    gen = _generator(41)
+    cases = []
+    for count in (7, 50):
+        r = _uniform(gen, 0.3, 2.2, count).float()
+        a = torch.randn(count, generator=gen, dtype=torch.float64).float()
+        cases.append(Case((r, a, 0.2), note=f"{count} tokens"))
+    return cases
+
+
+def _ppo_reduction_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    """The batch objective must be the mean of the student's own per-token objectives."""
+    if obs.value.dim() != 0:
+        return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
+    ratio, advantage, eps = case.args
+    per_token = []
+    for i in range(ratio.numel()):
+        single = recall(Case((ratio[i:i + 1], advantage[i:i + 1], eps)))
+        if single.error or type(single.value) is not torch.Tensor or single.value.numel() != 1:
+            return "could not evaluate the objective on a single token"
+        per_token.append(single.value.reshape(()).to(torch.float64))
+    expected = torch.stack(per_token).mean()
+    return _compare(obs.value, expected, rtol=1e-5, atol=1e-6,
+                    what="objective on the batch (vs the mean of its per-token objectives)")
+
+
+def _ppo_broadcast_cases() -> list[Case]:
+    gen = _generator(51)
+    r = _uniform(gen, 0.3, 2.2, 4, 6).float()
+    a = torch.randn(4, 1, generator=gen, dtype=torch.float64).float()
+    return [Case((r, a, 0.2), note="ratio (4, 6), advantage (4, 1): one advantage per sequence")]
+
+
+def _ppo_broadcast_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    if obs.value.dim() != 0:
+        return f"must return a 0-d tensor, got shape {tuple(obs.value.shape)}"
+    ratio, advantage, eps = case.args
+    flat_r = ratio.reshape(-1)
+    flat_a = advantage.expand_as(ratio).reshape(-1)
+    flat = recall(Case((flat_r, flat_a, eps)))
+    if flat.error or type(flat.value) is not torch.Tensor:
+        return "could not evaluate the objective on the flattened tokens"
+    return _compare(obs.value, flat.value.to(torch.float64), rtol=1e-5, atol=1e-6,
+                    what="objective for (B, T) ratios with (B, 1) advantages "
+                         "(vs the same tokens flattened)")
+
+
+def _ppo_gradient_cases() -> list[Case]:
+    # Away from the clip boundaries 1 +- eps, where the gradient is not defined.
+    points = [(1.5, 1.0), (0.5, 1.0), (0.5, -1.0), (1.5, -1.0), (1.1, 2.0), (0.9, -2.0)]
+    return [Case((torch.tensor([r]), torch.tensor([a]), 0.2), grad_wrt=(0,),
+                 note=f"ratio={r}, A={a}, eps=0.2") for r, a in points]
+
+
+def _ppo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    ratio, advantage, eps = case.args
+    return _gradients(case, obs, {0: ppo_reference_grad(ratio, advantage, eps)}, PPO_ARGS)
+
+
+def _ppo_unmodified_cases() -> list[Case]:
+    gen = _generator(61)
+    r = _uniform(gen, 0.2, 3.0, 12).float()
+    a = torch.randn(12, generator=gen, dtype=torch.float64).float()
+    return [Case((r, a, 0.2))]
+
+
+def _ppo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return _unmodified(case, obs, PPO_ARGS)
+
+
+def _ppo_float64_cases() -> list[Case]:
+    gen = _generator(71)
+    r = _uniform(gen, 0.3, 2.2, 10)
+    a = torch.randn(10, generator=gen, dtype=torch.float64)
+    return [Case((r, a, 0.2), note="float64 inputs")]
+
+
+def _ppo_float64_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    if obs.value.dtype != torch.float64:
+        return f"float64 inputs gave a {obs.value.dtype} result"
+    ratio, advantage, eps = case.args
+    return _compare(obs.value, ppo_reference(ratio, advantage, eps).mean(),
+                    rtol=1e-12, atol=1e-12, what="objective")
+
+
+# --------------------------------------------------------------------------------------
+# TODO 2: DPO loss
+# --------------------------------------------------------------------------------------
+
+DPO_ARGS = ("log_p_w", "log_p_l", "ref_log_p_w", "ref_log_p_l", "beta")
+
+
+def dpo_reference(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta) -> torch.Tensor:
+    """softplus(-beta * h) in float64, with h the log-ratio margin, written stably."""
+    h = ((log_p_w.double() - ref_log_p_w.double()) - (log_p_l.double() - ref_log_p_l.double()))
+    z = beta * h
+    return torch.clamp(-z, min=0) + torch.log1p(torch.exp(-z.abs()))
+
+
+def _dpo_batch(seed: int, shape: tuple[int, ...], beta: float, dtype=torch.float32,
+               scale: float = 3.0, note: str = "") -> Case:
+    gen = _generator(seed)
+    tensors = tuple((-2.0 - scale * torch.rand(shape, generator=gen, dtype=torch.float64)).to(dtype)
+                    for _ in range(4))
+    return Case(tensors + (beta,), note=note)
+
+
+def _dpo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    expected = dpo_reference(*case.args)
+    return _compare(obs.value, expected, rtol=1e-4, atol=1e-5, what="loss")
+
+
+def _dpo_zero_margin_cases() -> list[Case]:
+    gen = _generator(101)
+    cases = []
+    for beta in (0.1, 1.0, 5.0):
+        lp = (-1 - 4 * torch.rand(5, generator=gen)).float()
+        other = (-1 - 4 * torch.rand(5, generator=gen)).float()
+        # h = (lp - other) - (lp - other) = 0 for every pair
+        cases.append(Case((lp, lp.clone(), other, other.clone(), beta), note=f"beta={beta}, margin 0"))
+    return cases
+
+
+def _dpo_zero_margin_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return _compare(obs.value, torch.full((5,), math.log(2.0), dtype=torch.float64),
+                    rtol=1e-5, atol=1e-6, what="loss at zero margin (should be ln 2)")
+
+
+def _dpo_value_cases() -> list[Case]:
+    return [_dpo_batch(111, (16,), 0.1, note="16 pairs, beta=0.1"),
+            _dpo_batch(112, (16,), 0.5, scale=6.0, note="16 pairs, beta=0.5")]
+
+
+def _dpo_beta_cases() -> list[Case]:
+    cases = []
+    for seed, beta in ((121, 0.05), (122, 0.7), (123, 2.0)):
+        cases.append(_dpo_batch(seed, (8,), beta, note=f"beta={beta}"))
+    return cases
+
+
+def _dpo_swap_cases() -> list[Case]:
+    return [_dpo_batch(131, (8,), 0.3, note="beta=0.3")]
+
+
+def _dpo_swap_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    """L(l, w) - L(w, l) = beta * h: swapping chosen and rejected costs exactly the margin."""
+    lp_w, lp_l, ref_w, ref_l, beta = case.args
+    swapped = recall(Case((lp_l, lp_w, ref_l, ref_w, beta)))
+    if swapped.error or type(swapped.value) is not torch.Tensor:
+        return "could not evaluate the loss with chosen and rejected swapped"
+    if swapped.value.shape != obs.value.shape:
+        return "swapping chosen and rejected changed the output shape"
+    h = (lp_w.double() - ref_w.double()) - (lp_l.double() - ref_l.double())
+    return _compare(swapped.value.double() - obs.value.double(), beta * h, rtol=1e-4, atol=1e-5,
+                    what="L(swapped) - L(original), which should equal beta * margin,")
+
+
+def _dpo_shift_cases() -> list[Case]:
+    return [_dpo_batch(141, (8,), 0.2, note="beta=0.2")]
+
+
+def _dpo_shift_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    """Adding the same constant to a policy log-prob and its reference changes nothing."""
+    lp_w, lp_l, ref_w, ref_l, beta = case.args
+    shifted_args = (lp_w + 1.5, lp_l - 2.0, ref_w + 1.5, ref_l - 2.0, beta)
+    shifted = recall(Case(shifted_args))
+    if shifted.error or type(shifted.value) is not torch.Tensor:
+        return "could not evaluate the loss on shifted inputs"
+    return _compare(shifted.value, obs.value.double(), rtol=1e-4, atol=1e-5,
+                    what="loss after adding a constant to a (policy, reference) pair")
+
+
+def _dpo_stability_cases() -> list[Case]:
+    # beta * h = -200 (policy strongly prefers the rejected answer) and +50.
+    def pair(h: float, beta: float) -> Case:
+        return Case((torch.tensor(-10.0), torch.tensor(-10.0 - h), torch.tensor(-10.0),
+                     torch.tensor(-10.0), beta), grad_wrt=(0, 1),
+                    note=f"float32, beta * margin = {beta * h:g}")
+    return [pair(-2000.0, 0.1), pair(500.0, 0.1)]
+
+
+def _dpo_stability_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = _compare(obs.value, dpo_reference(*case.args), rtol=1e-4, atol=1e-6, what="loss")
+    if detail is None:
+        detail = _dpo_gradient_judge(case, obs, recall)
+    return detail
+
+
+def _dpo_gradient_cases() -> list[Case]:
+    case = _dpo_batch(151, (6,), 0.5, scale=4.0, note="beta=0.5")
+    return [Case(case.args, grad_wrt=(0, 1, 2, 3), note=case.note)]
+
+
+def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    lp_w, lp_l, ref_w, ref_l, beta = case.args
+    h = (lp_w.double() - ref_w.double()) - (lp_l.double() - ref_l.double())
+    weight = beta * torch.sigmoid(-beta * h)  # how hard this pair is still pushed
+    signs = {0: -1.0, 1: +1.0, 2: +1.0, 3: -1.0}
+    expected = {i: signs[i] * weight for i in case.grad_wrt}
+    return _gradients(case, obs, expected, DPO_ARGS)
+
+
+def _dpo_shape_cases() -> list[Case]:
+    return [_dpo_batch(161, (3, 5), 0.1, note="inputs of shape (3, 5)"),
+            _dpo_batch(162, (), 0.1, note="0-d inputs"),
+            _dpo_batch(163, (7,), 0.1, note="inputs of shape (7,)")]
+
+
+def _dpo_shape_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    want = tuple(case.args[0].shape)
+    if tuple(obs.value.shape) != want:
+        return (f"loss has shape {tuple(obs.value.shape)}, expected {want}: "
+                "return one loss per pair, do not reduce")
+    return None
+
+
+def _dpo_unmodified_cases() -> list[Case]:
+    return [_dpo_batch(171, (6,), 0.1)]
+
+
+def _dpo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return _unmodified(case, obs, DPO_ARGS)
+
+
+# --------------------------------------------------------------------------------------
+# TODO 3: GAE
+# --------------------------------------------------------------------------------------
+
+GAE_ARGS = ("rewards", "values", "next_value", "gamma", "gae_lambda")
+
+
+def gae_reference(rewards, values, next_value, gamma, lam) -> torch.Tensor:
+    """A_t = sum_l (gamma lambda)^l delta_{t+l}, the explicit lambda-weighted sum (no recursion)."""
+    r = [float(x) for x in rewards.double()]
+    v = [float(x) for x in values.double()] + [float(next_value)]
+    deltas = [r[t] + gamma * v[t + 1] - v[t] for t in range(len(r))]
+    advantages = [sum((gamma * lam) ** k * deltas[t + k] for k in range(len(r) - t))
+                  for t in range(len(r))]
+    return torch.tensor(advantages, dtype=torch.float64)
+
+
+def _gae_episode(seed: int, length: int, *, sparse: bool = False, next_value: float = 0.0,
+                 gamma: float = 0.99, lam: float = 0.95, note: str = "") -> Case:
+    gen = _generator(seed)
+    if sparse:
+        rewards = torch.zeros(length)
+        rewards[-1] = float(_uniform(gen, -2.0, 2.0, 1))
+    else:
+        rewards = torch.randn(length, generator=gen, dtype=torch.float64).float()
+    values = torch.randn(length, generator=gen, dtype=torch.float64).float()
+    return Case((rewards, values, next_value, gamma, lam),
+                note=note or f"T={length}, gamma={gamma}, lambda={lam}, next_value={next_value}")
+
+
+def _gae_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return _compare(obs.value, gae_reference(*case.args), rtol=1e-4, atol=1e-4, what="advantages")
+
+
+def _gae_value_cases() -> list[Case]:
+    return [_gae_episode(201, 8), _gae_episode(202, 12, sparse=True, gamma=0.97, lam=0.9)]
+
+
+def _gae_lambda_one_cases() -> list[Case]:
+    return [_gae_episode(211, 9, lam=1.0), _gae_episode(212, 6, sparse=True, gamma=0.9, lam=1.0)]
+
+
+def _gae_lambda_one_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    """lambda = 1: the discounted Monte-Carlo return minus V(s_t)."""
+    rewards, values, next_value, gamma, _ = case.args
+    ret, returns = float(next_value), []
+    for reward in reversed(rewards.double().tolist()):
+        ret = reward + gamma * ret
+        returns.append(ret)
+    expected = torch.tensor(returns[::-1], dtype=torch.float64) - values.double()
+    return _compare(obs.value, expected, rtol=1e-4, atol=1e-4,
+                    what="advantages with lambda=1 (return minus value)")
+
+
+def _gae_lambda_zero_cases() -> list[Case]:
+    return [_gae_episode(221, 9, lam=0.0), _gae_episode(222, 5, sparse=True, lam=0.0)]
+
+
+def _td_residuals(rewards, values, next_value, gamma) -> torch.Tensor:
+    v_next = torch.cat([values.double()[1:], torch.tensor([float(next_value)], dtype=torch.float64)])
+    return rewards.double() + gamma * v_next - values.double()
+
+
+def _gae_lambda_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    rewards, values, next_value, gamma, _ = case.args
+    return _compare(obs.value, _td_residuals(rewards, values, next_value, gamma), rtol=1e-4,
+                    atol=1e-5, what="advantages with lambda=0 (the TD residuals)")
+
+
+def _gae_gamma_zero_cases() -> list[Case]:
+    return [_gae_episode(231, 7, gamma=0.0, lam=0.95)]
+
+
+def _gae_gamma_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    rewards, values, *_ = case.args
+    return _compare(obs.value, rewards.double() - values.double(), rtol=1e-4, atol=1e-5,
+                    what="advantages with gamma=0 (r_t - V(s_t))")
+
+
+def _gae_single_step_cases() -> list[Case]:
+    return [_gae_episode(241, 1, note="T=1"), _gae_episode(242, 1, gamma=0.5, lam=0.3, note="T=1")]
+
+
+def _gae_next_value_cases() -> list[Case]:
+    return [_gae_episode(251, 6, sparse=True, next_value=2.5, note="truncated episode, next_value=2.5"),
+            _gae_episode(252, 1, next_value=-1.5, note="T=1, next_value=-1.5"),
+            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note="next_value=4.0")]
+
+
+def _gae_random_length_cases() -> list[Case]:
+    gen = _generator(261)
+    lengths = torch.randint(2, 40, (5,), generator=gen).tolist()
+    return [_gae_episode(262 + i, n, gamma=0.98, lam=0.9) for i, n in enumerate(lengths)]
+
+
+def _gae_shape_cases() -> list[Case]:
+    return [_gae_episode(271, 13)]
+
+
+def _gae_shape_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    want = tuple(case.args[0].shape)
+    if tuple(obs.value.shape) != want:
+        return f"advantages have shape {tuple(obs.value.shape)}, expected {want} (one per step)"
+    if not obs.value.dtype.is_floating_point:
+        return f"advantages have dtype {obs.value.dtype}, expected a floating-point tensor"
+    return None
+
+
+def _gae_unmodified_cases() -> list[Case]:
+    return [_gae_episode(281, 8, next_value=1.0)]
+
+
+def _gae_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return _unmodified(case, obs, GAE_ARGS)
+
+
+# --------------------------------------------------------------------------------------
+# The catalogue
+# --------------------------------------------------------------------------------------
+
+_PPO, _DPO, _GAE = "ppo_clipped_objective", "dpo_loss", "compute_gae"
+
+_ALL = [
+    # PPO
+    Check("ppo_positive_advantage_caps_upside", _PPO, 1,
+          "for A > 0, a ratio above 1 + eps must be clipped to 1 + eps",
+          lambda: _ppo_single_tokens(1, 1.35, 3.0, +1, 0.2), _ppo_value_judge),
+    Check("ppo_positive_advantage_keeps_downside", _PPO, 2,
+          "clipping must not apply to r < 1 - eps when A > 0 (the min keeps r * A)",
+          lambda: _ppo_single_tokens(2, 0.05, 0.7, +1, 0.2), _ppo_value_judge),
+    Check("ppo_negative_advantage_caps_downside", _PPO, 1,
+          "for A < 0, a ratio below 1 - eps must be clipped to 1 - eps",
+          lambda: _ppo_single_tokens(3, 0.05, 0.7, -1, 0.2), _ppo_value_judge),
+    Check("ppo_negative_advantage_keeps_upside", _PPO, 2,
+          "clipping must not apply to r > 1 + eps when A < 0 (the min keeps r * A)",
+          lambda: _ppo_single_tokens(4, 1.35, 3.0, -1, 0.2), _ppo_value_judge),
+    Check("ppo_inside_trust_region", _PPO, 1,
+          "inside [1 - eps, 1 + eps] the objective is r * A for either sign of A",
+          lambda: _ppo_single_tokens(5, 0.85, 1.15, +1, 0.2, count=3)
+          + _ppo_single_tokens(6, 0.85, 1.15, -1, 0.2, count=3), _ppo_value_judge),
+    Check("ppo_zero_advantage", _PPO, 1,
+          "with A = 0 the objective and its gradient are 0",
+          _ppo_zero_advantage_cases, _ppo_zero_advantage_judge),
+    Check("ppo_epsilon_extremes", _PPO, 1,
+          "eps = 0 clips to exactly 1 on the capped side; a huge eps never clips",
+          _ppo_eps_cases, _ppo_value_judge),
+    Check("ppo_mixed_batch", _PPO, 1,
+          "a batch of tokens with mixed-sign advantages gives the mean clipped objective",
+          _ppo_mixed_cases, _ppo_value_judge),
+    Check("ppo_mean_over_tokens", _PPO, 1,
+          "the objective is the MEAN over tokens (a 0-d tensor), not the sum",
+          _ppo_reduction_cases, _ppo_reduction_judge),
+    Check("ppo_broadcast_batch_time", _PPO, 1,
+          "ratio of shape (B, T) with advantage of shape (B, 1) must broadcast",
+          _ppo_broadcast_cases, _ppo_broadcast_judge),
+    Check("ppo_gradient", _PPO, 2,
+          "the gradient w.r.t. the ratio is A where r * A is the active term and 0 where clipped",
+          _ppo_gradient_cases, _ppo_gradient_judge),
+    Check("ppo_inputs_unmodified", _PPO, 1,
+          "ppo_clipped_objective must not modify its inputs",
+          _ppo_unmodified_cases, _ppo_unmodified_judge),
+    Check("ppo_float64", _PPO, 1,
+          "float64 inputs give a float64 result",
+          _ppo_float64_cases, _ppo_float64_judge),
+    # DPO
+    Check("dpo_zero_margin_is_ln2", _DPO, 1,
+          "when the policy and reference agree (margin 0) the loss is ln 2 for any beta",
+          _dpo_zero_margin_cases, _dpo_zero_margin_judge),
+    Check("dpo_values", _DPO, 2,
+          "the loss is -log sigmoid(beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)))",
+          _dpo_value_cases, _dpo_value_judge),
+    Check("dpo_beta_scales_margin", _DPO, 1,
+          "beta multiplies the log-ratio margin inside the sigmoid",
+          _dpo_beta_cases, _dpo_value_judge),
+    Check("dpo_swap_identity", _DPO, 1,
+          "swapping chosen and rejected raises the loss by exactly beta * margin",
+          _dpo_swap_cases, _dpo_swap_judge),
+    Check("dpo_reference_shift_invariance", _DPO, 1,
+          "the loss depends on the policy only through log-ratios against the reference",
+          _dpo_shift_cases, _dpo_shift_judge),
+    Check("dpo_numerically_stable", _DPO, 2,
+          "float32 loss and gradient stay finite and exact for beta * margin = -200 and +50 "
+          "(use F.logsigmoid, not log(sigmoid))",
+          _dpo_stability_cases, _dpo_stability_judge),
+    Check("dpo_gradient", _DPO, 1,
+          "the gradient is -beta * sigmoid(-beta * margin) on log_p_w and +beta * sigmoid(...) on log_p_l",
+          _dpo_gradient_cases, _dpo_gradient_judge),
+    Check("dpo_per_pair_shape", _DPO, 1,
+          "dpo_loss returns one loss per pair, with the inputs' shape (0-d for 0-d inputs)",
+          _dpo_shape_cases, _dpo_shape_judge),
+    Check("dpo_inputs_unmodified", _DPO, 1,
+          "dpo_loss must not modify its inputs",
+          _dpo_unmodified_cases, _dpo_unmodified_judge),
+    # GAE
+    Check("gae_values", _GAE, 2,
+          "advantages follow A_t = delta_t + gamma * lambda * A_{t+1}, computed from the last step back",
+          _gae_value_cases, _gae_value_judge),
+    Check("gae_lambda_one_is_monte_carlo", _GAE, 1,
+          "with lambda = 1 the advantage is the discounted return minus V(s_t)",
+          _gae_lambda_one_cases, _gae_lambda_one_judge),
+    Check("gae_lambda_zero_is_td_residual", _GAE, 1,
+          "with lambda = 0 the advantage is the one-step TD residual delta_t",
+          _gae_lambda_zero_cases, _gae_lambda_zero_judge),
+    Check("gae_gamma_zero", _GAE, 1,
+          "with gamma = 0 the advantage is r_t - V(s_t)",
+          _gae_gamma_zero_cases, _gae_gamma_zero_judge),
+    Check("gae_single_step", _GAE, 1,
+          "an episode of one step (T = 1) works",
+          _gae_single_step_cases, _gae_value_judge),
+    Check("gae_bootstraps_next_value", _GAE, 2,
+          "the last step bootstraps from next_value = V(s_T) when the episode was cut off",
+          _gae_next_value_cases, _gae_value_judge),
+    Check("gae_random_lengths", _GAE, 1,
+          "episodes of random lengths give the right advantages",
+          _gae_random_length_cases, _gae_value_judge),
+    Check("gae_shape", _GAE, 1,
+          "compute_gae returns one advantage per step, with the rewards' shape",
+          _gae_shape_cases, _gae_shape_judge),
+    Check("gae_inputs_unmodified", _GAE, 1,
+          "compute_gae must not modify its inputs (do not write advantages into `rewards`)",
+          _gae_unmodified_cases, _gae_unmodified_judge),
+]
+
+CHECKS: dict[str, Check] = {check.id: check for check in _ALL}
+assert len(CHECKS) == len(_ALL), "check ids must be unique"
+
+
+def checks_for(function_name: str) -> list[Check]:
+    return [check for check in _ALL if check.function == function_name]

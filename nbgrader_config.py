@@ -1,0 +1,34 @@
+"""nbgrader configuration for the RLHF course.  nbgrader reads it from the current directory,
+so run nbgrader commands from the course root (the Makefile does)."""
+import os
+from pathlib import Path
+
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearMetadataPreprocessor,
+                                    Execute, IgnorePattern, LimitOutput, SaveAutoGrades)
+
+from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure
+
+c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
+
+COURSE_ROOT = Path(__file__).resolve().parent
+
+c.CourseDirectory.root = str(COURSE_ROOT)
+c.CourseDirectory.course_id = os.environ.get("RLHF_COURSE_ID", "rlhf-course")
+# The gradebook: sqlite in the course root unless a SQLAlchemy URL says otherwise
+# (e.g. postgresql://grader@db-host/rlhf for a large course).
+c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COURSE_ROOT / 'gradebook.db'}")
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+
+# Seconds a single cell may run under autograde/validate.  nbgrader's own default is 30 s
+# (generate_config shows nbconvert's instead); the slowest cell here takes a few seconds.
+c.Execute.timeout = 120
+
+# Hidden test cells import the instructor-only checks; the kernels nbgrader starts inherit this.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(COURSE_ROOT / "instructor"), str(COURSE_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+# A warning printed by a test cell must not zero a correct answer (nbgrader scores stderr as 0).
+c.Autograde.autograde_preprocessors = [
+    Execute, StderrIsNotFailure, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]

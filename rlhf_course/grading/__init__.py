@@ -1,0 +1,1 @@
+"""Grading tools: notebook surgery, the nbgrader extension, and the course pipeline."""

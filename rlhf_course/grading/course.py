@@ -1,0 +1,155 @@
+"""The instructor's pipeline, built on nbgrader's own commands and gradebook.
+
+    python -m rlhf_course.grading.course release      # source/ -> release/
+    python -m rlhf_course.grading.course examples     # grade the bundled example class, print a summary
+
+nbgrader is run as a subprocess from the course root, exactly as an instructor would run it,
+so it reads ``nbgrader_config.py`` there and finds ``alembic`` next to the interpreter.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from rlhf_course.grading import notebooks
+
+
+def nbgrader(course_root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in the course root with this interpreter's environment."""
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_root, env=env,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def generate_release(course_root: Path = COURSE_ROOT) -> Path:
+    nbgrader(course_root, "generate_assignment", ASSIGNMENT, "--force")
+    return course_root / "release" / ASSIGNMENT / NOTEBOOK
+
+
+def load_instructor_module(course_root: Path, name: str):
+    """Import a module from the instructor-only folder (it is deliberately not a package)."""
+    path = course_root / "instructor" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def answers_for(course_root: Path, wrong_names: tuple[str, ...] | None) -> dict[str, str]:
+    """Answer cells for a submission: the reference solution with the named mistakes swapped in.
+
+    ``None`` means an untouched release notebook (no answers at all).
+    """
+    if wrong_names is None:
+        return {}
+    catalogue = load_instructor_module(course_root, "answer_catalogue")
+    answers = notebooks.solution_answers(notebooks.read(course_root / "source" / ASSIGNMENT / NOTEBOOK))
+    for name in wrong_names:
+        wrong = catalogue.WRONG_BY_NAME[name]
+        answers[wrong.answer_cell] = wrong.source
+    return answers
+
+
+def write_submission(course_root: Path, student: str, answers: dict[str, str],
+                     timestamp: dt.datetime | None = None) -> Path:
+    """Lay out ``submitted/<student>/<assignment>/`` as ``nbgrader collect`` would."""
+    release_nb = notebooks.read(course_root / "release" / ASSIGNMENT / NOTEBOOK)
+    folder = course_root / "submitted" / student / ASSIGNMENT
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    nbformat.write(notebooks.fill_answers(release_nb, answers), str(folder / NOTEBOOK))
+    stamp = timestamp or dt.datetime.now(dt.timezone.utc)
+    (folder / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+    return folder
+
+
+def autograde(course_root: Path, student: str | None = None) -> subprocess.CompletedProcess:
+    args = ["autograde", ASSIGNMENT, "--force"]
+    if student:
+        args.append(f"--student={student}")
+    return nbgrader(course_root, *args)
+
+
+def export_grades(course_root: Path, to: Path | None = None) -> Path:
+    to = to or course_root / "grades.csv"
+    nbgrader(course_root, "export", f"--to={to}")
+    return to
+
+
+@dataclass
+class CellScore:
+    grade_id: str
+    score: float
+    max_score: float
+
+
+def cell_scores(db_url: str, student: str) -> dict[str, CellScore]:
+    """Per grade cell scores of one student's submission, straight from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        nb = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)
+        return {g.name: CellScore(g.name, float(g.score), float(g.max_score)) for g in nb.grades}
+
+
+def gradebook_url(course_root: Path) -> str:
+    return os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{course_root / 'gradebook.db'}")
+
+
+def summary_table(course_root: Path, students: list[str]) -> str:
+    lines = [f"{'student':<20} {'score':>12}  lost points on"]
+    for student in students:
+        scores = cell_scores(gradebook_url(course_root), student)
+        total = sum(s.score for s in scores.values())
+        possible = sum(s.max_score for s in scores.values())
+        lost = [s.grade_id for s in scores.values() if s.score < s.max_score]
+        shown = ", ".join(lost[:4]) + (f" (+{len(lost) - 4} more)" if len(lost) > 4 else "")
+        lines.append(f"{student:<20} {total:>5.1f} / {possible:<5.1f}  {shown or '-'}")
+    return "\n".join(lines)
+
+
+def grade_examples(course_root: Path = COURSE_ROOT) -> str:
+    catalogue = load_instructor_module(course_root, "answer_catalogue")
+    generate_release(course_root)
+    for student, wrong in catalogue.EXAMPLE_SUBMISSIONS.items():
+        write_submission(course_root, student, answers_for(course_root, wrong))
+    autograde(course_root)
+    grades = export_grades(course_root)
+    with open(grades) as handle:
+        rows = list(csv.DictReader(handle))
+    table = summary_table(course_root, list(catalogue.EXAMPLE_SUBMISSIONS))
+    return f"{table}\n\nexported {len(rows)} row(s) to {grades}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["release", "examples"])
+    parser.add_argument("--course-root", type=Path, default=COURSE_ROOT)
+    args = parser.parse_args(argv)
+    if args.command == "release":
+        print("generated", generate_release(args.course_root))
+    else:
+        print(grade_examples(args.course_root))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Reading and rewriting assignment notebooks by their nbgrader cell ids."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Mapping
+
+import nbformat
+
+SOLUTION_BLOCK = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.DOTALL)
+
+
+def read(path: str | Path) -> nbformat.NotebookNode:
+    return nbformat.read(str(path), as_version=4)
+
+
+def grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def is_answer_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and meta.get("solution", False)
+
+
+def cells_by_grade_id(nb) -> dict[str, nbformat.NotebookNode]:
+    return {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
+
+
+def solution_answers(source_nb) -> dict[str, str]:
+    """The instructor's answer cells, solution markers removed: grade_id -> source."""
+    return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source)
+            for cell in source_nb.cells if is_answer_cell(cell)}
+
+
+def solution_lines(source_nb) -> list[str]:
+    """Every non-blank line inside a ``### BEGIN/END SOLUTION`` block, stripped."""
+    lines = []
+    for cell in source_nb.cells:
+        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL):
+            lines += [line.strip() for line in block.splitlines() if line.strip()]
+    return lines
+
+
+def hidden_test_lines(source_nb) -> list[str]:
+    lines = []
+    for cell in source_nb.cells:
+        for block in HIDDEN_BLOCK.findall(cell.source):
+            lines += [line.strip() for line in block.splitlines() if line.strip()]
+    return lines
+
+
+def fill_answers(release_nb, answers: Mapping[str, str]):
+    """A copy of a student notebook with the named answer cells replaced, as a student would."""
+    nb = nbformat.from_dict(release_nb)
+    cells = cells_by_grade_id(nb)
+    unknown = set(answers) - set(cells)
+    if unknown:
+        raise KeyError(f"no answer cell with grade_id {sorted(unknown)}")
+    for cell_id, source in answers.items():
+        if not is_answer_cell(cells[cell_id]):
+            raise ValueError(f"cell {cell_id!r} is not an answer cell")
+        cells[cell_id].source = source.strip("\n")
+    return nb
+
+
+def functions_from_notebook(path: str | Path, names: tuple[str, ...]) -> dict[str, Callable]:
+    """Execute a notebook's setup and answer cells in a fresh namespace; return the named functions.
+
+    Only cells that define the answers run (the locked setup cell and the answer cells), so
+    loading a student's notebook never runs its tests or demos.
+    """
+    nb = read(path)
+    namespace: dict = {"__name__": "student_notebook"}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and (is_answer_cell(cell) or grade_id(cell) == "setup"):
+            exec(compile(cell.source, f"{Path(path).name}:{grade_id(cell)}", "exec"), namespace)
+    missing = [name for name in names if not callable(namespace.get(name))]
+    if missing:
+        raise LookupError(f"{path} does not define {', '.join(missing)}")
+    return {name: namespace[name] for name in names}
