@@ -3,8 +3,9 @@ so run nbgrader commands from the course root (the Makefile does)."""
 import os
 from pathlib import Path
 
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearMetadataPreprocessor,
-                                    Execute, IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern,
+                                    LimitOutput, SaveAutoGrades)
 
 from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure
 

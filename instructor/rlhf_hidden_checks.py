@@ -185,10 +185,15 @@ def _short(t: torch.Tensor) -> str:
     return f"[{text}]" if t.dim() > 0 else text
 
 
-def _unmodified(case: Case, observation: Observation, names: tuple[str, ...]) -> str | None:
+def _unmodified(case: Case, observation: Observation, names: tuple[str, ...],
+                recall: Recall) -> str | None:
     for name, before, after in zip(names, case.args, observation.args_after):
         if isinstance(before, torch.Tensor) and not torch.equal(before, after):
             return f"the input `{name}` was changed in place"
+    # A function that ignores its inputs leaves them alone too: that earns nothing here.
+    moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
+    if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
+        return f"the result does not depend on `{names[0]}`"
     return None
 
 
@@ -301,7 +306,10 @@ def _ppo_reduction_judge(case: Case, obs: Observation, recall: Recall) -> str | 
         if single.error or type(single.value) is not torch.Tensor or single.value.numel() != 1:
             return "could not evaluate the objective on a single token"
         per_token.append(single.value.reshape(()).to(torch.float64))
-    expected = torch.stack(per_token).mean()
+    per_token = torch.stack(per_token)
+    if torch.all(per_token == per_token[0]):
+        return "the objective does not depend on the ratio and advantage"
+    expected = per_token.mean()
     return _compare(obs.value, expected, rtol=1e-5, atol=1e-6,
                     what="objective on the batch (vs the mean of its per-token objectives)")
 
@@ -322,6 +330,9 @@ def _ppo_broadcast_judge(case: Case, obs: Observation, recall: Recall) -> str | 
     flat = recall(Case((flat_r, flat_a, eps)))
     if flat.error or type(flat.value) is not torch.Tensor:
         return "could not evaluate the objective on the flattened tokens"
+    moved = recall(Case((ratio * 0.8, advantage, eps)))
+    if type(moved.value) is torch.Tensor and torch.equal(moved.value, obs.value):
+        return "the objective does not depend on the ratio"
     return _compare(obs.value, flat.value.to(torch.float64), rtol=1e-5, atol=1e-6,
                     what="objective for (B, T) ratios with (B, 1) advantages "
                          "(vs the same tokens flattened)")
@@ -347,7 +358,7 @@ def _ppo_unmodified_cases() -> list[Case]:
 
 
 def _ppo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, PPO_ARGS)
+    return _unmodified(case, obs, PPO_ARGS, recall)
 
 
 def _ppo_float64_cases() -> list[Case]:
@@ -448,6 +459,9 @@ def _dpo_shift_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     shifted = recall(Case(shifted_args))
     if shifted.error or type(shifted.value) is not torch.Tensor:
         return "could not evaluate the loss on shifted inputs"
+    other_margin = recall(Case((lp_w + 1.0, lp_l, ref_w, ref_l, beta)))
+    if type(other_margin.value) is torch.Tensor and torch.equal(other_margin.value, obs.value):
+        return "the loss does not depend on the log-probabilities"
     return _compare(shifted.value, obs.value.double(), rtol=1e-4, atol=1e-5,
                     what="loss after adding a constant to a (policy, reference) pair")
 
@@ -501,7 +515,7 @@ def _dpo_unmodified_cases() -> list[Case]:
 
 
 def _dpo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, DPO_ARGS)
+    return _unmodified(case, obs, DPO_ARGS, recall)
 
 
 # --------------------------------------------------------------------------------------
@@ -617,7 +631,7 @@ def _gae_unmodified_cases() -> list[Case]:
 
 
 def _gae_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, GAE_ARGS)
+    return _unmodified(case, obs, GAE_ARGS, recall)
 
 
 # --------------------------------------------------------------------------------------

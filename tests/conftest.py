@@ -1,0 +1,38 @@
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "instructor"))  # instructor-only modules, for the tests
+
+# nbgrader calls `alembic` and kernels run `python` from PATH: use this interpreter's environment.
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.pop("RLHF_GRADEBOOK_URL", None)  # tests always use a gradebook inside their own copy
+
+COURSE_FILES = ("source", "instructor", "nbgrader_config.py")
+
+
+def copy_course(destination: Path) -> Path:
+    """A scratch course directory: the instructor's inputs only, nothing generated."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in COURSE_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, destination / name)
+    return destination
+
+
+@pytest.fixture
+def course(tmp_path) -> Path:
+    return copy_course(tmp_path / "course")
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
