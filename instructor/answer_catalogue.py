@@ -74,7 +74,7 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     surr1 = ratio * advantage
     surr2 = ratio.clamp_(1 - clip_epsilon, 1 + clip_epsilon) * advantage
     return torch.min(surr1, surr2).mean()
-''', frozenset({"ppo_inputs_unmodified", "ppo_gradient", "ppo_zero_advantage"})),
+''', frozenset({"ppo_visible_tests", "ppo_inputs_unmodified", "ppo_gradient", "ppo_zero_advantage"})),
     WrongAnswer(
         "dpo_missing_beta", DPO_CELL, '''
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):

@@ -1,0 +1,88 @@
+"""A full nbgrader round trip: generate -> submitted/ -> autograde -> export.
+
+The reference solution gets full marks, the untouched release gets 0, and every catalogued
+mistake loses exactly the grade cells it should, with nbgrader's own gradebook as the judge.
+"""
+import csv
+import textwrap
+
+import pytest
+
+import answer_catalogue
+from rlhf_course.grading import course as pipeline
+from tests.conftest import copy_course
+
+WARNS = textwrap.dedent('''
+    import warnings
+
+    def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+        warnings.warn("torch-style UserWarning printed to stderr by a correct answer")
+        unclipped = ratio * advantage
+        clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
+        return torch.minimum(unclipped, clipped).mean()
+''')
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("roundtrip") / "course")
+    pipeline.generate_release(course)
+    students = {"reference": (), "empty": None}
+    students.update({w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS})
+    for student, wrong in students.items():
+        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
+    warns = pipeline.answers_for(course, ())
+    warns["ppo_answer"] = WARNS
+    pipeline.write_submission(course, "warns_on_stderr", warns)
+    pipeline.autograde(course)
+    grades = pipeline.export_grades(course)
+    return course, grades
+
+
+def scores(course, student):
+    return pipeline.cell_scores(pipeline.gradebook_url(course), student)
+
+
+@pytest.mark.slow
+def test_reference_gets_full_marks(graded_class):
+    course, _ = graded_class
+    cells = scores(course, "reference")
+    assert len(cells) == 34
+    assert all(c.score == c.max_score for c in cells.values()), cells
+
+
+@pytest.mark.slow
+def test_empty_release_gets_zero(graded_class):
+    course, _ = graded_class
+    assert sum(c.score for c in scores(course, "empty").values()) == 0
+
+
+@pytest.mark.slow
+def test_stderr_warning_does_not_zero_a_correct_answer(graded_class):
+    course, _ = graded_class
+    cells = scores(course, "warns_on_stderr")
+    assert all(c.score == c.max_score for c in cells.values()), cells
+    autograded = (course / "autograded" / "warns_on_stderr" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
+    assert "[stderr] " in autograded  # the warning is still shown, just not scored as a failure
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+def test_each_mistake_loses_exactly_its_cells(graded_class, wrong):
+    course, _ = graded_class
+    cells = scores(course, wrong.name)
+    lost = {c.grade_id for c in cells.values() if c.score < c.max_score}
+    assert lost == set(wrong.loses)
+    assert all(c.score == 0 for c in cells.values() if c.grade_id in lost)
+
+
+@pytest.mark.slow
+def test_export_lists_every_student(graded_class):
+    course, grades = graded_class
+    with open(grades) as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    import rlhf_hidden_checks
+    total = sum(check.points for check in rlhf_hidden_checks.CHECKS.values()) + 3 * 2  # + visible tests
+    assert float(rows["reference"]["score"]) == float(rows["reference"]["max_score"]) == total
+    assert float(rows["empty"]["score"]) == 0.0
+    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 3

@@ -1,0 +1,51 @@
+"""Every notebook runs top to bottom on a fresh kernel, as a person would run it."""
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+
+
+def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
+    nb = nbformat.read(str(path), as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
+
+
+@pytest.fixture
+def instructor_path(monkeypatch, repo):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
+
+
+@pytest.mark.slow
+def test_source_notebook_runs_clean(repo, instructor_path):
+    nb = execute(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "A = +1: objective = 1.0200" in text
+    assert "A = -1: objective = -1.6600" in text
+    assert "policy prefers y_w: loss = 0.5544" in text and "policy prefers y_l: loss = 0.8544" in text
+    assert "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
+    assert text.count("passed: ") == 31
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not any(o.output_type == "error" for o in cell.outputs), cell.source
+
+
+@pytest.mark.slow
+def test_release_notebook_runs_until_first_todo(repo):
+    path = repo / "release" / ASSIGNMENT / NOTEBOOK
+    nb = nbformat.read(str(path), as_version=4)
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert info.value.ename == "NotImplementedError"
+    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    failing = executed[-1]
+    assert failing.metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
+    for cell in executed[:-1]:
+        assert not any(o.output_type == "error" for o in cell.outputs)

@@ -1,0 +1,103 @@
+"""release/ is exactly what nbgrader generates from source/, and nothing secret reaches it."""
+import filecmp
+import re
+from pathlib import Path
+
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import notebooks
+
+
+def tree_files(root: Path) -> dict[str, Path]:
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_release_is_in_sync_with_source(course, repo):
+    pipeline.generate_release(course)
+    fresh, committed = tree_files(course / "release"), tree_files(repo / "release")
+    assert fresh.keys() == committed.keys()
+    for name in fresh:
+        assert filecmp.cmp(fresh[name], committed[name], shallow=False), (
+            f"release/{name} differs from what generate_assignment makes: run `make release` and commit")
+
+
+def secret_lines(repo) -> list[str]:
+    source_nb = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    lines = notebooks.solution_lines(source_nb) + notebooks.hidden_test_lines(source_nb)
+    assert len(lines) > 30
+    return lines
+
+
+def shipped_files(repo) -> list[Path]:
+    files = [p for p in (repo / "release").rglob("*") if p.is_file()]
+    files += [p for p in (repo / "rlhf_course").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return files
+
+
+def test_no_solution_or_hidden_test_reaches_students(repo):
+    secrets = secret_lines(repo)
+    for path in shipped_files(repo):
+        text = path.read_text(errors="replace")
+        # Compare line by line, as a notebook stores each source line as its own JSON string.
+        shipped = {line.strip().strip('",').replace('\\"', '"').replace("\\n", "").strip()
+                   for line in text.splitlines()}
+        leaked = [line for line in secrets if line in shipped]
+        assert not leaked, f"{path} contains {leaked[:3]}"
+        assert "rlhf_hidden_checks" not in text, f"{path} names the hidden checks module"
+        if path.is_relative_to(repo / "release"):
+            assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, path
+
+
+def test_release_stubs_raise_not_implemented(repo):
+    release = notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK)
+    answers = [c for c in release.cells if notebooks.is_answer_cell(c)]
+    assert len(answers) == 3
+    for cell in answers:
+        assert "raise NotImplementedError()" in cell.source
+
+
+def test_release_notebooks_carry_no_outputs_or_widget_state(repo):
+    for path in list((repo / "release").rglob("*.ipynb")) + list((repo / "source").rglob("*.ipynb")):
+        nb = notebooks.read(path)
+        assert "widgets" not in nb.metadata, path
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, (path, cell.id)
+
+
+def test_config_loads_without_error(repo):
+    """nbgrader only logs a broken config and carries on with defaults: load it ourselves."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(repo)).load_config()
+    assert config.CourseDirectory.course_id == "rlhf-course"
+    assert config.CourseDirectory.db_url.startswith("sqlite:///")
+    assert config.Execute.timeout == 120
+    names = [pp.__name__ for pp in config.Autograde.autograde_preprocessors]
+    assert names.index("StderrIsNotFailure") == names.index("Execute") + 1
+
+
+def _validate(course: Path, *args: str) -> str:
+    proc = pipeline.nbgrader(course, "validate", *args)
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_source_passes_and_release_fails(course):
+    pipeline.generate_release(course)
+    out = _validate(course, f"source/{ASSIGNMENT}/{NOTEBOOK}")
+    assert "Success! Your notebook passes all the tests." in out, out[-3000:]
+    assert "ERROR" not in out, out[-3000:]
+
+    out = _validate(course, f"release/{ASSIGNMENT}/{NOTEBOOK}")
+    assert "VALIDATION FAILED ON 3 CELL(S)!" in out, out[-3000:]
+    assert out.count("NotImplementedError") >= 3
+
+    # --invert complains about cells that pass: in the release only the hidden-test cells,
+    # which hold nothing but a comment until grading restores them.
+    import rlhf_hidden_checks
+    out = _validate(course, "--invert", f"release/{ASSIGNMENT}/{NOTEBOOK}")
+    assert f"NOTEBOOK PASSED ON {len(rlhf_hidden_checks.CHECKS)} CELL(S)!" in out, out[-3000:]
+    assert "visible_tests" not in out and "ppo_clipped_objective(ratio" not in out
