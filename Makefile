@@ -1,0 +1,40 @@
+# Every target creates .venv from requirements.txt first (once), so each command below works
+# on a fresh clone.  nbgrader reads nbgrader_config.py from here and calls alembic from PATH.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export MPLBACKEND ?= Agg
+OUT ?= outputs
+
+.PHONY: demo test release examples lab lab-instructor clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+## The main job: build the student release, grade the example class, print a summary.
+demo: $(STAMP)
+	$(PY) -m rlhf_course.grading.course examples
+
+## The whole test suite.
+test: $(STAMP)
+	$(PY) -m pytest
+
+## source/ -> release/ (commit the result).
+release: $(STAMP)
+	$(PY) -m rlhf_course.grading.course release
+
+## JupyterLab on the student release, as a student sees it.
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=release
+
+## JupyterLab on the course root for instructors (hidden checks importable, formgrader available).
+lab-instructor: $(STAMP)
+	PYTHONPATH=$(CURDIR)/instructor:$(CURDIR) $(VENV)/bin/jupyter lab
+
+clean:
+	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv $(OUT)
