@@ -1,0 +1,117 @@
+"""The lab with the reference functions shows the four effects; a broken function stops it
+with one sentence naming the function."""
+import json
+
+import pytest
+import torch
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, demo
+from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course.lab.student import StudentFunctionError
+
+
+@pytest.fixture(scope="module")
+def reference_functions(repo):
+    return functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+
+
+@pytest.fixture(scope="module")
+def result(reference_functions):
+    return demo.run_demo(**reference_functions, setting="quick", show_progress=False)
+
+
+def early_late(history, key, width=5):
+    values = [row[key] for row in history if key in row]
+    return sum(values[:width]) / width, sum(values[-width:]) / width
+
+
+@pytest.mark.slow
+def test_reward_model_orders_heldout_pairs_like_gold(result):
+    assert result.reward_model.heldout_accuracy > 0.90
+
+
+@pytest.mark.slow
+def test_ppo_raises_rm_score_and_gold_reward_grows_kl_and_lowers_entropy(result):
+    rm_start, rm_end = early_late(result.ppo_history, "reward_model_score")
+    gold_start, gold_end = early_late(result.ppo_history, "gold_reward")
+    kl_start, kl_end = early_late(result.ppo_history, "kl_to_reference")
+    entropy_start, entropy_end = early_late(result.ppo_history, "entropy_per_token")
+    assert rm_end > rm_start + 1.0           # in units of the SFT samples' RM std
+    assert gold_end > gold_start + 0.4       # gold reward lies in about [-1, 1]
+    assert result.ppo_history[0]["kl_to_reference"] == pytest.approx(0.0, abs=1e-5)
+    assert kl_end > 2.0 and kl_end > kl_start + 2.0
+    assert entropy_end < entropy_start - 0.3
+
+
+@pytest.mark.slow
+def test_dpo_widens_margin_and_accuracy_and_improves_gold(result):
+    margin_start, margin_end = early_late(result.dpo_history, "implicit_reward_margin")
+    accuracy_start, accuracy_end = early_late(result.dpo_history, "preference_accuracy")
+    evaluated = [row for row in result.dpo_history if "gold_reward" in row]
+    assert margin_end > margin_start + 1.0
+    assert accuracy_start < 0.85 and accuracy_end > 0.95
+    assert evaluated[-1]["gold_reward"] > evaluated[0]["gold_reward"] + 0.4
+    assert evaluated[-1]["kl_to_reference"] > evaluated[0]["kl_to_reference"]
+    # the rejected response's implicit reward falls below the chosen one's
+    assert result.dpo_history[-1]["rejected_implicit_reward"] < result.dpo_history[-1]["chosen_implicit_reward"]
+
+
+@pytest.mark.slow
+def test_seeded_runs_repeat_exactly(reference_functions):
+    first = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
+    second = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
+    assert first.ppo_history == second.ppo_history and first.dpo_history == second.dpo_history
+
+
+def broken(reference_functions, name, function):
+    return {**reference_functions, name: function}
+
+
+BROKEN = {
+    "raises": ("compute_gae", lambda rewards, values, *a, **k: rewards[len(rewards)], "compute_gae raised IndexError"),
+    "not_implemented": ("ppo_clipped_objective", None, "ppo_clipped_objective is not implemented yet"),
+    "wrong_shape": ("ppo_clipped_objective", lambda ratio, advantage, eps=0.2: (ratio * advantage).mean(1),
+                    "ppo_clipped_objective returned shape (16,), expected ()"),
+    "nan": ("dpo_loss", lambda w, l, rw, rl, beta=0.1: (w - l) * float("nan"), "dpo_loss returned NaN"),
+    "no_gradient": ("dpo_loss", lambda w, l, rw, rl, beta=0.1: torch.zeros_like(w).detach(),
+                    "dpo_loss returned a tensor with no gradient"),
+    "not_a_tensor": ("compute_gae", lambda rewards, *a, **k: rewards.tolist(),
+                     "compute_gae must return a torch.Tensor, got list"),
+}
+
+
+def _not_implemented(*args, **kwargs):
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_student_function_stops_with_named_message(reference_functions, case):
+    name, function, message = BROKEN[case]
+    functions = broken(reference_functions, name, function or _not_implemented)
+    calls = {"n": 0}
+    inner = functions[name]
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return inner(*args, **kwargs)
+
+    functions[name] = counting
+    with pytest.raises(StudentFunctionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        demo.run_demo(**functions, setting="smoke", show_progress=False)
+    assert calls["n"] == 1  # stopped at the first call, within the first iteration
+
+
+def test_cli_on_reference_notebook_writes_figures_and_metrics(repo, tmp_path):
+    code = demo.main([str(repo / "source" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(tmp_path)])
+    assert code == 0
+    assert (tmp_path / "ppo.png").stat().st_size > 10_000 and (tmp_path / "dpo.png").stat().st_size > 10_000
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(metrics["ppo"]) == 2
+
+
+def test_cli_on_release_notebook_stops_with_message(repo, tmp_path, capsys):
+    code = demo.main([str(repo / "release" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "demo stopped:" in err and "is not implemented yet" in err
+    assert "Traceback" not in err
