@@ -1,0 +1,247 @@
+"""Interactive explorers: sliders that plot what the student's own functions compute.
+
+Each explorer is a pure plotting function ``plot_*(student_function, ..., axes=None)`` that draws
+and returns the data it drew, plus a thin ipywidgets wrapper ``*_explorer(student_function)``.
+Until the function is implemented the wrapper shows one friendly line instead of a traceback;
+under nbgrader (``NBGRADER_EXECUTION`` set) it draws once with the default values, no widgets.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
+
+
+class NotReady(Exception):
+    """The student's function is not implemented yet, or failed on the explorer's inputs."""
+
+
+def _call(function: Callable, *args):
+    name = getattr(function, "__name__", "the function")
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise NotReady(f"Implement {name} above to see this plot.") from None
+    except Exception as exc:
+        raise NotReady(f"{name} raised {type(exc).__name__}: {exc}. Fix it above to see this plot.") from None
+
+
+# ----------------------------------------------------------------------------- PPO
+
+def ppo_curve(ppo_clipped_objective: Callable, ratios: np.ndarray, advantage: float, clip_epsilon: float):
+    """The per-token objective and its gradient d/dr at each ratio, one single-token call per ratio."""
+    values, grads = [], []
+    for r in ratios:
+        ratio = torch.tensor([float(r)], dtype=torch.float64, requires_grad=True)
+        out = _call(ppo_clipped_objective, ratio, torch.tensor([advantage], dtype=torch.float64), clip_epsilon)
+        out.backward()
+        values.append(out.item())
+        grads.append(0.0 if ratio.grad is None else ratio.grad.item())
+    return np.array(values), np.array(grads)
+
+
+def plot_ppo_objective(ppo_clipped_objective: Callable, clip_epsilon: float = 0.2, advantage: float = 1.0,
+                       axes=None) -> dict:
+    """The two-panel figure of the PPO paper, drawn from the student's function: L^CLIP against r
+    for A > 0 and A < 0 (|A| = ``advantage``), r*A dashed, the clip region shaded, and the
+    stretches where the gradient is zero in red."""
+    ratios = np.linspace(0.0, 2.5, 251)
+    magnitude = abs(advantage) or 1.0
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    drawn = {"ratio": ratios, "clip_epsilon": clip_epsilon}
+    for ax, sign, label in ((axes[0], +1, "A > 0"), (axes[1], -1, "A < 0")):
+        a = sign * magnitude
+        values, grads = ppo_curve(ppo_clipped_objective, ratios, a, clip_epsilon)
+        flat = np.isclose(grads, 0.0)
+        ax.axvspan(1 - clip_epsilon, 1 + clip_epsilon, color=CLIP_COLOR, alpha=0.10, label="trust region [1-eps, 1+eps]")
+        ax.plot(ratios, ratios * a, "--", color=UNCLIPPED_COLOR, label="unclipped r * A")
+        ax.plot(ratios, values, color=CLIP_COLOR, lw=2.2, label="your L^CLIP")
+        ax.plot(ratios, np.where(flat, values, np.nan), color=FLAT_COLOR, lw=3.5, label="gradient = 0")
+        ax.axvline(1.0, color="black", lw=0.6)
+        ax.set(title=f"{label} (A = {a:+.2f}, eps = {clip_epsilon:.2f})", xlabel="probability ratio r = pi / pi_old",
+               ylabel="per-token objective")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left" if sign > 0 else "lower left")
+        key = "positive" if sign > 0 else "negative"
+        drawn[f"objective_{key}"], drawn[f"gradient_{key}"] = values, grads
+    return drawn
+
+
+# ----------------------------------------------------------------------------- DPO
+
+def dpo_curve(dpo_loss: Callable, margins: np.ndarray, beta: float):
+    """Loss and gradient weight sigma(-beta*h) = -(d loss / d log_p_w) / beta, per margin h."""
+    log_p_w = torch.tensor(margins, dtype=torch.float64, requires_grad=True)
+    zeros = torch.zeros_like(log_p_w.detach())
+    loss = _call(dpo_loss, log_p_w, zeros, zeros, zeros, beta)
+    loss.sum().backward()
+    weight = -log_p_w.grad.numpy() / beta if log_p_w.grad is not None else np.zeros_like(margins)
+    return loss.detach().numpy(), weight
+
+
+def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.5), axes=None) -> dict:
+    """Loss, gradient weight and implied reward difference against the log-ratio margin h, for the
+    slider's beta (thick) and a few others (thin)."""
+    margins = np.linspace(-40, 40, 401)
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
+    drawn = {"margin": margins, "beta": beta}
+    betas = [beta] + [b for b in compare_betas if not np.isclose(b, beta)]
+    for index, b in enumerate(betas):
+        loss, weight = dpo_curve(dpo_loss, margins, b)
+        style = dict(lw=2.4) if index == 0 else dict(lw=1.0, alpha=0.7, ls="--")
+        axes[0].plot(margins, loss, label=f"beta = {b:g}", **style)
+        axes[1].plot(margins, weight, label=f"beta = {b:g}", **style)
+        axes[2].plot(margins, b * margins, label=f"beta = {b:g}", **style)
+        drawn[f"loss@{b:g}"], drawn[f"weight@{b:g}"] = loss, weight
+    axes[0].set(title="Your DPO loss", ylabel="loss -log sigmoid(beta h) (nats)")
+    axes[1].set(title="How hard each pair is pushed", ylabel="gradient weight sigmoid(-beta h)", ylim=(-0.05, 1.05))
+    axes[2].set(title="Implied reward difference", ylabel="r(y_w) - r(y_l) = beta h")
+    for ax in axes:
+        ax.set_xlabel("log-ratio margin h = log(pi/pi_ref)(y_w) - log(pi/pi_ref)(y_l)")
+        ax.axvline(0, color="black", lw=0.6)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return drawn
+
+
+# ----------------------------------------------------------------------------- GAE
+
+GUIDE_EPISODE = (torch.tensor([0.0, 0.0, 0.0, 0.0, 10.0]), torch.ones(5))
+
+
+def _long_episode(length: int = 30):
+    """A sparse terminal reward with a value head that has learned part of it (rising values)."""
+    rewards = torch.zeros(length)
+    rewards[-1] = 10.0
+    values = torch.linspace(2.0, 8.0, length) + 0.8 * torch.sin(torch.arange(length) * 0.7)
+    return rewards, values
+
+
+def gae_advantages(compute_gae: Callable, rewards, values, gamma: float, gae_lambda: float) -> np.ndarray:
+    out = _call(compute_gae, rewards.clone(), values.clone(), 0.0, gamma, gae_lambda)
+    return out.detach().numpy()
+
+
+@functools.lru_cache(maxsize=16)
+def _bias_variance(compute_gae: Callable, gamma: float, draws: int = 150, length: int = 12):
+    """Bias and spread of A_0 across lambda, over noisy rewards and noisy, shrunken value estimates.
+
+    Truth: a terminal reward of 5 plus zero-mean noise on every step, so V(s_t) = 5 gamma^(T-1-t).
+    Estimates: 0.6 V + noise (an under-trained value head).  The target is E[G_0] - E[V_hat(s_0)],
+    which lambda = 1 estimates without bias; smaller lambda leans on V_hat and inherits its error.
+    """
+    generator = torch.Generator().manual_seed(0)
+    steps = torch.arange(length, dtype=torch.float64)
+    true_values = 5.0 * gamma ** (length - 1 - steps)
+    lambdas = np.linspace(0.0, 1.0, 11)
+    estimates = np.zeros((len(lambdas), draws))
+    for m in range(draws):
+        rewards = torch.randn(length, generator=generator, dtype=torch.float64)
+        rewards[-1] += 5.0
+        values = 0.6 * true_values + 0.5 * torch.randn(length, generator=generator, dtype=torch.float64)
+        for i, lam in enumerate(lambdas):
+            estimates[i, m] = gae_advantages(compute_gae, rewards, values, gamma, float(lam))[0]
+    target = 0.4 * true_values[0].item()  # E[G_0] - E[V_hat(s_0)] = V(s_0) - 0.6 V(s_0)
+    return lambdas, estimates.mean(1) - target, estimates.std(1)
+
+
+def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.99, axes=None,
+             with_bias_variance: bool = True) -> dict:
+    """Advantages over time for the guide's 5-step episode and a 30-step one, with your function's
+    lambda = 0 and lambda = 1 limits; and the bias/spread of A_0 as lambda moves."""
+    panels = 3 if with_bias_variance else 2
+    if axes is None:
+        _, axes = plt.subplots(1, panels, figsize=(4.7 * panels, 3.8), constrained_layout=True)
+    drawn = {"gae_lambda": gae_lambda, "gamma": gamma}
+    for ax, (name, (rewards, values)) in zip(axes, (("guide", GUIDE_EPISODE), ("long", _long_episode()))):
+        t = np.arange(len(rewards))
+        advantages = gae_advantages(compute_gae, rewards, values, gamma, gae_lambda)
+        ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 0.0), ":", color="tab:gray",
+                label="lambda = 0 (TD residual)")
+        ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 1.0), "--", color="tab:gray",
+                label="lambda = 1 (return - V)")
+        ax.plot(t, advantages, "o-", color="tab:green", lw=2, label=f"lambda = {gae_lambda:.2f}")
+        ax.set(title=f"{'Guide example' if name == 'guide' else 'A 30-token response'}: reward 10 at the end",
+               xlabel="time step t (token)", ylabel="advantage A_t")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        drawn[f"advantages_{name}"] = advantages
+    if with_bias_variance:
+        lambdas, bias, spread = _bias_variance(compute_gae, gamma)
+        ax = axes[2]
+        ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label="|bias| of A_0")
+        ax.plot(lambdas, spread, "s-", color="tab:purple", label="spread (std) of A_0")
+        ax.axvline(gae_lambda, color="tab:green", lw=2, alpha=0.6, label="your lambda")
+        ax.set(title="Bias against variance", xlabel="lambda", ylabel="reward units")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        drawn.update(bias_lambdas=lambdas, bias=bias, spread=spread)
+    return drawn
+
+
+# ----------------------------------------------------------------------------- widgets
+
+def _under_nbgrader() -> bool:
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
+def _explorer(plot: Callable, probe: Callable, student_function: Callable, sliders: dict, width: int):
+    """A friendly line while the function is not ready; a single static figure under nbgrader;
+    otherwise an ipywidgets.interactive that redraws on every slider change."""
+    import ipywidgets as widgets
+
+    try:
+        probe(student_function)
+    except NotReady as exc:
+        return widgets.HTML(f"<b>{exc}</b>")
+    if _under_nbgrader():
+        plot(student_function, **{name: slider.value for name, slider in sliders.items()})
+        plt.show()
+        return None
+
+    def redraw(**values):
+        drawn = plot(student_function, **values)
+        plt.show()
+        return drawn
+
+    explorer = widgets.interactive(redraw, **sliders)
+    explorer.layout = widgets.Layout(width=f"{width}px")
+    return explorer
+
+
+def ppo_explorer(ppo_clipped_objective: Callable):
+    import ipywidgets as widgets
+    sliders = {
+        "clip_epsilon": widgets.FloatSlider(value=0.2, min=0.0, max=0.8, step=0.05, description="epsilon"),
+        "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
+    }
+    probe = lambda f: ppo_curve(f, np.array([1.0]), 1.0, 0.2)  # noqa: E731
+    return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, sliders, 1000)
+
+
+def dpo_explorer(dpo_loss: Callable):
+    import ipywidgets as widgets
+    sliders = {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
+                                               readout_format=".3f")}
+    probe = lambda f: dpo_curve(f, np.array([0.0, 1.0]), 0.1)  # noqa: E731
+    return _explorer(plot_dpo_loss, probe, dpo_loss, sliders, 1400)
+
+
+def gae_explorer(compute_gae: Callable):
+    import ipywidgets as widgets
+    sliders = {
+        "gae_lambda": widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.05, description="lambda",
+                                          continuous_update=False),
+        "gamma": widgets.FloatSlider(value=0.99, min=0.8, max=1.0, step=0.01, description="gamma",
+                                     continuous_update=False),
+    }
+    probe = lambda f: gae_advantages(f, *GUIDE_EPISODE, 0.99, 0.95)  # noqa: E731
+    return _explorer(plot_gae, probe, compute_gae, sliders, 1400)
