@@ -38,7 +38,8 @@ class DemoResult:
     ppo_samples: dict
     dpo_history: list[dict]
     parameters: int
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)      # wall time per stage
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # CPU time per stage (all threads)
 
     def summary(self) -> dict[str, float]:
         first, last = self.ppo_history[0], self.ppo_history[-1]
@@ -65,12 +66,13 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
     student = StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    seconds = {}
+    seconds, cpu_seconds = {}, {}
 
     def timed(name, fn, *args, **kwargs):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         out = fn(*args, **kwargs)
         seconds[name] = time.perf_counter() - start
+        cpu_seconds[name] = time.process_time() - cpu_start
         return out
 
     sft = timed("sft", train.train_sft, config, generator, show_progress)
@@ -80,7 +82,7 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
     pairs = timed("dpo_data", train.sample_preferences, sft, config.dpo_pairs, generator)
     _, dpo_history = timed("dpo", train.dpo_train, sft, reward_model, pairs, student, config, generator,
                            show_progress)
-    return DemoResult(config, report, ppo_history, samples, dpo_history, parameter_count(sft), seconds)
+    return DemoResult(config, report, ppo_history, samples, dpo_history, parameter_count(sft), seconds, cpu_seconds)
 
 
 def notebook_setting() -> str:

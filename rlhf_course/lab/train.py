@@ -100,10 +100,20 @@ class PreferencePairs:
         return torch.cat([self.prompts, self.chosen], 1), torch.cat([self.prompts, self.rejected], 1)
 
 
+CHUNK = 512  # rows per no-grad forward: keeps peak memory flat for large sample sets
+
+
+@torch.no_grad()
+def in_chunks(function, *tensors: torch.Tensor) -> torch.Tensor:
+    """``function`` applied to row chunks of the tensors, results concatenated."""
+    return torch.cat([function(*(t[i:i + CHUNK] for t in tensors)) for i in range(0, len(tensors[0]), CHUNK)])
+
+
 def sample_preferences(policy: PolicyLM, count: int, generator: torch.Generator) -> PreferencePairs:
     prompts = language.sample_prompts(2 * count, generator)
-    first = policy.sample(prompts, RESPONSE_LENGTH, generator)
-    second = policy.sample(prompts, RESPONSE_LENGTH, generator)
+    def respond(p):
+        return policy.sample(p, RESPONSE_LENGTH, generator)
+    first, second = in_chunks(respond, prompts), in_chunks(respond, prompts)
     gold_first, gold_second = gold_reward(first), gold_reward(second)
     keep = gold_first != gold_second
     first_wins = (gold_first > gold_second)[keep]
@@ -143,10 +153,10 @@ def train_reward_model(sft_policy: PolicyLM, config: LabConfig, generator: torch
         loss.backward()
         optimizer.step()
     reward_model.eval()
-    reward_model.normalise_on(torch.cat([chosen, rejected]))
+    reward_model.normalise_on(torch.cat([chosen[:CHUNK], rejected[:CHUNK]]))
     with torch.no_grad():
         def accuracy(part: slice) -> float:
-            return (reward_model(chosen[part]) > reward_model(rejected[part])).float().mean().item()
+            return (in_chunks(reward_model, chosen[part]) > in_chunks(reward_model, rejected[part])).float().mean().item()
         report = RewardModelReport(heldout_accuracy=accuracy(heldout), train_accuracy=accuracy(train))
     for p in reward_model.parameters():
         p.requires_grad_(False)
