@@ -5,7 +5,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-export MPLBACKEND ?= Agg
 OUT ?= outputs
 
 .PHONY: demo test release examples lab lab-instructor clean

@@ -54,7 +54,7 @@ def plot_ppo_objective(ppo_clipped_objective: Callable, clip_epsilon: float = 0.
     ratios = np.linspace(0.0, 2.5, 251)
     magnitude = abs(advantage) or 1.0
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+        _, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
     drawn = {"ratio": ratios, "clip_epsilon": clip_epsilon}
     for ax, sign, label in ((axes[0], +1, "A > 0"), (axes[1], -1, "A < 0")):
         a = sign * magnitude
@@ -91,7 +91,7 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
     slider's beta (thick) and a few others (thin)."""
     margins = np.linspace(-40, 40, 401)
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
+        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     drawn = {"margin": margins, "beta": beta}
     betas = [beta] + [b for b in compare_betas if not np.isclose(b, beta)]
     for index, b in enumerate(betas):
@@ -105,7 +105,7 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
     axes[1].set(title="How hard each pair is pushed", ylabel="gradient weight sigmoid(-beta h)", ylim=(-0.05, 1.05))
     axes[2].set(title="Implied reward difference", ylabel="r(y_w) - r(y_l) = beta h")
     for ax in axes:
-        ax.set_xlabel("log-ratio margin h = log(pi/pi_ref)(y_w) - log(pi/pi_ref)(y_l)")
+        ax.set_xlabel("log-ratio margin h (nats)")
         ax.axvline(0, color="black", lw=0.6)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -159,7 +159,7 @@ def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.9
     lambda = 0 and lambda = 1 limits; and the bias/spread of A_0 as lambda moves."""
     panels = 3 if with_bias_variance else 2
     if axes is None:
-        _, axes = plt.subplots(1, panels, figsize=(4.7 * panels, 3.8), constrained_layout=True)
+        _, axes = plt.subplots(1, panels, figsize=(4.0 * panels, 3.6), constrained_layout=True)
     drawn = {"gae_lambda": gae_lambda, "gamma": gamma}
     for ax, (name, (rewards, values)) in zip(axes, (("guide", GUIDE_EPISODE), ("long", _long_episode()))):
         t = np.arange(len(rewards))
@@ -193,7 +193,7 @@ def _under_nbgrader() -> bool:
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
-def _explorer(plot: Callable, probe: Callable, student_function: Callable, sliders: dict, width: int):
+def _explorer(plot: Callable, probe: Callable, student_function: Callable, sliders: dict):
     """A friendly line while the function is not ready; a single static figure under nbgrader;
     otherwise an ipywidgets.interactive that redraws on every slider change."""
     import ipywidgets as widgets
@@ -212,9 +212,7 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
         plt.show()
         return drawn
 
-    explorer = widgets.interactive(redraw, **sliders)
-    explorer.layout = widgets.Layout(width=f"{width}px")
-    return explorer
+    return widgets.interactive(redraw, **sliders)
 
 
 def ppo_explorer(ppo_clipped_objective: Callable):
@@ -224,7 +222,7 @@ def ppo_explorer(ppo_clipped_objective: Callable):
         "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
     }
     probe = lambda f: ppo_curve(f, np.array([1.0]), 1.0, 0.2)  # noqa: E731
-    return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, sliders, 1000)
+    return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, sliders)
 
 
 def dpo_explorer(dpo_loss: Callable):
@@ -232,7 +230,7 @@ def dpo_explorer(dpo_loss: Callable):
     sliders = {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
                                                readout_format=".3f")}
     probe = lambda f: dpo_curve(f, np.array([0.0, 1.0]), 0.1)  # noqa: E731
-    return _explorer(plot_dpo_loss, probe, dpo_loss, sliders, 1400)
+    return _explorer(plot_dpo_loss, probe, dpo_loss, sliders)
 
 
 def gae_explorer(compute_gae: Callable):
@@ -244,4 +242,4 @@ def gae_explorer(compute_gae: Callable):
                                      continuous_update=False),
     }
     probe = lambda f: gae_advantages(f, *GUIDE_EPISODE, 0.99, 0.95)  # noqa: E731
-    return _explorer(plot_gae, probe, compute_gae, sliders, 1400)
+    return _explorer(plot_gae, probe, compute_gae, sliders)

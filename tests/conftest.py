@@ -3,14 +3,18 @@ import shutil
 import sys
 from pathlib import Path
 
+import matplotlib
 import pytest
+
+# In-process figures render off-screen; kernels the tests start keep their inline backend
+# (an MPLBACKEND in the environment would override it and hide every notebook plot).
+matplotlib.use("Agg")
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "instructor"))  # instructor-only modules, for the tests
 
 # nbgrader calls `alembic` and kernels run `python` from PATH: use this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.pop("RLHF_GRADEBOOK_URL", None)  # tests always use a gradebook inside their own copy
 
 COURSE_FILES = ("source", "instructor", "nbgrader_config.py")

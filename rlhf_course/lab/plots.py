@@ -16,7 +16,7 @@ def _series(history: list[dict], key: str) -> tuple[list[float], list[float]]:
 def plot_ppo_history(history: list[dict], axes=None):
     """The four curves of PPO-RLHF: RM score and gold reward, KL, entropy, value loss."""
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
+        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     ax_reward, ax_kl, ax_entropy = axes
     ax_reward.plot(*_series(history, "reward_model_score"), label="reward-model score (proxy)")
     ax_reward.plot(*_series(history, "gold_reward"), label="gold reward (truth)")
@@ -35,7 +35,7 @@ def plot_ppo_history(history: list[dict], axes=None):
 def plot_dpo_history(history: list[dict], axes=None):
     """DPO: implicit reward margin and accuracy; chosen/rejected implicit rewards; gold reward and KL."""
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
+        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     ax_margin, ax_rewards, ax_gold = axes
     ax_margin.plot(*_series(history, "implicit_reward_margin"), color="tab:green", label="margin (left axis)")
     ax_margin.set(title="Preference margin widens", xlabel="DPO step",

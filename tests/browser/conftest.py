@@ -1,0 +1,86 @@
+"""A real JupyterLab server and a real headless Chromium (Debian's), driven by Playwright."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_settings(settings: Path) -> None:
+    """User settings for the test's JupyterLab: render every cell (no virtual windowing, so the
+    test can reach any output) and do not ask about news."""
+    import json
+    for plugin, values in (("@jupyterlab/notebook-extension/tracker", {"windowingMode": "none"}),
+                           ("@jupyterlab/apputils-extension/notification", {"fetchNews": "false"})):
+        path = settings / (plugin + ".jupyterlab-settings")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+class LabServer:
+    def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None):
+        self.port, self.token = free_port(), "rlhf-course-test"
+        settings = scratch / "lab-settings"
+        write_settings(settings)
+        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+                   JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+                   **(env_extra or {}))
+        env.pop("MPLBACKEND", None)
+        self.log = open(scratch / "jupyterlab.log", "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
+             "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait()
+
+    def _wait(self, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/status?token={self.token}", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("JupyterLab did not start")
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, 15)
+        self.process.wait(timeout=20)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,81 @@
+"""The student release, completed, opened in JupyterLab in headless Chromium: run all cells, move
+every slider, and check that each plot redraws and no error appears."""
+import shutil
+
+import nbformat
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import notebooks
+
+from .conftest import LabServer
+
+SLIDERS = [  # (explorer cell, slider description, new value)
+    ("ppo_explorer", "epsilon", "0.45"),
+    ("ppo_explorer", "|A|", "1.75"),
+    ("dpo_explorer", "beta", "1.000"),
+    ("gae_explorer", "lambda", "0.40"),
+    ("gae_explorer", "gamma", "0.90"),
+]
+
+
+@pytest.fixture
+def lab(tmp_path, repo):
+    workdir = tmp_path / "student"
+    workdir.mkdir()
+    answers = pipeline.answers_for(repo, ())
+    completed = notebooks.fill_answers(notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK), answers)
+    nbformat.write(completed, str(workdir / NOTEBOOK))
+    server = LabServer(workdir, tmp_path)
+    yield server
+    server.stop()
+
+
+def explorer_output(page, grade_id, description):
+    """The output area of the cell whose slider has this description."""
+    cells = page.locator(".jp-Cell").filter(has=page.locator(f".widget-slider:has-text('{description}')"))
+    return cells.first
+
+
+def plot_source(cell) -> str:
+    return cell.locator(".jp-OutputArea-output img").first.get_attribute("src")
+
+
+@pytest.mark.slow
+def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # five sliders appear, and the lab's figures once the training cell finishes
+    page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=120_000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
+        timeout=180_000)
+    page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
+
+    for grade_id, description, value in SLIDERS:
+        cell = explorer_output(page, grade_id, description)
+        cell.scroll_into_view_if_needed()
+        cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
+        before = plot_source(cell)
+        slider = cell.locator(".widget-slider").filter(has_text=description).first
+        readout = slider.locator(".widget-readout")
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(value)
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
+            " return img && img.getAttribute('src') !== before; }",
+            arg=[cell.element_handle(), before], timeout=60_000)
+        assert plot_source(cell) != before
+        safe = description.replace("|", "")
+        cell.screenshot(path=str(artifacts / f"{grade_id}_{safe}.png"))
+
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    texts = [errors.nth(i).inner_text()[:300] for i in range(errors.count())]
+    assert not [t for t in texts if "Error" in t or "Traceback" in t], texts
