@@ -15,9 +15,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
-## The main job: build the student release, grade the example class, print a summary.
+## The main job: build the student release, grade the example class, print a summary,
+## then train the tiny LM with RLHF on the reference solution (figures in $(OUT)/demo).
 demo: $(STAMP)
 	$(PY) -m rlhf_course.grading.course examples
+	$(PY) -m rlhf_course.demo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 
 ## The whole test suite.
 test: $(STAMP)
