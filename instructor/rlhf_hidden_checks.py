@@ -14,82 +14,12 @@ with the call made in a sandboxed process and the judging done by a trusted grad
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
-# --------------------------------------------------------------------------------------
-# Observing a call
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Case:
-    """One call of the student's function.
-
-    ``args`` are positional arguments (tensors or floats); ``grad_wrt`` lists the indices
-    of tensor arguments that get ``requires_grad=True``; the gradient of ``output.sum()``
-    with respect to them is recorded.
-    """
-
-    args: tuple
-    grad_wrt: tuple[int, ...] = ()
-    note: str = ""
-
-
-@dataclass
-class Observation:
-    """What one call produced: plain tensors and strings, so it can cross a process boundary."""
-
-    value: Any = None
-    error: str | None = None
-    grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
-    grad_error: str | None = None
-    args_after: tuple = ()
-
-
-def _fresh_args(case: Case) -> tuple:
-    fresh = []
-    for index, arg in enumerate(case.args):
-        if isinstance(arg, torch.Tensor):
-            arg = arg.detach().clone()
-            if index in case.grad_wrt:
-                arg.requires_grad_(True)
-        fresh.append(arg)
-    return tuple(fresh)
-
-
-def observe(function: Callable, case: Case) -> Observation:
-    """Call ``function`` on a fresh copy of the case's inputs and record everything."""
-    args = _fresh_args(case)
-    observation = Observation()
-    # A torch UserWarning printed to stderr must never cost a correct answer its points.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            value = function(*args)
-        except Exception as exc:  # the student's bug is data here, not a crash
-            observation.error = f"raised {type(exc).__name__}: {exc}"
-            return observation
-        observation.value = value
-        if case.grad_wrt and type(value) is torch.Tensor:
-            try:
-                value.sum().backward()
-                observation.grads = {
-                    i: (None if args[i].grad is None else args[i].grad.detach().clone())
-                    for i in case.grad_wrt
-                }
-            except Exception as exc:
-                observation.grad_error = f"{type(exc).__name__}: {exc}"
-    observation.args_after = tuple(
-        a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args
-    )
-    if type(value) is torch.Tensor:
-        observation.value = value.detach().clone()
-    return observation
-
+from rlhf_course.grading.observe import Case, Observation, observe
 
 # --------------------------------------------------------------------------------------
 # Checks
@@ -104,6 +34,7 @@ class Check:
     message: str
     cases: Callable[[], list[Case]]
     judge: Callable[[Case, Observation, "Recall"], str | None]
+    visible: bool = False  # the notebook's visible test cell, re-decided outside the kernel
 
 
 class CheckFailed(AssertionError):
@@ -132,7 +63,7 @@ def judge_observation(check: Check, case: Case, observation: Observation,
     if observation.error is not None:
         return observation.error
     if type(observation.value) is not torch.Tensor:
-        return f"must return a torch.Tensor, got {type(observation.value).__name__}"
+        return f"must return a torch.Tensor, got {observation.value_type}"
     detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
         detail = f"{detail} ({case.note})"
@@ -635,12 +566,72 @@ def _gae_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str |
 
 
 # --------------------------------------------------------------------------------------
+# The visible tests, as the trusted grader decides them.  Each mirrors its notebook cell,
+# including that the cell reuses its input tensors across calls (so an in-place change to an
+# input breaks the cell's next call, and fails it here too).
+# --------------------------------------------------------------------------------------
+
+GUIDE_RATIO = (0.5, 1.0, 1.5, 2.0, 3.0)
+
+
+def _ppo_visible_cases() -> list[Case]:
+    ratio = torch.tensor(GUIDE_RATIO)
+    return [Case((ratio, torch.ones(5), 0.2), note="A = +1, expected 1.02"),
+            Case((ratio, -torch.ones(5), 0.2), note="A = -1, expected -1.66")]
+
+
+def _ppo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    if obs.value.dim() != 0:
+        return "return a 0-d tensor: the mean over tokens"
+    detail = _compare(obs.value, ppo_reference(*case.args).mean(), rtol=0, atol=1e-4, what="objective")
+    return detail or _unmodified_only(case, obs, PPO_ARGS)
+
+
+def _dpo_visible_cases() -> list[Case]:
+    a, b, ref = torch.tensor(-2.0), torch.tensor(-5.0), torch.tensor(-3.0)
+    return [Case((a, b, ref, ref, 0.1), note="policy prefers y_w, expected 0.5544"),
+            Case((b, a, ref, ref, 0.1), note="policy prefers y_l, expected 0.8544")]
+
+
+def _dpo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = _compare(obs.value.reshape(()), dpo_reference(*case.args), rtol=0, atol=1e-4, what="loss")
+    return detail or _unmodified_only(case, obs, DPO_ARGS)
+
+
+def _gae_visible_cases() -> list[Case]:
+    return [Case((torch.tensor([0.0, 0.0, 0.0, 0.0, 10.0]), torch.ones(5), 0.0, 0.99, 0.95),
+                 note="the guide's 5-step episode")]
+
+
+def _gae_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    if tuple(obs.value.shape) != (5,):
+        return "one advantage per step"
+    detail = _compare(obs.value, gae_reference(*case.args), rtol=0, atol=1e-3, what="advantages")
+    if detail is None and not bool((obs.value > 0).all()):
+        detail = "the terminal reward must reach every step"
+    return detail
+
+
+def _unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
+    for name, before, after in zip(names, case.args, obs.args_after):
+        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            return f"the input `{name}` was changed in place, so the cell's next call sees other inputs"
+    return None
+
+
+# --------------------------------------------------------------------------------------
 # The catalogue
 # --------------------------------------------------------------------------------------
 
 _PPO, _DPO, _GAE = "ppo_clipped_objective", "dpo_loss", "compute_gae"
 
 _ALL = [
+    Check("ppo_visible_tests", _PPO, 2, "the visible PPO examples (1.02 and -1.66)",
+          _ppo_visible_cases, _ppo_visible_judge, visible=True),
+    Check("dpo_visible_tests", _DPO, 2, "the visible DPO examples (0.5544 and 0.8544)",
+          _dpo_visible_cases, _dpo_visible_judge, visible=True),
+    Check("gae_visible_tests", _GAE, 2, "the visible GAE example",
+          _gae_visible_cases, _gae_visible_judge, visible=True),
     # PPO
     Check("ppo_positive_advantage_caps_upside", _PPO, 1,
           "for A > 0, a ratio above 1 + eps must be clipped to 1 + eps",
@@ -745,5 +736,8 @@ CHECKS: dict[str, Check] = {check.id: check for check in _ALL}
 assert len(CHECKS) == len(_ALL), "check ids must be unique"
 
 
-def checks_for(function_name: str) -> list[Check]:
-    return [check for check in _ALL if check.function == function_name]
+def checks_for(function_name: str, *, hidden_only: bool = True) -> list[Check]:
+    return [check for check in _ALL if check.function == function_name and not (hidden_only and check.visible)]
+
+
+HIDDEN_CHECKS = {check.id: check for check in _ALL if not check.visible}

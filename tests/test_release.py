@@ -99,5 +99,5 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     # which hold nothing but a comment until grading restores them.
     import rlhf_hidden_checks
     out = _validate(course, "--invert", f"release/{ASSIGNMENT}/{NOTEBOOK}")
-    assert f"NOTEBOOK PASSED ON {len(rlhf_hidden_checks.CHECKS)} CELL(S)!" in out, out[-3000:]
+    assert f"NOTEBOOK PASSED ON {len(rlhf_hidden_checks.HIDDEN_CHECKS)} CELL(S)!" in out, out[-3000:]
     assert "visible_tests" not in out and "ppo_clipped_objective(ratio" not in out

@@ -49,7 +49,7 @@ def test_each_mistake_fails_exactly_its_properties(wrong, source_nb):
     answers = notebooks.solution_answers(source_nb)
     answers[wrong.answer_cell] = wrong.source
     failed = failing_checks(load_answers(answers))
-    assert set(failed) == set(wrong.loses) - VISIBLE, failed
+    assert set(failed) == set(wrong.loses), failed
 
 
 def test_catalogue_is_large_and_covers_every_function():
@@ -62,14 +62,16 @@ def test_catalogue_is_large_and_covers_every_function():
 def test_hidden_cells_match_checks(source_nb):
     """One grade cell per check, with the check's points, calling it on the right function."""
     cells = notebooks.cells_by_grade_id(source_nb)
-    for check in checks.CHECKS.values():
+    for check in checks.HIDDEN_CHECKS.values():
         cell = cells[check.id]
         meta = cell.metadata["nbgrader"]
         assert meta["grade"] and meta["locked"] and meta["points"] == check.points
         assert f'run_check("{check.id}", {check.function})' in cell.source
         assert check.function in STUDENT_FUNCTIONS
     hidden_cells = [c for c in source_nb.cells if "### BEGIN HIDDEN TESTS" in c.source]
-    assert len(hidden_cells) == len(checks.CHECKS)
+    assert len(hidden_cells) == len(checks.HIDDEN_CHECKS)
+    for check_id in VISIBLE:  # visible cells exist with the points the trusted grader gives them
+        assert cells[check_id].metadata["nbgrader"]["points"] == checks.CHECKS[check_id].points
 
 
 def test_failure_message_names_the_property(source_nb):
@@ -86,7 +88,7 @@ def test_hard_coded_visible_answers_score_nothing_hidden():
         "dpo_loss": lambda *args, **kw: torch.tensor(0.5544),
         "compute_gae": lambda rewards, values, *a, **kw: torch.tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0]),
     }
-    passed = {c.id for c in checks.CHECKS.values() if checks.evaluate(c, hard_coded[c.function]) is None}
+    passed = {c.id for c in checks.HIDDEN_CHECKS.values() if checks.evaluate(c, hard_coded[c.function]) is None}
     assert passed == set(), passed
 
 
@@ -130,7 +132,7 @@ def test_references_match_the_guide_examples():
 
 def test_hidden_inputs_differ_from_visible_ones():
     visible_ratio = torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0])
-    for check in checks.CHECKS.values():
+    for check in checks.HIDDEN_CHECKS.values():
         for case in check.cases():
             first = case.args[0]
             assert not (first.shape == visible_ratio.shape and torch.equal(first.float(), visible_ratio))
