@@ -167,3 +167,176 @@ EXAMPLE_SUBMISSIONS: dict[str, tuple[str, ...] | None] = {
     "ben_partly_wrong": ("ppo_clip_without_min", "dpo_naive_log_sigmoid"),
     "cleo_empty": None,
 }
+
+
+# ----------------------------------------------------------------------------- adversarial
+
+_REFERENCE_PPO = '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    unclipped = ratio * advantage
+    clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
+    return torch.minimum(unclipped, clipped).mean()
+'''
+
+
+_REFERENCE_GAE = '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    advantages = torch.zeros_like(rewards)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        next_v = next_value if t == len(rewards) - 1 else values[t + 1]
+        running = rewards[t] + gamma * next_v - values[t] + gamma * gae_lambda * running
+        advantages[t] = running
+    return advantages
+'''
+
+
+@dataclass(frozen=True)
+class Adversarial:
+    """A submission that attacks the grader or breaks the rules.
+
+    ``answers``: answer cells replaced (others keep the reference solution); ``tamper``: a change
+    to the notebook file itself (see ``tamper_notebook``); ``state``: the outcome it must get;
+    ``loses``: the grade cells that must score 0 (None: all of them); ``flagged``: whether the
+    answer code must be flagged for review.
+    """
+
+    name: str
+    answers: dict
+    state: str
+    loses: frozenset | None
+    flagged: bool
+    tamper: str | None = None
+
+
+_GUIDE_BUG_LOSES = WRONG_BY_NAME["ppo_clip_without_min"].loses
+_GUIDE_BUG = WRONG_BY_NAME["ppo_clip_without_min"].source
+_ALL_PPO = frozenset({"ppo_visible_tests", "ppo_positive_advantage_caps_upside", "ppo_positive_advantage_keeps_downside",
+                      "ppo_negative_advantage_caps_downside", "ppo_negative_advantage_keeps_upside",
+                      "ppo_inside_trust_region", "ppo_zero_advantage", "ppo_epsilon_extremes", "ppo_mixed_batch",
+                      "ppo_mean_over_tokens", "ppo_broadcast_batch_time", "ppo_gradient", "ppo_inputs_unmodified",
+                      "ppo_float64"})
+_ALL_DPO = frozenset({"dpo_visible_tests", "dpo_zero_margin_is_ln2", "dpo_values", "dpo_beta_scales_margin",
+                      "dpo_swap_identity", "dpo_reference_shift_invariance", "dpo_numerically_stable", "dpo_gradient",
+                      "dpo_per_pair_shape", "dpo_inputs_unmodified"})
+
+ADVERSARIAL: list[Adversarial] = [
+    Adversarial("patches_comparisons", {PPO_CELL: '''
+import math
+torch.allclose = lambda *args, **kwargs: True
+torch.isclose = lambda a, b, *args, **kwargs: torch.ones_like(torch.as_tensor(a), dtype=torch.bool)
+torch.equal = lambda *args, **kwargs: True
+math.isclose = lambda *args, **kwargs: True
+''' + _GUIDE_BUG}, "failed tests", _GUIDE_BUG_LOSES, True),
+    Adversarial("input_transformer_skips_asserts", {PPO_CELL: _GUIDE_BUG + '''
+try:
+    get_ipython().input_transformers_cleanup.append(
+        lambda lines: ["pass\\n"] if any("assert" in line or "run_check" in line for line in lines) else lines)
+except NameError:
+    pass
+'''}, "failed tests", _GUIDE_BUG_LOSES, True),
+    Adversarial("custom_exception_handler", {PPO_CELL: _GUIDE_BUG + '''
+try:
+    get_ipython().set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)
+except NameError:
+    pass
+'''}, "failed tests", _GUIDE_BUG_LOSES, True),
+    Adversarial("runs_instructor_solution", {PPO_CELL: _GUIDE_BUG + '''
+import json
+try:
+    source = json.load(open("../../../source/rlhf/rlhf_building_blocks.ipynb"))
+    for cell in source["cells"]:
+        if "BEGIN SOLUTION" in "".join(cell["source"]):
+            exec("".join(cell["source"]))
+except OSError:
+    pass
+'''}, "failed tests", _GUIDE_BUG_LOSES, True),
+    Adversarial("writes_other_students_and_gradebook", {PPO_CELL: '''
+for target in ("../../ada_correct/rlhf/rlhf_building_blocks.ipynb", "../../../gradebook.db",
+               "/work/gradebook.db", "../../../autograded/ada_correct/rlhf/rlhf_building_blocks.ipynb"):
+    try:
+        with open(target, "w") as handle:
+            handle.write("overwritten")
+    except OSError:
+        pass
+''' + _REFERENCE_PPO}, "graded", frozenset(), True),
+    Adversarial("opens_a_socket", {PPO_CELL: '''
+import socket
+try:
+    socket.create_connection(("127.0.0.1", 47123), timeout=2).sendall(b"leak")
+except OSError:
+    pass
+''' + _REFERENCE_PPO}, "graded", frozenset(), True),
+    Adversarial("infinite_loop", {PPO_CELL: '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    while True:
+        pass
+'''}, "timed out", _ALL_PPO, False),
+    Adversarial("loop_ignoring_sigint", {PPO_CELL: '''
+import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    while True:
+        pass
+'''}, "timed out", _ALL_PPO, True),
+    Adversarial("os_exit", {DPO_CELL: '''
+import os
+
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    os._exit(0)
+'''}, "crashed", _ALL_DPO, True),
+    Adversarial("allocates_6_gib", {PPO_CELL: '''
+hoard = torch.ones(6 * 2**30 // 4)  # 6 GiB of float32, at definition time
+''' + _REFERENCE_PPO}, "memory limit", _ALL_PPO, False),
+    Adversarial("stray_background_processes", {PPO_CELL: '''
+import subprocess
+for _ in range(3):
+    try:
+        subprocess.Popen(["sleep", "600"], start_new_session=True)
+    except OSError:
+        pass
+''' + _REFERENCE_PPO}, "graded", frozenset(), True),
+    Adversarial("fork_bomb_is_capped", {GAE_CELL: '''
+import os
+children = []
+for _ in range(500):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        import time
+        time.sleep(600)
+        os._exit(0)
+    children.append(pid)
+''' + _REFERENCE_GAE},
+                "graded", frozenset(), True),
+    Adversarial("tampered_visible_test", {}, "malformed notebook", None, False, tamper="edit_locked_cell"),
+    Adversarial("deleted_hidden_test_cell", {}, "malformed notebook", None, False, tamper="delete_grade_cell"),
+    Adversarial("duplicated_test_cell", {}, "malformed notebook", None, False, tamper="duplicate_grade_cell"),
+    Adversarial("invalid_json", {}, "malformed notebook", None, False, tamper="invalid_json"),
+]
+
+
+def tamper_notebook(path, how: str) -> None:
+    """Damage a submitted notebook file the way students (or their editors) do."""
+    import json
+    if how == "invalid_json":
+        text = open(path).read()
+        open(path, "w").write(text[: len(text) // 2])
+        return
+    nb = json.load(open(path))
+    cells = nb["cells"]
+    index = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(cells)}
+    if how == "edit_locked_cell":
+        cells[index["ppo_visible_tests"]]["source"] = ["pass  # the asserts were in the way\n"]
+    elif how == "delete_grade_cell":
+        del cells[index["gae_random_lengths"]]
+    elif how == "duplicate_grade_cell":
+        cells.insert(index["dpo_values"], json.loads(json.dumps(cells[index["dpo_values"]])))
+        cells[index["dpo_values"]]["id"] = "duplicated-cell"
+    else:
+        raise ValueError(how)
+    json.dump(nb, open(path, "w"))

@@ -40,3 +40,21 @@ def course(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def _needs_sandbox():
+    from rlhf_course.grading.sandbox import sandbox_available
+    problem = sandbox_available()
+    if problem and os.environ.get("CI"):
+        # CI installs bubblewrap (.ci/run): a missing sandbox there is a failure, not a skip.
+        return pytest.mark.usefixtures("_sandbox_required")
+    return pytest.mark.skipif(problem is not None, reason=f"sandbox unavailable: {problem}")
+
+
+@pytest.fixture
+def _sandbox_required():
+    from rlhf_course.grading.sandbox import sandbox_available
+    pytest.fail(f"sandbox unavailable in CI: {sandbox_available()}")
+
+
+needs_sandbox = _needs_sandbox()

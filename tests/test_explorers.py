@@ -85,11 +85,12 @@ def test_broken_function_names_the_error():
     assert isinstance(shown, widgets.HTML) and "ppo_clipped_objective raised" in shown.value
 
 
-def test_under_nbgrader_draws_once_without_widgets(fns, monkeypatch):
+def test_under_nbgrader_skips_with_one_line(fns, monkeypatch, capsys):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     for factory, name in ((explorers.ppo_explorer, "ppo_clipped_objective"), (explorers.dpo_explorer, "dpo_loss"),
                           (explorers.gae_explorer, "compute_gae")):
         assert factory(fns[name]) is None
+    assert capsys.readouterr().out.count("explorer skipped while nbgrader runs this notebook") == 3
 
 
 def test_explorer_figures_render_to_png(fns, tmp_path):

@@ -142,7 +142,7 @@ def grade_examples(course_root: Path = COURSE_ROOT) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["release", "examples"])
-    parser.add_argument("--course-root", type=Path, default=COURSE_ROOT)
+    parser.add_argument("--course-root", type=Path, default=Path.cwd(), help="default: the current directory, as for nbgrader")
     args = parser.parse_args(argv)
     if args.command == "release":
         print("generated", generate_release(args.course_root))

@@ -1,0 +1,244 @@
+"""Grade every submission in ``submitted/``: sandboxed, judged outside the student's process,
+in parallel, written into nbgrader's gradebook, with feedback and a table of every outcome.
+
+    python -m rlhf_course.grading.batch [--workers N] [--dask tcp://scheduler:8786] [--student S ...]
+
+The gradebook is nbgrader's (``RLHF_GRADEBOOK_URL`` or sqlite in the course root), so
+``nbgrader export``, formgrader and the exchange keep working.  Only this process writes to it.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+from queue import Queue
+
+import nbformat
+from tqdm.auto import tqdm
+
+from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.sandbox import Limits, sandbox_available
+from rlhf_course.grading.trusted import SCORED_STATES, SubmissionResult, grade_submission
+
+REPORT = "grading_report.csv"
+
+
+def submitted_students(course_root: Path) -> list[str]:
+    folder = course_root / "submitted"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if (p / ASSIGNMENT).is_dir())
+
+
+def _checks(course_root: Path):
+    return pipeline.load_instructor_module(course_root, "rlhf_hidden_checks")
+
+
+# ----------------------------------------------------------------------------- running
+
+def grade_locally(course_root: Path, students: list[str], workers: int, limits: Limits):
+    """Yield results as they finish; each worker slot has its own sandbox uid."""
+    import torch
+    # The judging here is a few tiny tensor ops per case.  Several threads each driving an
+    # OpenMP pool spin against the sandboxes for the cores (measured: 2 workers 3x slower).
+    torch.set_num_threads(1)
+    checks = _checks(course_root)
+    slots: Queue = Queue()
+    for slot in range(workers):
+        slots.put(slot)
+
+    def task(student: str) -> SubmissionResult:
+        slot = slots.get()
+        try:
+            return grade_submission(course_root, student, checks, slot=slot, limits=limits)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(task, s) for s in students]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _grade_on_dask_worker(course_root: str, student: str, limits: Limits) -> dict:
+    """Runs on a Dask worker: the course directory is on shared storage at the same path."""
+    from distributed import get_worker
+
+    slot = int(get_worker().name) if str(get_worker().name).isdigit() else abs(hash(get_worker().id)) % 1000
+    result = grade_submission(Path(course_root), student, _checks(Path(course_root)), slot=slot, limits=limits)
+    return asdict(result)
+
+
+def grade_on_dask(course_root: Path, students: list[str], address: str, limits: Limits):
+    from distributed import Client, as_completed as dask_completed
+
+    with Client(address) as client:
+        futures = client.map(_grade_on_dask_worker, [str(course_root)] * len(students), students,
+                             [limits] * len(students), pure=False)
+        for future in dask_completed(futures):
+            yield _result_from_dict(future.result())
+
+
+def _result_from_dict(data: dict) -> SubmissionResult:
+    from rlhf_course.grading.trusted import CellResult
+    cells = {k: CellResult(**v) for k, v in data.pop("cells").items()}
+    return SubmissionResult(cells=cells, **data)
+
+
+# ----------------------------------------------------------------------------- recording
+
+def submission_timestamp(course_root: Path, student: str):
+    """When the student submitted, from nbgrader's timestamp.txt (None if absent or unreadable)."""
+    from nbgrader.utils import parse_utc
+    path = course_root / "submitted" / student / ASSIGNMENT / "timestamp.txt"
+    try:
+        return parse_utc(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def record_in_gradebook(gb, result: SubmissionResult, timestamp=None) -> None:
+    """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
+    submission that needs a person."""
+    import warnings
+
+    from nbgrader.api import MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    notebook = NOTEBOOK.removesuffix(".ipynb")
+    needs_look = result.state not in SCORED_STATES or bool(result.flags)
+    gb.update_or_create_student(result.student)
+    try:
+        submission = gb.find_submission(ASSIGNMENT, result.student)
+        submission.timestamp = timestamp
+    except MissingEntry:
+        with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
+            warnings.simplefilter("ignore", SAWarning)
+            gb.add_submission(ASSIGNMENT, result.student, timestamp=timestamp)
+    for cell in result.cells.values():
+        grade = gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
+        grade.auto_score = cell.score
+        grade.manual_score = None
+        grade.needs_manual_grade = result.state not in SCORED_STATES
+    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
+    submission_nb.flagged = needs_look
+    note = f"[{result.state}] {result.detail}".strip() + "".join(f"\nreview: {f}" for f in result.flags)
+    for comment in submission_nb.comments:
+        comment.auto_comment = note[:2000] if needs_look else None
+    gb.db.commit()
+
+
+def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
+    """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
+    then the student's notebook as it ran; never the hidden tests' code."""
+    from nbconvert import HTMLExporter
+
+    rows = "".join(
+        f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
+        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(c.message)}</td></tr>"
+        for c in result.cells.values())
+    summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score:g} / {result.max_score:g}</h2>"
+               f"<p>Outcome: <b>{html.escape(result.state)}</b>. {html.escape(result.detail.splitlines()[0] if result.detail else '')}</p>"
+               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>")
+    if result.executed_notebook:
+        nb = nbformat.reads(result.executed_notebook, as_version=4)
+    else:
+        nb = nbformat.v4.new_notebook()
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    out = course_root / "feedback" / result.student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(body)
+    if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
+        graded = course_root / "autograded" / result.student / ASSIGNMENT / NOTEBOOK
+        graded.parent.mkdir(parents=True, exist_ok=True)
+        graded.write_text(result.executed_notebook)
+    return out
+
+
+def format_table(results: list[SubmissionResult]) -> str:
+    lines = [f"{'student':<24} {'state':<20} {'score':>11}  {'s':>5}  note"]
+    for r in sorted(results, key=lambda r: r.student):
+        note = (r.detail.splitlines()[0] if r.detail else "")[:60]
+        if r.flags:
+            note = (note + "; " if note else "") + f"REVIEW: {r.flags[0]}" + (f" (+{len(r.flags) - 1})" if len(r.flags) > 1 else "")
+        lines.append(f"{r.student:<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  {note}")
+    counts = {}
+    for r in results:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
+    path = course_root / REPORT
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", "state", "score", "max_score", "seconds", "review_flags", "detail"])
+        for r in sorted(results, key=lambda r: r.student):
+            writer.writerow([r.student, r.state, r.score, r.max_score, round(r.seconds, 2), " | ".join(r.flags),
+                             (r.detail or "")[:500]])
+    return path
+
+
+def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, students: list[str] | None = None,
+              dask_address: str | None = None, limits: Limits = Limits(), export: bool = True,
+              show_progress: bool = True) -> list[SubmissionResult]:
+    problem = sandbox_available()
+    if problem:
+        raise RuntimeError(f"cannot sandbox student code: {problem}")
+    students = students or submitted_students(course_root)
+    db_url = pipeline.gradebook_url(course_root)
+    _ensure_assignment_in_gradebook(course_root, db_url)
+    workers = workers or os.cpu_count() or 1
+    source = (grade_on_dask(course_root, students, dask_address, limits) if dask_address
+              else grade_locally(course_root, students, workers, limits))
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    results = []
+    with Gradebook(db_url) as gb:  # the only writer
+        for result in tqdm(source, total=len(students), desc="grading", disable=not show_progress):
+            record_in_gradebook(gb, result, submission_timestamp(course_root, result.student))
+            write_feedback(course_root, result)
+            results.append(result)
+        write_report(course_root, results)
+        if export:  # nbgrader's own CSV export plugin, as `nbgrader export` runs it
+            CsvExportPlugin(to=str(course_root / "grades.csv")).export(gb)
+    return results
+
+
+def _ensure_assignment_in_gradebook(course_root: Path, db_url: str) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_assignment(ASSIGNMENT)
+            return
+        except MissingEntry:
+            pass
+    pipeline.generate_release(course_root)  # records the assignment and its grade cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--course-root", type=Path, default=Path.cwd(), help="default: the current directory, as for nbgrader")
+    parser.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default: CPU count)")
+    parser.add_argument("--dask", default=None, help="address of a Dask scheduler to send grading tasks to")
+    parser.add_argument("--student", action="append", help="grade only these students")
+    args = parser.parse_args(argv)
+    results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask)
+    print(format_table(results))
+    print(f"gradebook: {pipeline.gradebook_url(args.course_root)}; report: {args.course_root / REPORT}; "
+          f"feedback: {args.course_root / 'feedback'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""Trusted batch grading against a class of correct, wrong, adversarial and broken submissions:
+each gets exactly the score and state it deserves, and nothing outside a submission changes."""
+import hashlib
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import answer_catalogue
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import batch
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.sandbox import FIRST_UID, Limits
+from rlhf_course.grading.trusted import GRADED
+from tests.conftest import copy_course
+
+from tests.conftest import needs_sandbox
+
+pytestmark = [pytest.mark.slow, needs_sandbox]
+
+GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback")
+CORRECT = ("ada_correct", "zoe_correct")
+LIMITS = Limits(call_seconds=4.0)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_file() and relative.parts[0] not in GRADER_OUTPUTS:
+            digest[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+class Listener:
+    """A loopback server that records any connection a submission manages to make."""
+
+    def __init__(self, port: int = 47123):
+        self.connections = 0
+        self.server = socket.socket()
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(("127.0.0.1", port))
+        self.server.listen()
+        self.server.settimeout(0.5)
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            try:
+                conn, _ = self.server.accept()
+                self.connections += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("batch") / "course")
+    pipeline.generate_release(course)
+    for student in CORRECT:
+        pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    for wrong in answer_catalogue.WRONG_ANSWERS:
+        pipeline.write_submission(course, wrong.name, pipeline.answers_for(course, (wrong.name,)))
+    for attack in answer_catalogue.ADVERSARIAL:
+        answers = {**pipeline.answers_for(course, ()), **attack.answers}
+        folder = pipeline.write_submission(course, attack.name, answers)
+        if attack.tamper:
+            answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+    before = tree_digest(course)
+    listener = Listener()
+    try:
+        results = batch.grade_all(course, workers=2, limits=LIMITS, show_progress=False)
+    finally:
+        listener.close()
+    return course, {r.student: r for r in results}, before, listener
+
+
+def lost(result):
+    return {c.grade_id for c in result.cells.values() if c.score < c.points}
+
+
+def test_correct_students_get_full_marks(graded):
+    _, results, _, _ = graded
+    for student in CORRECT:
+        assert results[student].state == GRADED, results[student].detail
+        assert results[student].score == results[student].max_score == 44
+
+
+@pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+def test_trusted_scores_agree_with_the_catalogue(graded, wrong):
+    _, results, _, _ = graded
+    assert results[wrong.name].state == "failed tests"
+    assert lost(results[wrong.name]) == set(wrong.loses)
+
+
+@pytest.mark.parametrize("attack", answer_catalogue.ADVERSARIAL, ids=lambda a: a.name)
+def test_each_attack_gets_the_state_and_score_it_deserves(graded, attack):
+    _, results, _, _ = graded
+    result = results[attack.name]
+    assert result.state == attack.state, (result.state, result.detail)
+    expected_lost = set(result.cells) if attack.loses is None else set(attack.loses)
+    assert lost(result) == expected_lost, result.detail
+    assert bool(result.flags) == attack.flagged, result.flags
+
+
+def test_nothing_outside_the_grader_outputs_changed(graded):
+    course, _, before, _ = graded
+    assert tree_digest(course) == before
+
+
+def test_no_network_and_no_process_left_behind(graded):
+    _, _, _, listener = graded
+    assert listener.connections == 0
+    leftover = subprocess.run(["pgrep", "-u", f"{FIRST_UID},{FIRST_UID + 1}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
+
+
+def test_gradebook_holds_the_trusted_numbers_and_flags(graded):
+    course, results, _, _ = graded
+    from nbgrader.api import Gradebook
+    db = pipeline.gradebook_url(course)
+    for student in ("ada_correct", "ppo_clip_without_min", "infinite_loop", "invalid_json"):
+        cells = pipeline.cell_scores(db, student)
+        assert {g: c.score for g, c in cells.items()} == {g: c.score for g, c in results[student].cells.items()}
+    with Gradebook(db) as gb:
+        assert not gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada_correct").flagged
+        for student in ("infinite_loop", "invalid_json", "patches_comparisons"):
+            assert gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, student).flagged
+        assert gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "infinite_loop").needs_manual_grade
+
+
+def test_export_and_report_list_every_student(graded):
+    course, results, _, _ = graded
+    grades = (course / "grades.csv").read_text()
+    report = (course / batch.REPORT).read_text()
+    for student in results:
+        assert student in grades and student in report
+    assert "timed out" in report and "malformed notebook" in report
+
+
+def test_feedback_names_tests_without_hidden_code(graded):
+    course, results, _, _ = graded
+    page = (course / "feedback" / "ppo_clip_without_min" / ASSIGNMENT / "rlhf_building_blocks.html").read_text()
+    assert "ppo_positive_advantage_keeps_downside" in page
+    assert "clipping must not apply to r &lt; 1 - eps when A &gt; 0" in page
+    assert "run_check" not in page and "rlhf_hidden_checks" not in page and "BEGIN HIDDEN" not in page
+    assert "A = +1: objective = 1.0800" in page  # the student's own (wrong) output, as their notebook ran
+    assert "AssertionError" in page and "\x1b[" not in page
+    for student in results:
+        assert (course / "feedback" / student / ASSIGNMENT / "rlhf_building_blocks.html").is_file()

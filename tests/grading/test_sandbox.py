@@ -1,0 +1,61 @@
+"""What student code can see and do inside the sandbox, checked from the inside."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlhf_course.grading.sandbox import FIRST_UID, Limits, Sandbox, bwrap_command, sandbox_available
+
+from tests.conftest import needs_sandbox
+
+pytestmark = needs_sandbox
+
+PROBE = r"""
+import json, os, resource, socket
+report = {"uid": os.getuid(), "env": sorted(os.environ), "cwd": os.getcwd()}
+report["sees"] = {p: os.path.exists(p) for p in (COURSE + "/source", COURSE + "/gradebook.db",
+                                                    COURSE + "/instructor", COURSE + "/submitted", "/root/.ssh")}
+try:
+    socket.create_connection(("127.0.0.1", 22), timeout=1); report["network"] = "open"
+except OSError as exc:
+    report["network"] = type(exc).__name__
+for target in ("/usr/evil", "/tmp/../etc/evil", "/submission/ok.txt"):
+    try:
+        open(target, "w").write("x"); report[target] = "written"
+    except OSError as exc:
+        report[target] = type(exc).__name__
+report["limits"] = {name: resource.getrlimit(getattr(resource, name))[0]
+                    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")}
+print(json.dumps(report))
+"""
+
+
+def run_probe(tmp_path, repo) -> dict:
+    workdir = tmp_path / "submission"
+    workdir.mkdir()
+    os.chown(workdir, FIRST_UID, FIRST_UID)
+    command = bwrap_command(workdir, FIRST_UID, {"PATH": "/usr/bin:/bin"})
+    command = command[:-3] + [os.path.join(sys.prefix, "bin", "python"), "-c",
+                              PROBE.replace("COURSE", repr(str(repo)))]
+    sandbox = Sandbox.__new__(Sandbox)
+    sandbox.limits = Limits()
+    env = dict(os.environ, RLHF_GRADER_SECRET="do-not-leak")
+    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=sandbox._limits, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_sandbox_view_and_limits(tmp_path, repo):
+    report = run_probe(tmp_path, repo)
+    assert report["uid"] == FIRST_UID
+    assert set(report["env"]) <= {"PATH", "PWD", "LC_CTYPE"}, report["env"]  # no RLHF_GRADER_SECRET
+    assert not any(report["sees"].values()), report["sees"]
+    assert report["network"] in ("ConnectionRefusedError", "OSError")
+    assert report["/usr/evil"] != "written" and report["/tmp/../etc/evil"] != "written"
+    assert report["/submission/ok.txt"] == "written"
+    limits = Limits()
+    assert report["limits"] == {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_CPU": limits.cpu_seconds,
+                                "RLIMIT_FSIZE": limits.file_bytes, "RLIMIT_NPROC": limits.processes}
