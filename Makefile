@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 OUT ?= outputs
 
-.PHONY: demo test release examples lab lab-instructor clean
+.PHONY: demo test grade release lab lab-instructor clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+## Trusted batch grading of submitted/: sandboxed (bubblewrap, as root), parallel, into the
+## gradebook; then feedback/ and grades.csv.  WORKERS=N, DASK=tcp://host:8786 to use a cluster.
+grade: $(STAMP)
+	$(PY) -m rlhf_course.grading.batch $(if $(WORKERS),--workers $(WORKERS)) $(if $(DASK),--dask $(DASK))
+
 ## source/ -> release/ (commit the result).
 release: $(STAMP)
 	$(PY) -m rlhf_course.grading.course release
@@ -38,4 +43,4 @@ lab-instructor: $(STAMP)
 	PYTHONPATH=$(CURDIR)/instructor:$(CURDIR) $(VENV)/bin/jupyter lab
 
 clean:
-	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv $(OUT)
+	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv $(OUT)

@@ -69,9 +69,15 @@ def grade_locally(course_root: Path, students: list[str], workers: int, limits: 
 
 def _grade_on_dask_worker(course_root: str, student: str, limits: Limits) -> dict:
     """Runs on a Dask worker: the course directory is on shared storage at the same path."""
+    import zlib
+
+    import torch
     from distributed import get_worker
 
-    slot = int(get_worker().name) if str(get_worker().name).isdigit() else abs(hash(get_worker().id)) % 1000
+    torch.set_num_threads(1)
+    # A stable uid per worker process (process limits count per uid); workers on other
+    # machines may reuse a number, which only shares that count between them.
+    slot = zlib.crc32(get_worker().address.encode()) % 1000
     result = grade_submission(Path(course_root), student, _checks(Path(course_root)), slot=slot, limits=limits)
     return asdict(result)
 
