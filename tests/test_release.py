@@ -45,8 +45,8 @@ def test_no_solution_or_hidden_test_reaches_students(repo):
                    for line in text.splitlines()}
         leaked = [line for line in secrets if line in shipped]
         assert not leaked, f"{path} contains {leaked[:3]}"
-        assert "rlhf_hidden_checks" not in text, f"{path} names the hidden checks module"
-        if path.is_relative_to(repo / "release"):
+        if path.is_relative_to(repo / "release"):  # (the grading tools may name the module they load)
+            assert "rlhf_hidden_checks" not in text, f"{path} names the hidden checks module"
             assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, path
 
 
