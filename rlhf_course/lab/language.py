@@ -39,6 +39,11 @@ def gold_reward(responses: torch.Tensor) -> torch.Tensor:
     return (sentiment - repeats) / 10.0
 
 
+def has_adjacent_repeat(responses: torch.Tensor) -> torch.Tensor:
+    """(B, T) token ids -> (B,) bool: does a word follow itself anywhere?"""
+    return (responses[:, 1:] == responses[:, :-1]).any(dim=-1)
+
+
 def sample_corpus(count: int, generator: torch.Generator) -> torch.Tensor:
     """Human-like text for supervised training, shape (count, SEQUENCE_LENGTH).
 

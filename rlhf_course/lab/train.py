@@ -109,13 +109,22 @@ def in_chunks(function, *tensors: torch.Tensor) -> torch.Tensor:
     return torch.cat([function(*(t[i:i + CHUNK] for t in tensors)) for i in range(0, len(tensors[0]), CHUNK)])
 
 
-def sample_preferences(policy: PolicyLM, count: int, generator: torch.Generator) -> PreferencePairs:
-    prompts = language.sample_prompts(2 * count, generator)
+def sample_preferences(policy: PolicyLM, count: int, generator: torch.Generator,
+                       without_repeats: bool = False) -> PreferencePairs:
+    """Pairs of policy samples for the same prompt, ordered by the gold reward (ties dropped).
+
+    ``without_repeats`` keeps only pairs in which neither response repeats a word: the labellers
+    never met repetitive text, so a reward model trained on them has a blind spot, as real reward
+    models have for what their data never showed.
+    """
+    prompts = language.sample_prompts(3 * count, generator)
     def respond(p):
         return policy.sample(p, RESPONSE_LENGTH, generator)
     first, second = in_chunks(respond, prompts), in_chunks(respond, prompts)
     gold_first, gold_second = gold_reward(first), gold_reward(second)
     keep = gold_first != gold_second
+    if without_repeats:
+        keep &= ~language.has_adjacent_repeat(first) & ~language.has_adjacent_repeat(second)
     first_wins = (gold_first > gold_second)[keep]
     prompts, first, second = prompts[keep][:count], first[keep][:count], second[keep][:count]
     first_wins = first_wins[:count].unsqueeze(1)
@@ -137,7 +146,7 @@ def train_reward_model(sft_policy: PolicyLM, config: LabConfig, generator: torch
     The preference probability is sigmoid(score_w - score_l); it is fitted as a binary
     classifier on that logit.  The backbone starts from the SFT policy's.
     """
-    pairs = sample_preferences(sft_policy, config.rm_pairs + config.rm_heldout_pairs, generator)
+    pairs = sample_preferences(sft_policy, config.rm_pairs + config.rm_heldout_pairs, generator, without_repeats=True)
     chosen, rejected = pairs.sequences()
     train, heldout = slice(0, config.rm_pairs), slice(config.rm_pairs, None)
     reward_model = RewardModel()
