@@ -7,6 +7,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern,
                                     LimitOutput, SaveAutoGrades)
 
+from rlhf_course import exchange
 from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
@@ -14,7 +15,19 @@ c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 COURSE_ROOT = Path(__file__).resolve().parent
 
 c.CourseDirectory.root = str(COURSE_ROOT)
-c.CourseDirectory.course_id = os.environ.get("RLHF_COURSE_ID", "rlhf-course")
+
+# The exchange: course-local by default (works on one machine without editing); a JupyterHub
+# server sets RLHF_EXCHANGE_ROOT (e.g. /srv/nbgrader/exchange) here and in the students'
+# system-wide config.  Submissions are private to their student and the instructors' group.
+exchange.configure(c, os.environ.get("RLHF_EXCHANGE_ROOT", str(COURSE_ROOT / "exchange")),
+                   os.environ.get("RLHF_COURSE_ID", "rlhf-course"))
+
+# Due date and late policy, in one place: `make release` records the due date in the gradebook;
+# autograde (stock or ours) applies the penalty, and `nbgrader export` shows it per student.
+c.RlhfCourse.due_date = os.environ.get("RLHF_DUE_DATE", "2026-12-18 23:59:00 UTC")
+c.AssignLatePenalties.plugin_class = "rlhf_course.exchange.PenaltyPerHour"
+c.PenaltyPerHour.points_per_hour = 2.0
+c.PenaltyPerHour.zero_after_hours = 72.0
 # The gradebook: sqlite in the course root unless a SQLAlchemy URL says otherwise
 # (e.g. postgresql://grader@db-host/rlhf for a large course).
 c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COURSE_ROOT / 'gradebook.db'}")

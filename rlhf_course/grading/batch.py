@@ -110,7 +110,16 @@ def submission_timestamp(course_root: Path, student: str):
         return None
 
 
-def record_in_gradebook(gb, result: SubmissionResult, timestamp=None) -> None:
+def late_policy(course_root: Path):
+    """The late-submission plugin nbgrader's autograde would use, from the course's config."""
+    from traitlets.utils.importstring import import_item
+    config = pipeline.course_config(course_root)
+    plugin_class = config.AssignLatePenalties.get("plugin_class", "nbgrader.plugins.LateSubmissionPlugin")
+    plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
+    return plugin_class(config=config)
+
+
+def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:
     """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
     submission that needs a person."""
     import warnings
@@ -135,6 +144,11 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None) -> None:
         grade.needs_manual_grade = result.state not in SCORED_STATES
     submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
     submission_nb.flagged = needs_look
+    duedate = gb.find_assignment(ASSIGNMENT).duedate
+    seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
+    submission_nb.late_submission_penalty = (
+        policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
+        if (policy is not None and seconds_late > 0) else None)
     note = f"[{result.state}] {result.detail}".strip() + "".join(f"\nreview: {f}" for f in result.flags)
     for comment in submission_nb.comments:
         comment.auto_comment = note[:2000] if needs_look else None
@@ -210,9 +224,10 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
     from nbgrader.plugins import CsvExportPlugin
 
     results = []
+    policy = late_policy(course_root)
     with Gradebook(db_url) as gb:  # the only writer
         for result in tqdm(source, total=len(students), desc="grading", disable=not show_progress):
-            record_in_gradebook(gb, result, submission_timestamp(course_root, result.student))
+            record_in_gradebook(gb, result, submission_timestamp(course_root, result.student), policy)
             write_feedback(course_root, result)
             results.append(result)
         write_report(course_root, results)

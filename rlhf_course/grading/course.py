@@ -37,7 +37,17 @@ def nbgrader(course_root: Path, *args: str, check: bool = True) -> subprocess.Co
     return proc
 
 
+def course_config(course_root: Path):
+    """The course's nbgrader configuration, loaded as nbgrader loads it."""
+    from traitlets.config.loader import PyFileConfigLoader
+    return PyFileConfigLoader("nbgrader_config.py", path=str(course_root)).load_config()
+
+
 def generate_release(course_root: Path = COURSE_ROOT) -> Path:
+    """Record the assignment and its due date in the gradebook, then source/ -> release/."""
+    due_date = course_config(course_root).RlhfCourse.get("due_date")
+    if due_date:
+        nbgrader(course_root, "db", "assignment", "add", ASSIGNMENT, f"--duedate={due_date}")
     nbgrader(course_root, "generate_assignment", ASSIGNMENT, "--force")
     return course_root / "release" / ASSIGNMENT / NOTEBOOK
 
