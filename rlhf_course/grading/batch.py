@@ -167,10 +167,14 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score:g} / {result.max_score:g}</h2>"
                f"<p>Outcome: <b>{html.escape(result.state)}</b>. {html.escape(result.detail.splitlines()[0] if result.detail else '')}</p>"
                f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>")
-    if result.executed_notebook:
-        nb = nbformat.reads(result.executed_notebook, as_version=4)
-    else:
-        nb = nbformat.v4.new_notebook()
+    nb = nbformat.v4.new_notebook()
+    if result.executed_notebook:  # written inside the sandbox: untrusted, maybe not even a notebook
+        try:
+            nb = nbformat.reads(result.executed_notebook, as_version=4)
+            nbformat.validate(nb)
+        except Exception:
+            nb = nbformat.v4.new_notebook()
+            result.executed_notebook = None
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     out = course_root / "feedback" / result.student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
@@ -228,7 +232,10 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
     with Gradebook(db_url) as gb:  # the only writer
         for result in tqdm(source, total=len(students), desc="grading", disable=not show_progress):
             record_in_gradebook(gb, result, submission_timestamp(course_root, result.student), policy)
-            write_feedback(course_root, result)
+            try:
+                write_feedback(course_root, result)
+            except Exception as exc:  # the scores are in; a feedback page must not stop the batch
+                result.detail = f"{result.detail}; no feedback page: {type(exc).__name__}: {exc}".lstrip("; ")
             results.append(result)
         write_report(course_root, results)
         if export:  # nbgrader's own CSV export plugin, as `nbgrader export` runs it

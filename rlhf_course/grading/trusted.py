@@ -188,7 +188,7 @@ def _grade(course_root, student, checks_module, slot, limits, scratch_root) -> S
     scratch = Path(tempfile.mkdtemp(prefix=f"grade-{student}-", dir=scratch_root))
     try:
         workdir = scratch / "submission"
-        shutil.copytree(folder, workdir)
+        shutil.copytree(folder, workdir, symlinks=True)  # a link stays a link: never copy what it points to
         job = {"setup": setup, "answer_cells": answers, "notebook": NOTEBOOK, "execute_notebook": True}
         _score_all(result, checks_module, workdir, job, slot, limits)
         if result.state == GRADED and result.score < result.max_score:
