@@ -313,6 +313,16 @@ for _ in range(500):
     children.append(pid)
 ''' + _REFERENCE_GAE},
                 "graded", frozenset(), True),
+    Adversarial("corrupts_its_feedback_notebook", {PPO_CELL: '''
+import json
+json.dump = lambda obj, handle, *args, **kwargs: handle.write("<script>not a notebook</script>")
+''' + _REFERENCE_PPO}, "graded", frozenset(), False),
+    Adversarial("symlink_to_the_gradebook", {PPO_CELL: '''
+try:
+    leaked = open("gradebook_link").read()
+except OSError:
+    leaked = ""
+''' + _REFERENCE_PPO}, "graded", frozenset(), True, tamper="symlink_gradebook"),
     Adversarial("tampered_visible_test", {}, "malformed notebook", None, False, tamper="edit_locked_cell"),
     Adversarial("deleted_hidden_test_cell", {}, "malformed notebook", None, False, tamper="delete_grade_cell"),
     Adversarial("duplicated_test_cell", {}, "malformed notebook", None, False, tamper="duplicate_grade_cell"),
@@ -323,6 +333,10 @@ for _ in range(500):
 def tamper_notebook(path, how: str) -> None:
     """Damage a submitted notebook file the way students (or their editors) do."""
     import json
+    import os
+    if how == "symlink_gradebook":  # a link next to the notebook, pointing at the course's gradebook
+        os.symlink("../../../gradebook.db", os.path.join(os.path.dirname(path), "gradebook_link"))
+        return
     if how == "invalid_json":
         text = open(path).read()
         open(path, "w").write(text[: len(text) // 2])

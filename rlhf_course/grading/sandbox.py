@@ -99,12 +99,14 @@ def _font_cache_binds() -> list[str]:
 
 
 def bwrap_command(workdir: Path, uid: int, env: dict[str, str]) -> list[str]:
+    # Mounts apply in order: the empty /tmp comes first, so that an environment or a course
+    # that itself lives below /tmp is bound on top of it rather than hidden by it.
     command = [BWRAP, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                *_read_only_binds(),
                *_font_cache_binds(),
                "--bind", str(workdir), "/submission",
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                "--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
         command += ["--setenv", key, value]
