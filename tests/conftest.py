@@ -16,6 +16,9 @@ sys.path.insert(0, str(REPO / "instructor"))  # instructor-only modules, for the
 # nbgrader calls `alembic` and kernels run `python` from PATH: use this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 os.environ.pop("RLHF_GRADEBOOK_URL", None)  # tests always use a gradebook inside their own copy
+os.environ.pop("RLHF_EXCHANGE_ROOT", None)
+# Submissions made by the tests are on time whatever today's date; the late-policy test sets its own.
+os.environ["RLHF_DUE_DATE"] = "2100-01-01 00:00:00 UTC"
 
 COURSE_FILES = ("source", "instructor", "nbgrader_config.py")
 
