@@ -124,7 +124,8 @@ class Sandbox:
         self.workdir, self.limits, self.uid = workdir, limits, FIRST_UID + slot
         (workdir / "job.json").write_text(json.dumps(job))
         for path in [workdir, *workdir.rglob("*")]:
-            os.chown(path, self.uid, self.uid)
+            # lchown: a student's symlink must never hand its target (say, the gradebook) to the sandbox uid
+            os.chown(path, self.uid, self.uid, follow_symlinks=False)
         self.log_path = workdir.parent / f"{workdir.name}.sandbox.log"
         env = {"HOME": "/submission", "PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "NBGRADER_EXECUTION": "autograde",
                "MPLCONFIGDIR": "/tmp/matplotlib", "MPLBACKEND": "module://matplotlib_inline.backend_inline", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}

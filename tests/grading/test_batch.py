@@ -121,6 +121,7 @@ def test_each_attack_gets_the_state_and_score_it_deserves(graded, attack):
 def test_nothing_outside_the_grader_outputs_changed(graded):
     course, _, before, _ = graded
     assert tree_digest(course) == before
+    assert (course / "gradebook.db").stat().st_uid == os.geteuid()  # a student's symlink did not hand it over
 
 
 def test_no_network_and_no_process_left_behind(graded):
