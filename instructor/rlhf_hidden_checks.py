@@ -118,9 +118,9 @@ def _short(t: torch.Tensor) -> str:
 
 def _unmodified(case: Case, observation: Observation, names: tuple[str, ...],
                 recall: Recall) -> str | None:
-    for name, before, after in zip(names, case.args, observation.args_after):
-        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-            return f"the input `{name}` was changed in place"
+    changed = _changed_input(case, observation, names)
+    if changed:
+        return f"the input `{changed}` was changed in place"
     # A function that ignores its inputs leaves them alone too: that earns nothing here.
     moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
     if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
@@ -613,9 +613,15 @@ def _gae_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | No
 
 
 def _unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
+    changed = _changed_input(case, obs, names)
+    return changed and f"the input `{changed}` was changed in place, so the cell's next call sees other inputs"
+
+
+def _changed_input(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
+    """The name of the first tensor argument the call changed in place, if any."""
     for name, before, after in zip(names, case.args, obs.args_after):
         if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-            return f"the input `{name}` was changed in place, so the cell's next call sees other inputs"
+            return name
     return None
 
 
