@@ -32,6 +32,22 @@ def lab(tmp_path, repo):
     server.stop()
 
 
+def run_all_cells(page, attempts: int = 3) -> None:
+    """Run > Run All Cells; a click that lands before the kernel is really connected can be lost,
+    so check that the first code cell starts and try again if it does not."""
+    for _ in range(attempts):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(
+                "[...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
+                timeout=30_000)
+            return
+        except Exception:
+            continue
+    raise AssertionError("Run All Cells never started the notebook")
+
+
 def explorer_output(page, grade_id, description):
     """The output area of the cell whose slider has this description."""
     cells = page.locator(".jp-Cell").filter(has=page.locator(f".widget-slider:has-text('{description}')"))
@@ -48,14 +64,15 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    # five sliders appear, and the lab's figures once the training cell finishes
-    page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=120_000)
-    page.wait_for_function(
-        "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
-        timeout=180_000)
-    page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
+    try:
+        run_all_cells(page)
+        # five sliders appear, and the lab's figures once the training cell finishes
+        page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=180_000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
+            timeout=180_000)
+    finally:
+        page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
 
     for grade_id, description, value in SLIDERS:
         cell = explorer_output(page, grade_id, description)
