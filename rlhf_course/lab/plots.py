@@ -18,7 +18,7 @@ def plot_ppo_history(history: list[dict], axes=None):
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     ax_reward, ax_kl, ax_entropy = axes
-    ax_reward.plot(*_series(history, "reward_model_score"), label="reward-model score (proxy)")
+    ax_reward.plot(*_series(history, "reward_model_score"), label="reward-model score (proxy, SFT std units)")
     ax_reward.plot(*_series(history, "gold_reward"), label="gold reward (truth)")
     ax_reward.set(title="Reward rises", xlabel="PPO iteration", ylabel="mean reward per response")
     ax_reward.legend(loc="lower right", fontsize=8)
