@@ -28,8 +28,9 @@ c.RlhfCourse.due_date = os.environ.get("RLHF_DUE_DATE", "2026-12-18 23:59:00 UTC
 c.AssignLatePenalties.plugin_class = "rlhf_course.exchange.PenaltyPerHour"
 c.PenaltyPerHour.points_per_hour = 2.0
 c.PenaltyPerHour.zero_after_hours = 72.0
+
 # The gradebook: sqlite in the course root unless a SQLAlchemy URL says otherwise
-# (e.g. postgresql://grader@db-host/rlhf for a large course).
+# (e.g. postgresql+psycopg2://grader@db-host/rlhf for a large course).
 c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COURSE_ROOT / 'gradebook.db'}")
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
 
