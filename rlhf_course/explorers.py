@@ -156,15 +156,13 @@ def _bias_variance(compute_gae: Callable, gamma: float, draws: int = 150, length
     return lambdas, estimates.mean(1) - target, estimates.std(1)
 
 
-def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.99, axes=None,
-             with_bias_variance: bool = True) -> dict:
+def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.99, axes=None) -> dict:
     """Advantages over time for the guide's 5-step episode and a 30-step one, with your function's
     lambda = 0 and lambda = 1 limits; and the bias/spread of A_0 as lambda moves."""
     import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
 
-    panels = 3 if with_bias_variance else 2
     if axes is None:
-        _, axes = plt.subplots(1, panels, figsize=(4.0 * panels, 3.6), constrained_layout=True)
+        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     drawn = {"gae_lambda": gae_lambda, "gamma": gamma}
     for ax, (name, (rewards, values)) in zip(axes, (("guide", GUIDE_EPISODE), ("long", _long_episode()))):
         t = np.arange(len(rewards))
@@ -179,16 +177,15 @@ def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.9
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         drawn[f"advantages_{name}"] = advantages
-    if with_bias_variance:
-        lambdas, bias, spread = _bias_variance(compute_gae, gamma)
-        ax = axes[2]
-        ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label="|bias| of A_0")
-        ax.plot(lambdas, spread, "s-", color="tab:purple", label="spread (std) of A_0")
-        ax.axvline(gae_lambda, color="tab:green", lw=2, alpha=0.6, label="your lambda")
-        ax.set(title="Bias against variance", xlabel="lambda", ylabel="reward units")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        drawn.update(bias_lambdas=lambdas, bias=bias, spread=spread)
+    lambdas, bias, spread = _bias_variance(compute_gae, gamma)
+    ax = axes[2]
+    ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label="|bias| of A_0")
+    ax.plot(lambdas, spread, "s-", color="tab:purple", label="spread (std) of A_0")
+    ax.axvline(gae_lambda, color="tab:green", lw=2, alpha=0.6, label="your lambda")
+    ax.set(title="Bias against variance", xlabel="lambda", ylabel="reward units")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    drawn.update(bias_lambdas=lambdas, bias=bias, spread=spread)
     return drawn
 
 

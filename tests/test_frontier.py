@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, frontier
-from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course import frontier
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """release/ is exactly what nbgrader generates from source/, and nothing secret reaches it."""
 import filecmp
-import re
 from pathlib import Path
 
 import pytest

@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import html
-import json
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 

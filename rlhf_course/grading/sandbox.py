@@ -117,6 +117,16 @@ def bwrap_command(workdir: Path, uid: int, env: dict[str, str]) -> list[str]:
     return command
 
 
+def apply_rlimits(limits: Limits) -> None:
+    """Address space, CPU time, file size, process count and no core files, for this process and
+    everything it starts (called in the child between fork and exec)."""
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 class Sandbox:
     """One sandboxed runner for one submission copy; use as a context manager."""
 
@@ -132,14 +142,6 @@ class Sandbox:
         self.command = bwrap_command(workdir, self.uid, env)
         self.process: subprocess.Popen | None = None
 
-    def _limits(self) -> None:  # runs in the child before exec
-        limits = self.limits
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
     def __enter__(self) -> "Sandbox":
         if self.process is None:
             self.start()
@@ -149,7 +151,7 @@ class Sandbox:
         """Start the runner and wait until the student's answer cells are defined."""
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self._log, preexec_fn=self._limits, start_new_session=True)
+                                        stderr=self._log, preexec_fn=lambda: apply_rlimits(self.limits), start_new_session=True)
         try:  # wait for the interpreter, torch and the student's cell definitions
             self.request({"kind": "ping"}, self.limits.startup_seconds)
         except BaseException:

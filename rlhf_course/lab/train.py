@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from rlhf_course.lab import language
-from rlhf_course.lab.language import PROMPT_LENGTH, RESPONSE_LENGTH, gold_reward
+from rlhf_course.lab.language import RESPONSE_LENGTH, gold_reward
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
 from rlhf_course.lab.student import StudentFunctions
 

@@ -1,6 +1,5 @@
 """A real JupyterLab server and a real headless Chromium (Debian's), driven by Playwright."""
 import os
-import shutil
 import socket
 import subprocess
 import sys

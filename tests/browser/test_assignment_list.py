@@ -1,7 +1,5 @@
 """A student in a real JupyterLab (headless Chromium): the Assignment List panel fetches the
 released assignment, and Validate passes on the completed notebook."""
-import os
-import shutil
 
 import pytest
 

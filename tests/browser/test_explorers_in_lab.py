@@ -1,6 +1,5 @@
 """The student release, completed, opened in JupyterLab in headless Chromium: run all cells, move
 every slider, and check that each plot redraws and no error appears."""
-import shutil
 
 import nbformat
 import pytest

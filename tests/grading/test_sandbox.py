@@ -3,11 +3,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-from rlhf_course.grading.sandbox import FIRST_UID, Limits, Sandbox, bwrap_command, sandbox_available
+from rlhf_course.grading.sandbox import FIRST_UID, Limits, apply_rlimits, bwrap_command
 
 from tests.conftest import needs_sandbox
 
@@ -40,10 +37,8 @@ def run_probe(tmp_path, repo) -> dict:
     command = bwrap_command(workdir, FIRST_UID, {"PATH": "/usr/bin:/bin"})
     command = command[:-3] + [os.path.join(sys.prefix, "bin", "python"), "-c",
                               PROBE.replace("COURSE", repr(str(repo)))]
-    sandbox = Sandbox.__new__(Sandbox)
-    sandbox.limits = Limits()
     env = dict(os.environ, RLHF_GRADER_SECRET="do-not-leak")
-    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=sandbox._limits, env=env, timeout=60)
+    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=lambda: apply_rlimits(Limits()), env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
