@@ -12,6 +12,9 @@ import argparse
 import csv
 import html
 import os
+import re
+import resource
+import stat
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +26,7 @@ from tqdm.auto import tqdm
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading.sandbox import Limits, sandbox_available
-from rlhf_course.grading.trusted import SCORED_STATES, SubmissionResult, grade_submission
+from rlhf_course.grading.trusted import MAX_CELLS, SCORED_STATES, SubmissionResult, grade_submission
 
 REPORT = "grading_report.csv"
 
@@ -137,8 +140,7 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
             gb.add_submission(ASSIGNMENT, result.student, timestamp=timestamp)
     for cell in result.cells.values():
         grade = gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
-        grade.auto_score = cell.score
-        grade.manual_score = None
+        grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
     submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
     submission_nb.flagged = needs_look
@@ -147,42 +149,117 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)
-    note = f"[{result.state}] {result.detail}".strip() + "".join(f"\nreview: {f}" for f in result.flags)
+    note = printable(f"[{result.state}] {result.detail}".strip() + "".join(f"\nreview: {f}" for f in result.flags))
     for comment in submission_nb.comments:
         comment.auto_comment = note[:2000] if needs_look else None
     gb.db.commit()
 
 
+_EXPORTER = None
+
+
+def _exporter():
+    """One HTML exporter for the batch (building it loads templates), sanitising what the
+    student wrote: no script, event handler or iframe from a notebook reaches the page."""
+    global _EXPORTER
+    if _EXPORTER is None:
+        from nbconvert import HTMLExporter
+        _EXPORTER = HTMLExporter(template_name="lab", sanitize_html=True)
+    return _EXPORTER
+
+
+def _student_notebook(result: SubmissionResult):
+    """The executed notebook that came back from the sandbox, if it is a notebook of bounded size."""
+    if not result.executed_notebook:
+        return None
+    try:  # written inside the sandbox: untrusted, maybe not even a notebook
+        nb = nbformat.reads(result.executed_notebook, as_version=4)
+        nbformat.validate(nb)
+        if len(nb.cells) > MAX_CELLS:
+            raise ValueError(f"{len(nb.cells)} cells")
+        for cell in nb.cells:  # only the output types a feedback page shows
+            for output in cell.get("outputs", []):
+                if "data" in output:
+                    output["data"] = {k: v for k, v in output["data"].items()
+                                      if k in ("text/plain", "text/html", "text/markdown", "image/png")}
+        return nb
+    except Exception:
+        result.executed_notebook = None
+        return None
+
+
+SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's release_feedback reads
+
+
+def _small_regular_file(path: Path, limit: int = 4096) -> str | None:
+    """A short text file the student submitted, read without following links (None otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return text if text.strip().isprintable() else None
+
+
+def submission_files(course_root: Path, student: str) -> dict[str, str]:
+    """``timestamp.txt`` and ``submission_secret.txt`` as nbgrader expects them beside a feedback page
+    (the secret names the page in the exchange; a submission that never went through the exchange
+    gets a fresh one, so that ``nbgrader release_feedback`` never stops on it)."""
+    import datetime as dt
+    import secrets
+    folder = course_root / "submitted" / student / ASSIGNMENT
+    files = {name: _small_regular_file(folder / name) for name in SUBMISSION_FILES}
+    if not files["timestamp.txt"]:
+        files["timestamp.txt"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    if not files["submission_secret.txt"]:
+        files["submission_secret.txt"] = secrets.token_hex(64)
+    return files
+
+
 def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
     then the student's notebook as it ran; never the hidden tests' code."""
-    from nbconvert import HTMLExporter
-
     rows = "".join(
         f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
-        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(c.message)}</td></tr>"
+        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
         for c in result.cells.values())
     summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score:g} / {result.max_score:g}</h2>"
-               f"<p>Outcome: <b>{html.escape(result.state)}</b>. {html.escape(result.detail.splitlines()[0] if result.detail else '')}</p>"
+               f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
+               f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
                f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>")
-    nb = nbformat.v4.new_notebook()
-    if result.executed_notebook:  # written inside the sandbox: untrusted, maybe not even a notebook
-        try:
-            nb = nbformat.reads(result.executed_notebook, as_version=4)
-            nbformat.validate(nb)
-        except Exception:
-            nb = nbformat.v4.new_notebook()
-            result.executed_notebook = None
+    nb = _student_notebook(result) or nbformat.v4.new_notebook()
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    body, _ = _exporter().from_notebook_node(nb)
     out = course_root / "feedback" / result.student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(body)
+    graded = course_root / "autograded" / result.student / ASSIGNMENT
+    graded.mkdir(parents=True, exist_ok=True)
+    for name, text in submission_files(course_root, result.student).items():
+        for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
+            (folder / name).write_text(text)
     if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
-        graded = course_root / "autograded" / result.student / ASSIGNMENT / NOTEBOOK
-        graded.parent.mkdir(parents=True, exist_ok=True)
-        graded.write_text(result.executed_notebook)
+        (graded / NOTEBOOK).write_text(result.executed_notebook)
     return out
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
+    escapes included) become '?', line breaks stay."""
+    return _CONTROL.sub("?", text or "")
+
+
+def _one_line(text: str) -> str:
+    return printable(text).replace("\n", " ").replace("\t", " ")
 
 
 def format_table(results: list[SubmissionResult]) -> str:
@@ -191,7 +268,8 @@ def format_table(results: list[SubmissionResult]) -> str:
         note = (r.detail.splitlines()[0] if r.detail else "")[:60]
         if r.flags:
             note = (note + "; " if note else "") + f"REVIEW: {r.flags[0]}" + (f" (+{len(r.flags) - 1})" if len(r.flags) > 1 else "")
-        lines.append(f"{r.student:<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  {note}")
+        lines.append(f"{_one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
+                     f"{_one_line(note)}")
     counts = {}
     for r in results:
         counts[r.state] = counts.get(r.state, 0) + 1
@@ -205,8 +283,8 @@ def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
         writer = csv.writer(handle)
         writer.writerow(["student", "state", "score", "max_score", "seconds", "review_flags", "detail"])
         for r in sorted(results, key=lambda r: r.student):
-            writer.writerow([r.student, r.state, r.score, r.max_score, round(r.seconds, 2), " | ".join(r.flags),
-                             (r.detail or "")[:500]])
+            writer.writerow([_one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
+                             _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500])])
     return path
 
 
@@ -258,11 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default: CPU count)")
     parser.add_argument("--dask", default=None, help="address of a Dask scheduler to send grading tasks to")
     parser.add_argument("--student", action="append", help="grade only these students")
+    defaults = Limits()
+    for name in ("call_seconds", "feedback_seconds", "submission_seconds"):
+        parser.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
+                            help=f"default: {getattr(defaults, name):g}")
     args = parser.parse_args(argv)
-    results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask)
+    limits = Limits(call_seconds=args.call_seconds, feedback_seconds=args.feedback_seconds,
+                    submission_seconds=args.submission_seconds)
+    results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask, limits)
     print(format_table(results))
     print(f"gradebook: {pipeline.gradebook_url(args.course_root)}; report: {args.course_root / REPORT}; "
           f"feedback: {args.course_root / 'feedback'}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"grader peak memory: {peak:.0f} MB")
     return 0
 
 

@@ -95,11 +95,78 @@ def to_wire(observation: Observation) -> bytes:
     return buffer.getvalue()
 
 
-def from_wire(data: bytes) -> Observation:
-    raw = torch.load(io.BytesIO(data), weights_only=True)
-    observation = Observation(value=raw["value"], value_type=raw["value_type"], error=raw["error"],
-                              grads=raw["grads"], grad_error=raw["grad_error"], args_after=tuple(raw["args_after"]))
-    for tensor in [observation.value, *observation.grads.values(), *observation.args_after]:
-        if tensor is not None and isinstance(tensor, torch.Tensor) and type(tensor) is not torch.Tensor:
-            raise TypeError("observation carried a tensor subclass")
-    return observation
+MAX_ELEMENTS = 1 << 20  # per tensor: far above any test case, far below the grader's memory
+_PLAIN_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16,
+                 torch.int32, torch.int64, torch.uint8, torch.bool}
+
+
+def _checked_tensor(value, what: str) -> torch.Tensor | None:
+    """A tensor the judges can safely compute with: an exact CPU, strided torch.Tensor of a plain
+    dtype and bounded size.  Anything else raises ``ValueError`` naming what it was."""
+    if value is None:
+        return None
+    if type(value) is not torch.Tensor:
+        raise ValueError(f"{what} is a {type(value).__name__}, not a plain tensor")
+    if value.device.type != "cpu" or value.layout != torch.strided:
+        raise ValueError(f"{what} is a tensor on device {value.device.type} with layout {value.layout}")
+    if value.dtype not in _PLAIN_DTYPES:
+        raise ValueError(f"{what} has dtype {value.dtype}")
+    if value.numel() > MAX_ELEMENTS:
+        raise ValueError(f"{what} has {value.numel()} elements")
+    return value.contiguous()
+
+
+def _short_text(value, what: str, limit: int = 4000) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} is not text")
+    return value[:limit]
+
+
+def from_wire(data: bytes, case: Case | None = None) -> Observation:
+    """Load an observation sent by the sandbox and check it against the case that was asked.
+
+    The bytes are hostile: the caller has already refused compressed or oversized archives
+    (:func:`rlhf_course.grading.sandbox.check_archive`); here only the fields of an observation,
+    with plain CPU tensors of bounded size, are accepted (``ValueError`` otherwise).  A value
+    the student's function returned that the judges cannot use (a meta tensor, a complex dtype)
+    becomes ``value=None`` with ``value_type`` saying what it was, so it fails its checks as an
+    answer instead of breaking the grader.
+    """
+    try:
+        raw = torch.load(io.BytesIO(data), weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is the sandbox's fault
+        raise ValueError(f"unreadable observation ({type(exc).__name__})") from None
+    expected = {"value", "value_type", "error", "grads", "grad_error", "args_after"}
+    if not isinstance(raw, dict) or set(raw) != expected:
+        raise ValueError("the observation does not have the expected fields")
+    value, value_type = raw["value"], _short_text(raw["value_type"], "value_type", 200) or "?"
+    try:
+        value = _checked_tensor(value, "the value")
+    except ValueError as exc:
+        value, value_type = None, f"unusable tensor: {exc}"
+    grads, args_after = raw["grads"], raw["args_after"]
+    if not isinstance(grads, dict) or not isinstance(args_after, (list, tuple)):
+        raise ValueError("malformed gradients or inputs")
+    if case is not None:
+        if not set(grads) <= set(case.grad_wrt) or len(args_after) not in (0, len(case.args)):
+            raise ValueError("the observation does not answer the case that was asked")
+    checked_grads = {}
+    for index, grad in grads.items():
+        if not isinstance(index, int):
+            raise ValueError("malformed gradient index")
+        try:
+            checked_grads[index] = _checked_tensor(grad, f"the gradient for argument {index}")
+        except ValueError:
+            checked_grads[index] = None
+    checked_args = []
+    for index, arg in enumerate(args_after):
+        if isinstance(arg, torch.Tensor):
+            arg = _checked_tensor(arg, f"argument {index} after the call")
+        elif arg is not None and not isinstance(arg, (int, float, bool)):
+            raise ValueError(f"argument {index} after the call is a {type(arg).__name__}")
+        checked_args.append(arg)
+    return Observation(value=value, value_type=value_type, error=_short_text(raw["error"], "error"),
+                       grads=checked_grads, grad_error=_short_text(raw["grad_error"], "grad_error"),
+                       args_after=tuple(checked_args))

@@ -2,17 +2,23 @@
 
 Inside: no network (own network namespace), own PID namespace (everything dies with it), a
 read-only view of the system, the Python environment and this package only (no course
-directory, gradebook, other students or environment secrets), the submission copy as the
-only writable place, an unprivileged uid, and rlimits on address space, CPU time, file size
-and process count.  The trusted side adds a wall-clock limit per call and in total, and kills
-the whole process group when it is reached (a loop that ignores SIGINT included).
+directory, gradebook, other students or environment secrets), two small size-limited tmpfs
+folders as the only writable places (``/submission`` and ``/tmp``: nothing the student writes
+ever reaches the host's disk), an unprivileged uid, and limits on memory, CPU and processes that
+hold for every process the student starts (a cgroup per worker slot where the kernel lets us
+create one, rlimits in any case).
+
+The trusted side treats every byte that comes back as hostile: a reply's length is checked
+against a cap *before* it is read, a reply of the wrong kind is refused, and observations are
+refused before ``torch.load`` when their archive is compressed or larger than the cap.  The grader
+never opens a path the sandbox could have written: the job goes in and the feedback notebook
+comes out over the pipe.
 """
 from __future__ import annotations
 
+import collections
 import io
-import json
 import os
-import resource
 import select
 import shutil
 import signal
@@ -20,6 +26,7 @@ import struct
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,33 +36,51 @@ import rlhf_course
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
 FIRST_UID = 61000  # sandbox uids are FIRST_UID + worker slot: process limits count per uid
+PACKAGE_MOUNT = "/opt/rlhf-grader"  # the grader's own copy of this package, first on the sandbox's sys.path
+CGROUP_NAME = "rlhf-grading"
+
+# One-byte reply kinds: the first byte of every frame the sandbox sends.
+READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
 
 
 @dataclass(frozen=True)
 class Limits:
-    memory_bytes: int = 4 * 2**30      # address space; torch alone maps about 1.5 GiB of it
-    cpu_seconds: int = 300
+    memory_bytes: int = 4 * 2**30      # address space per process; torch alone maps about 1.5 GiB of it
+    cgroup_memory_bytes: int = 3 * 2**30  # resident memory of the whole sandbox, every process together
+    cpus: float = 1.0                  # CPU share of the whole sandbox (cgroup quota)
+    cpu_seconds: int = 300             # per process
     file_bytes: int = 64 * 2**20
+    workspace_bytes: int = 64 * 2**20  # each of /submission and /tmp
     processes: int = 64
     startup_seconds: float = 60.0      # interpreter, torch, and the student's cell definitions
     call_seconds: float = 15.0         # one call of a student function
-    feedback_seconds: float = 120.0    # running the whole notebook for the feedback copy
+    feedback_seconds: float = 60.0     # running the whole notebook for the feedback copy (about 2 s)
+    submission_seconds: float = 300.0  # everything for one submission: the budget no attack can stretch
+    reply_bytes: int = 2 * 2**20       # one observation
+    notebook_bytes: int = 16 * 2**20   # the executed notebook for feedback
 
 
 class SandboxTimeout(Exception):
-    pass
+    def __init__(self, budget: str = "call"):
+        super().__init__(f"the {budget} time limit ran out")
+        self.budget = budget  # which limit: "startup", "call", "feedback" or "submission"
 
 
 class SandboxDied(Exception):
-    def __init__(self, message: str, log: str):
+    def __init__(self, message: str, log: str, out_of_memory: bool = False):
         super().__init__(message)
-        self.log = log
+        self.log, self.out_of_memory = log, out_of_memory
+
+
+class ProtocolViolation(SandboxDied):
+    """The sandbox sent something the protocol does not allow (forged, oversized, compressed)."""
 
 
 def sandbox_available() -> str | None:
     """None when the sandbox can run here, else why not."""
-    for tool in (BWRAP, SETPRIV):
+    for tool in (BWRAP, SETPRIV, PRLIMIT):
         if not Path(tool).exists():
             return f"{tool} is missing (Debian packages bubblewrap and util-linux)"
     if os.geteuid() != 0:
@@ -63,18 +88,98 @@ def sandbox_available() -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- cgroups
+
+class Cgroups:
+    """A cgroup per worker slot (memory, processes, CPU quota), v2 or v1, when the kernel lets
+    root create one; ``None`` paths otherwise (then rlimits alone apply: address space per
+    process, process count per uid, CPU time per process)."""
+
+    def __init__(self, root: Path = Path("/sys/fs/cgroup")):
+        self.root = root
+        self.v2 = (root / "cgroup.controllers").is_file()
+
+    def _dirs(self, slot: int) -> dict[str, Path]:
+        name = f"{CGROUP_NAME}/slot-{slot}"
+        if self.v2:
+            return {"unified": self.root / name}
+        return {c: self.root / c / name for c in ("memory", "pids", "cpu") if (self.root / c).is_dir()}
+
+    def prepare(self, slot: int, limits: Limits) -> list[Path]:
+        """Create (or reuse) the slot's cgroups, set the limits; return their ``cgroup.procs``."""
+        try:
+            dirs = self._dirs(slot)
+            if self.v2:
+                parent = self.root / CGROUP_NAME
+                parent.mkdir(exist_ok=True)
+                (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+            for path in dirs.values():
+                path.mkdir(parents=True, exist_ok=True)
+            period = 100_000
+            quota = int(period * limits.cpus)
+            if self.v2:
+                d = dirs["unified"]
+                (d / "memory.max").write_text(str(limits.cgroup_memory_bytes))
+                (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
+                (d / "pids.max").write_text(str(limits.processes))
+                (d / "cpu.max").write_text(f"{quota} {period}")
+            else:
+                if "memory" in dirs:
+                    (dirs["memory"] / "memory.limit_in_bytes").write_text(str(limits.cgroup_memory_bytes))
+                if "pids" in dirs:
+                    (dirs["pids"] / "pids.max").write_text(str(limits.processes))
+                if "cpu" in dirs:
+                    (dirs["cpu"] / "cpu.cfs_period_us").write_text(str(period))
+                    (dirs["cpu"] / "cpu.cfs_quota_us").write_text(str(quota))
+            return [d / "cgroup.procs" for d in dirs.values()]
+        except OSError:
+            return []
+
+    def out_of_memory_events(self, slot: int) -> int:
+        """How many times the slot's memory limit was hit (a counter; compare before and after)."""
+        try:
+            dirs = self._dirs(slot)
+            if self.v2:
+                events = (dirs["unified"] / "memory.events").read_text().split()
+                return int(events[events.index("oom_kill") + 1])
+            return int((dirs["memory"] / "memory.failcnt").read_text())
+        except (OSError, KeyError, ValueError, IndexError):
+            return 0
+
+    def kill_all(self, slot: int) -> None:
+        """SIGKILL whatever is still in the slot's cgroups (a process that left the sandbox's
+        process group and PID namespace would still be here)."""
+        for path in self._dirs(slot).values():
+            try:
+                pids = (path / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError, PermissionError):
+                    pass
+
+
+CGROUPS = Cgroups()
+
+
+# ----------------------------------------------------------------------------- the command
+
 def _read_only_binds() -> list[str]:
     paths = [p for p in dict.fromkeys(["/usr", "/lib", "/lib64", "/bin", "/etc/alternatives", "/etc/fonts",
-                                       sys.base_prefix, sys.prefix, str(Path(rlhf_course.__file__).parent)])
-             if Path(p).exists()]
+                                       sys.base_prefix, sys.prefix]) if Path(p).exists()]
     # Parent folders bwrap would create for the mount points are made traversable (and
     # empty): the unprivileged uid inside must reach /root/.pyenv/... without seeing /root.
-    parents = sorted({str(a) for p in paths for a in Path(p).parents if str(a) != "/"}, key=len)
+    parents = sorted({str(a) for p in [*paths, f"{PACKAGE_MOUNT}/rlhf_course"] for a in Path(p).parents if str(a) != "/"}, key=len)
     binds = []
     for parent in parents:
         binds += ["--perms", "0755", "--dir", parent]
     for path in paths:
         binds += ["--ro-bind", path, path]
+    # Exactly the package this grader runs, whatever the environment's own install points at
+    # (an editable install of another checkout, or none): PYTHONPATH puts it first.
+    binds += ["--ro-bind", str(Path(rlhf_course.__file__).parent), f"{PACKAGE_MOUNT}/rlhf_course"]
     return binds
 
 
@@ -94,53 +199,108 @@ def _font_cache_binds() -> list[str]:
     # a read-only copy of the prebuilt font list.
     binds = []
     for path in matplotlib_cache().glob("fontlist-*.json"):
-        binds += ["--dir", "/tmp/matplotlib", "--ro-bind", str(path), f"/tmp/matplotlib/{path.name}"]
+        binds += ["--perms", "0777", "--dir", "/tmp/matplotlib", "--ro-bind", str(path), f"/tmp/matplotlib/{path.name}"]
     return binds
 
 
-def bwrap_command(workdir: Path, uid: int, env: dict[str, str]) -> list[str]:
-    # Mounts apply in order: the empty /tmp comes first, so that an environment or a course
-    # that itself lives below /tmp is bound on top of it rather than hidden by it.
+def sandbox_env() -> dict[str, str]:
+    return {"HOME": "/submission", "PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "PYTHONPATH": PACKAGE_MOUNT,
+            "NBGRADER_EXECUTION": "autograde", "MPLCONFIGDIR": "/tmp/matplotlib",
+            "MPLBACKEND": "module://matplotlib_inline.backend_inline", "OMP_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
+                  program: list[str] | None = None) -> list[str]:
+    """The bwrap command line, run as ``program`` (default: the sandbox runner) under ``uid``."""
+    # Mounts apply in order: the empty /tmp comes first, so that an environment that itself
+    # lives below /tmp is bound on top of it rather than hidden by it.
+    size = str(limits.workspace_bytes)
     command = [BWRAP, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+               "--proc", "/proc", "--dev", "/dev",
+               "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
                *_read_only_binds(),
                *_font_cache_binds(),
-               "--bind", str(workdir), "/submission",
+               "--perms", "0777", "--size", size, "--tmpfs", "/submission",
                "--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
         command += ["--setenv", key, value]
-    command += ["--chdir", "/submission",
-                SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                "--bounding-set=-all", "--no-new-privs",
-                os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.sandbox_runner"]
-    return command
+    program = program or [os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.sandbox_runner"]
+    return command + ["--chdir", "/submission",
+                      SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                      "--bounding-set=-all", "--no-new-privs", *program]
 
 
-def apply_rlimits(limits: Limits) -> None:
-    """Address space, CPU time, file size, process count and no core files, for this process and
-    everything it starts (called in the child between fork and exec)."""
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def limited_command(command: list[str], limits: Limits, cgroup_procs: list[Path]) -> list[str]:
+    """``command`` entered into the slot's cgroups and started under rlimits, with no Python
+    between fork and exec (``preexec_fn`` can deadlock in a threaded parent)."""
+    enter = 'for f in "$@"; do [ "$f" = -- ] && { shift; break; }; echo $$ > "$f" || exit 97; shift; done; exec "$@"'
+    rlimits = [PRLIMIT, f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}",
+               f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", "--core=0", "--"]
+    return ["/bin/sh", "-c", enter, "sh", *map(str, cgroup_procs), "--", *rlimits, *command]
+
+
+# ----------------------------------------------------------------------------- replies
+
+def check_archive(data: bytes, cap: int) -> None:
+    """Refuse a ``torch.save`` archive that could expand: compressed entries, too many entries,
+    or more than ``cap`` bytes once unpacked."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise ProtocolViolation(f"the reply is not a torch archive ({exc})", "") from None
+    if len(entries) > 256:
+        raise ProtocolViolation(f"the reply holds {len(entries)} entries", "")
+    if any(entry.compress_type != zipfile.ZIP_STORED for entry in entries):
+        raise ProtocolViolation("the reply holds compressed data", "")
+    if sum(entry.file_size for entry in entries) > cap:
+        raise ProtocolViolation("the reply unpacks to more than its cap", "")
+
+
+def processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def wait_until_gone(uid: int, seconds: float = 10.0) -> None:
+    """Kill and wait out every process of a sandbox uid, so that the next sandbox of this slot
+    starts with its whole process allowance (a dying fork bomb still counts against it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
 
 
 class Sandbox:
-    """One sandboxed runner for one submission copy; use as a context manager."""
+    """One sandboxed runner for one submission; use as a context manager.
 
-    def __init__(self, workdir: Path, job: dict, slot: int = 0, limits: Limits = Limits()):
-        self.workdir, self.limits, self.uid = workdir, limits, FIRST_UID + slot
-        (workdir / "job.json").write_text(json.dumps(job))
-        for path in [workdir, *workdir.rglob("*")]:
-            # lchown: a student's symlink must never hand its target (say, the gradebook) to the sandbox uid
-            os.chown(path, self.uid, self.uid, follow_symlinks=False)
-        self.log_path = workdir.parent / f"{workdir.name}.sandbox.log"
-        env = {"HOME": "/submission", "PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "NBGRADER_EXECUTION": "autograde",
-               "MPLCONFIGDIR": "/tmp/matplotlib", "MPLBACKEND": "module://matplotlib_inline.backend_inline", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        self.command = bwrap_command(workdir, self.uid, env)
+    ``deadline`` (``time.monotonic()``) is the submission's budget: no request waits past it.
+    """
+
+    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None):
+        self.job, self.slot, self.limits, self.uid = job, slot, limits, FIRST_UID + slot
+        self.deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
+        self.command = limited_command(bwrap_command(self.uid, sandbox_env(), limits), limits,
+                                       CGROUPS.prepare(slot, limits))
         self.process: subprocess.Popen | None = None
+        self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
+        self._oom_before = 0
 
     def __enter__(self) -> "Sandbox":
         if self.process is None:
@@ -148,12 +308,12 @@ class Sandbox:
         return self
 
     def start(self) -> "Sandbox":
-        """Start the runner and wait until the student's answer cells are defined."""
-        self._log = open(self.log_path, "wb")
+        """Start the runner, hand it the job, wait until it is ready (torch imported)."""
+        self._oom_before = CGROUPS.out_of_memory_events(self.slot)
         self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self._log, preexec_fn=lambda: apply_rlimits(self.limits), start_new_session=True)
-        try:  # wait for the interpreter, torch and the student's cell definitions
-            self.request({"kind": "ping"}, self.limits.startup_seconds)
+                                        stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            self.request({"kind": "job", "job": self.job}, READY, 16, self.limits.startup_seconds, "startup")
         except BaseException:
             self.kill()
             raise
@@ -170,12 +330,17 @@ class Sandbox:
                 pass
         if self.process:
             self.process.wait()
-        if not self._log.closed:
-            self._log.close()
+            for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        CGROUPS.kill_all(self.slot)
+        wait_until_gone(self.uid)
+
 
     def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return b"".join(self._log).decode(errors="replace")[-4000:]
 
     # -- protocol ------------------------------------------------------------------------
 
@@ -184,36 +349,90 @@ class Sandbox:
             self.process.stdin.write(struct.pack("<Q", len(payload)) + payload)
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise SandboxDied(self._death(), self.log()) from None
+            raise self._died() from None
 
-    def _recv_exactly(self, size: int, deadline: float) -> bytes:
-        fd, chunks, remaining = self.process.stdout.fileno(), [], size
+    def _drain_log(self) -> None:
+        fd = self.process.stderr.fileno()
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            self._log.append(chunk[-4096:])
+
+    def _recv_exactly(self, size: int, deadline: float, budget: str) -> bytes:
+        out_fd, err_fd = self.process.stdout.fileno(), self.process.stderr.fileno()
+        chunks, remaining = [], size
         while remaining:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise SandboxTimeout()
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                self.process.wait()
-                raise SandboxDied(self._death(), self.log())
-            chunks.append(chunk)
-            remaining -= len(chunk)
+                raise SandboxTimeout(budget)
+            ready, _, _ = select.select([out_fd, err_fd], [], [], left)
+            if err_fd in ready:
+                chunk = os.read(err_fd, 1 << 16)
+                if chunk:
+                    self._log.append(chunk[-4096:])
+            if out_fd in ready:
+                chunk = os.read(out_fd, min(remaining, 1 << 20))
+                if not chunk:
+                    raise self._died()
+                chunks.append(chunk)
+                remaining -= len(chunk)
         return b"".join(chunks)
 
-    def _death(self) -> str:
+    def _died(self) -> SandboxDied:
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._drain_log()
         code = self.process.poll()
-        if code is None:
-            return "the sandbox closed its pipe"
-        return f"the sandbox exited with status {code}"
+        oom = CGROUPS.out_of_memory_events(self.slot) > self._oom_before
+        why = "the sandbox closed its pipe" if code is None else f"the sandbox exited with status {code}"
+        return SandboxDied(why + (" (memory limit)" if oom else ""), self.log(), out_of_memory=oom)
 
-    def request(self, payload: dict, seconds: float) -> bytes:
+    def request(self, payload: dict, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:
+        """Send one request; return the reply's body (without its kind byte).  The reply must be
+        of ``kind`` and at most ``cap`` bytes, and arrive within ``seconds`` and the budget."""
         buffer = io.BytesIO()
         torch.save(payload, buffer)
         self._send(buffer.getvalue())
         deadline = time.monotonic() + seconds
-        (size,) = struct.unpack("<Q", self._recv_exactly(8, deadline))
-        return self._recv_exactly(size, deadline)
+        if self.deadline < deadline:
+            deadline, budget = self.deadline, "submission"
+        (size,) = struct.unpack("<Q", self._recv_exactly(8, deadline, budget))
+        if size > cap + 1 or size == 0:
+            self.kill()
+            raise ProtocolViolation(f"the sandbox announced a reply of {size} bytes (cap {cap + 1})", self.log())
+        reply = self._recv_exactly(size, deadline, budget)
+        if reply[:1] == FAILED and kind != FAILED:
+            raise SandboxDied(f"the runner failed: {reply[1:2000].decode(errors='replace')}", self.log())
+        if reply[:1] != kind:
+            self.kill()
+            raise ProtocolViolation(f"expected a reply of kind {kind!r}, got {reply[:1]!r}", self.log())
+        return reply[1:]
+
+    # -- the runner's requests -------------------------------------------------------------
+
+    def feedback(self) -> bytes:
+        """The student's notebook, executed in a fresh child process, as JSON bytes."""
+        return self.request({"kind": "feedback"}, NOTEBOOK, self.limits.notebook_bytes,
+                            self.limits.feedback_seconds, "feedback")
+
+    def define(self) -> dict[str, str]:
+        """Start the child that runs the answer cells; return the cells that raised."""
+        import json
+        body = self.request({"kind": "define"}, DEFINED, 64 * 1024, self.limits.startup_seconds, "startup")
+        try:
+            errors = json.loads(body)
+            assert isinstance(errors, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in errors.items())
+        except (ValueError, AssertionError):
+            self.kill()
+            raise ProtocolViolation("malformed definition report", self.log()) from None
+        return errors
+
+    def call(self, function: str, args: list, grad_wrt: list) -> bytes:
+        body = self.request({"kind": "call", "function": function, "args": args, "grad_wrt": grad_wrt},
+                            OBSERVATION, self.limits.reply_bytes, self.limits.call_seconds)
+        check_archive(body, self.limits.reply_bytes)
+        return body

@@ -1,41 +1,115 @@
 """Runs INSIDE the sandbox: the only place student code executes during trusted grading.
 
-    python -m rlhf_course.grading.sandbox_runner      (cwd: the submission copy)
+    python -m rlhf_course.grading.sandbox_runner      (started by :mod:`sandbox`, cwd /submission)
 
-1. reads ``job.json`` (the setup cell, the student's answer cells, the notebook's name);
-2. defines the student's functions by executing the setup cell and the answer cells;
-3. answers requests on the protocol pipe: each request is one test case for one function, each
-   reply the :class:`Observation` of that call (no judging happens here);
-4. on the final request, executes the student's whole notebook (for the feedback they see) with
-   an in-process IPython shell and writes it to ``executed.ipynb`` in the submission copy.
+The process started by the sandbox is a small *supervisor* that never runs student code.  It
+holds the protocol pipes, makes itself non-dumpable (so no process of the same uid can open its
+file descriptors through ``/proc`` or ptrace it), imports torch once, and forks a child for each
+piece of student work; a child closes the protocol pipes before any student code runs and talks
+to the supervisor over a pipe of its own, whose replies the supervisor caps and relays.
 
-Frames are an 8-byte length and a ``torch.save`` payload.  The protocol uses private copies of
-fds 0 and 1; the student's prints go to stderr (the sandbox log) so they cannot corrupt it.
+1. ``job``: the setup cell, the student's answer cells and notebook arrive over the pipe
+   (nothing the grader writes ever lies in a folder the student can write);
+2. ``feedback``: a first child runs the student's whole notebook (the copy they see as feedback),
+   *before* any hidden input enters the sandbox; afterwards every leftover process of the
+   student's is killed, so the feedback can never show a hidden test's inputs;
+3. ``define``: a second child executes the setup and answer cells and reports which raised;
+4. ``call``: each request is one test case for one function, each reply the
+   :class:`~rlhf_course.grading.observe.Observation` of that call (no judging happens here).
+
+Frames are an 8-byte length and a payload; requests are ``torch.save`` payloads, replies start
+with a one-byte kind (see :mod:`sandbox`).
 """
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
+import signal
 import struct
 import sys
 import traceback
 
-FEEDBACK_NOTEBOOK = "executed.ipynb"
+READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
+PR_SET_DUMPABLE = 4
 
 
-def read_frame(stream) -> bytes | None:
-    header = stream.read(8)
-    if len(header) < 8:
+def read_frame(fd: int, cap: int = 1 << 40) -> bytes | None:
+    header = _read_exactly(fd, 8)
+    if header is None:
         return None
     (size,) = struct.unpack("<Q", header)
-    return stream.read(size)
+    if size > cap:
+        raise ValueError(f"frame of {size} bytes (cap {cap})")
+    return _read_exactly(fd, size)
 
 
-def write_frame(stream, payload: bytes) -> None:
-    stream.write(struct.pack("<Q", len(payload)) + payload)
-    stream.flush()
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
+
+def write_frame(fd: int, payload: bytes) -> None:
+    data = struct.pack("<Q", len(payload)) + payload
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# ----------------------------------------------------------------------------- children
+
+class Child:
+    """A forked process running ``target(request_fd, reply_fd)``; the supervisor's pipes
+    (``keep_closed``) are closed in it before the target runs."""
+
+    def __init__(self, target, keep_closed: tuple[int, ...]):
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: nothing of the supervisor's stays reachable
+            code = 0
+            try:
+                for fd in (*keep_closed, down_w, up_r):
+                    os.close(fd)
+                target(down_r, up_w)
+            except BaseException:  # noqa: BLE001 - whatever happens, never return into the supervisor
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(down_r)
+        os.close(up_w)
+        self.requests, self.replies = down_w, up_r
+
+    def status(self) -> str:
+        try:
+            pid, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return "it is gone"
+        if os.WIFSIGNALED(status):
+            return f"it was killed by signal {os.WTERMSIG(status)}"
+        return f"it exited with status {os.WEXITSTATUS(status)}"
+
+
+def kill_leftovers() -> None:
+    """Kill every other process of this uid in the sandbox (bwrap's own are root's)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+# ----------------------------------------------------------------------------- student work
 
 def define_functions(job: dict) -> tuple[dict, dict]:
     """Execute the setup and answer cells; return the namespace and per-cell definition errors."""
@@ -46,50 +120,50 @@ def define_functions(job: dict) -> tuple[dict, dict]:
         try:
             exec(compile(source, cell_id, "exec"), namespace)
         except BaseException as exc:  # SystemExit included: a cell must not end the run
-            errors[cell_id] = f"{type(exc).__name__}: {exc}"
+            errors[cell_id] = f"{type(exc).__name__}: {exc}"[:2000]
     return namespace, errors
 
 
-def serve(job: dict, proto_in, proto_out) -> None:
+def serve_calls(job: dict, requests: int, replies: int) -> None:
+    """The child that runs the answer cells, then one test case per request."""
     import torch
 
     from rlhf_course.grading.observe import Case, Observation, observe, to_wire
 
     namespace, errors = define_functions(job)
+    write_frame(replies, DEFINED + json.dumps(errors).encode())
     while True:
-        frame = read_frame(proto_in)
+        frame = read_frame(requests)
         if frame is None:
             return
         request = torch.load(io.BytesIO(frame), weights_only=True)
-        if request["kind"] == "ping":  # the answer cells are defined: ready for calls
-            write_frame(proto_out, b"ready")
-            continue
-        if request["kind"] == "finish":
-            if job.get("execute_notebook"):
-                execute_notebook(job["notebook"])
-            write_frame(proto_out, b"done")
-            return
         function = namespace.get(request["function"])
         if not callable(function):
             why = "; ".join(f"cell {k} raised {v}" for k, v in errors.items()) or "it is not defined"
             observation = Observation(error=f"{request['function']} is not available ({why})")
         else:
-            case = Case(tuple(request["args"]), tuple(request["grad_wrt"]))
-            observation = observe(function, case)
-        write_frame(proto_out, to_wire(observation))
+            observation = observe(function, Case(tuple(request["args"]), tuple(request["grad_wrt"])))
+        write_frame(replies, OBSERVATION + to_wire(observation))
 
 
-# ----------------------------------------------------------------------------- feedback notebook
+def run_feedback(job: dict, requests: int, replies: int) -> None:
+    """The child that runs the student's whole notebook and sends it back as JSON."""
+    os.close(requests)
+    with open(job["notebook_name"], "w") as handle:
+        handle.write(job["notebook_json"])
+    # One frame, not "until EOF": processes the student left behind may hold the pipe open.
+    write_frame(replies, execute_notebook(job["notebook_json"]))
 
-def execute_notebook(name: str) -> None:
-    """Run every code cell of the student's notebook in one IPython shell, recording outputs.
+
+def execute_notebook(notebook_json: str) -> bytes:
+    """Run every code cell of the notebook in one IPython shell, recording outputs.
 
     Plain JSON in and out (nbformat's schema machinery costs more than the run itself)."""
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    with open(name) as handle:
-        nb = json.load(handle)
+    dumps = json.dumps  # bound before the student's cells can replace it
+    nb = json.loads(notebook_json)
     shell = InteractiveShell.instance()
     shell.showtraceback = lambda *args, **kwargs: None  # errors are recorded as error outputs below
     count = 0
@@ -101,8 +175,7 @@ def execute_notebook(name: str) -> None:
             result = shell.run_cell(source, store_history=False, silent=False)
         count += 1
         cell["execution_count"], cell["outputs"] = count, _outputs(captured, result)
-    with open(FEEDBACK_NOTEBOOK, "w") as handle:
-        json.dump(nb, handle)
+    return dumps(nb).encode()
 
 
 def _outputs(captured, result) -> list:
@@ -124,17 +197,95 @@ def _outputs(captured, result) -> list:
     return outputs
 
 
+# ----------------------------------------------------------------------------- the supervisor
+
+def supervise(proto_in: int, proto_out: int) -> None:
+    import torch
+
+    frame = read_frame(proto_in)
+    if frame is None:
+        return
+    job = torch.load(io.BytesIO(frame), weights_only=True)["job"]
+    # Everything the children need is imported here, once, before any fork.
+    import IPython.core.interactiveshell  # noqa: F401
+    import IPython.utils.capture  # noqa: F401
+    import rlhf_course.grading.observe  # noqa: F401
+    write_frame(proto_out, READY)
+    keep_closed = (proto_in, proto_out)
+    calls: Child | None = None
+    fed_back = False
+    while True:
+        frame = read_frame(proto_in)
+        if frame is None:
+            return
+        request = torch.load(io.BytesIO(frame), weights_only=True)
+        kind = request["kind"]
+        if kind == "feedback" and calls is None and not fed_back:
+            fed_back = True
+            child = Child(lambda r, w: run_feedback(job, r, w), keep_closed)
+            os.close(child.requests)
+            try:
+                data = read_frame(child.replies, job["notebook_cap"]) or b""
+            except ValueError:
+                data = None
+            os.close(child.replies)
+            os.kill(child.pid, signal.SIGKILL)
+            status = child.status()
+            kill_leftovers()  # nothing of the feedback run survives into the graded calls
+            if data is None:
+                write_frame(proto_out, FAILED + b"the executed notebook is larger than the feedback limit")
+            elif not data:
+                write_frame(proto_out, FAILED + f"the notebook run ended early: {status}".encode())
+            else:
+                write_frame(proto_out, NOTEBOOK + data)
+        elif kind == "define" and calls is None:
+            calls = Child(lambda r, w: serve_calls(job, r, w), keep_closed)
+            _relay(calls, None, proto_out, 64 * 1024)
+        elif kind == "call" and calls is not None:
+            try:
+                write_frame(calls.requests, frame)
+            except OSError:
+                pass  # the child is gone: reported below
+            _relay(calls, None, proto_out, job["reply_cap"])
+        else:
+            write_frame(proto_out, FAILED + f"request {kind!r} out of order".encode())
+
+
+def _relay(child: Child, _unused, proto_out: int, cap: int) -> None:
+    """One reply from the child to the grader, capped; a dead child is reported, not relayed."""
+    try:
+        reply = read_frame(child.replies, cap + 1)
+    except ValueError as exc:
+        os.kill(child.pid, signal.SIGKILL)
+        write_frame(proto_out, FAILED + f"the student's process sent an oversized reply ({exc})".encode())
+        return
+    if reply is None:
+        write_frame(proto_out, FAILED + f"the process running the student's code died: {child.status()}".encode())
+        return
+    write_frame(proto_out, reply)
+
+
 def main() -> int:
-    # Private copies of the protocol pipes; everything the student prints goes to stderr.
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
+    # Private copies of the protocol pipes; everything printed goes to stderr (the sandbox log).
+    proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    with open("job.json") as handle:
-        job = json.load(handle)
-    serve(job, proto_in, proto_out)
+    # Non-dumpable: processes of the same uid (the student's) cannot open /proc/<us>/fd or ptrace us.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # `python -m` puts the working folder first on sys.path: the student's files must never
+    # shadow a module the supervisor imports.
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]
+    try:
+        supervise(proto_in, proto_out)
+    except Exception as exc:  # tell the grader, briefly; the log has the rest
+        traceback.print_exc()
+        try:
+            write_frame(proto_out, FAILED + f"{type(exc).__name__}: {exc}"[:1000].encode())
+        except OSError:
+            pass
+        return 1
     return 0
 
 

@@ -8,8 +8,9 @@ transformers, custom exception handlers) can reach the judging.
 from __future__ import annotations
 
 import ast
-import shutil
-import tempfile
+import json
+import os
+import stat
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -20,12 +21,15 @@ import nbformat
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import notebooks
 from rlhf_course.grading.observe import Case, Observation, from_wire
-from rlhf_course.grading.sandbox import Limits, Sandbox, SandboxDied, SandboxTimeout
-from rlhf_course.grading.sandbox_runner import FEEDBACK_NOTEBOOK
+from rlhf_course.grading.sandbox import Limits, ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout
 
 GRADED, FAILED_TESTS = "graded", "failed tests"
 TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
-GRADER_ERROR = "grader error"
+TOO_LARGE, GRADER_ERROR = "too large", "grader error"
+# A submitted notebook larger than this, or with more cells, is not run (it is flagged for a person):
+# the release has about 60 cells and 50 kB.  Rendering a feedback page stays within seconds below it.
+MAX_NOTEBOOK_BYTES = 8 * 2**20
+MAX_CELLS = 1000
 SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look
 
 
@@ -95,13 +99,28 @@ SUSPICIOUS_NAMES = {"get_ipython", "builtins", "__builtins__", "sys", "importlib
 SUSPICIOUS_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", "setattr", "getattr"}
 
 
+def student_code(nb) -> dict[str, str]:
+    """Every code cell the student could write: answer cells by grade id, extra cells by position."""
+    code = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if notebooks.is_answer_cell(cell):
+            code[notebooks.grade_id(cell)] = cell.source
+        elif not cell.get("metadata", {}).get("nbgrader"):
+            code[f"extra cell {index + 1}"] = cell.source
+    return code
+
+
 def review_flags(answer_cells: dict[str, str]) -> list[str]:
-    """Answer code a person should look at: it reaches outside the three functions' job."""
+    """Student code a person should look at: it reaches outside the three functions' job."""
     flags = []
     for gid, source in answer_cells.items():
         try:
             tree = ast.parse(source)
         except SyntaxError as exc:
+            if gid.startswith("extra cell"):
+                continue  # IPython magics and shell escapes are not Python
             flags.append(f"{gid}: does not parse ({exc.msg})")
             continue
         found = set()
@@ -127,6 +146,40 @@ def review_flags(answer_cells: dict[str, str]) -> list[str]:
     return flags
 
 
+# ----------------------------------------------------------------------------- reading a submission
+
+class Unreadable(Exception):
+    def __init__(self, state: str, detail: str):
+        super().__init__(detail)
+        self.state = state
+
+
+def read_submitted_notebook(course_root: Path, student: str) -> str:
+    """The submitted notebook's text, opened as a regular file without following any link (a
+    student's symlink never makes the grader read another file) and refused above the size limit."""
+    submitted = course_root / "submitted"
+    path = submitted / student / ASSIGNMENT / NOTEBOOK
+    for part in (submitted / student, submitted / student / ASSIGNMENT):
+        if part.is_symlink():
+            raise Unreadable(MALFORMED, f"{part.relative_to(course_root)} is a symbolic link")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise Unreadable(MALFORMED, f"the notebook cannot be opened as a regular file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(MALFORMED, "the notebook is not a regular file")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise Unreadable(TOO_LARGE, f"the notebook is {info.st_size / 2**20:.1f} MiB "
+                                        f"(limit {MAX_NOTEBOOK_BYTES / 2**20:g} MiB)")
+        data = handle.read(MAX_NOTEBOOK_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unreadable(MALFORMED, "the notebook is not UTF-8 text") from None
+
+
 # ----------------------------------------------------------------------------- grading
 
 def _is_memory_error(text: str | None) -> bool:
@@ -140,9 +193,12 @@ class _Session:
         self.sandbox, self.limits, self.memory_errors = sandbox, limits, 0
 
     def observe(self, function: str, case: Case) -> Observation:
-        reply = self.sandbox.request({"kind": "call", "function": function, "args": list(case.args),
-                                      "grad_wrt": list(case.grad_wrt)}, self.limits.call_seconds)
-        observation = from_wire(reply)
+        reply = self.sandbox.call(function, list(case.args), list(case.grad_wrt))
+        try:
+            observation = from_wire(reply, case)
+        except ValueError as exc:
+            self.sandbox.kill()
+            raise ProtocolViolation(f"unusable reply: {exc}", self.sandbox.log()) from None
         if _is_memory_error(observation.error):
             self.memory_errors += 1
         return observation
@@ -151,70 +207,99 @@ class _Session:
         def recall(case: Case) -> Observation:
             return self.observe(check.function, case)
         for case in check.cases():
-            detail = checks_module.judge_observation(check, case, recall(case), recall)
+            observation = recall(case)
+            try:
+                detail = checks_module.judge_observation(check, case, observation, recall)
+            except (SandboxTimeout, SandboxDied):
+                raise
+            except Exception as exc:  # a judge that cannot decide: a person must
+                raise JudgeError(f"{type(exc).__name__}: {exc}") from exc
             if detail is not None:
                 return detail
         return None
 
 
+class JudgeError(Exception):
+    """A check raised while judging an observation (a bug of ours, or a reply we failed to foresee)."""
+
+
 def grade_submission(course_root: Path, student: str, checks_module, slot: int = 0,
-                     limits: Limits = Limits(), scratch_root: Path | None = None) -> SubmissionResult:
-    """Grade one student's submission; never raises for anything the submission contains."""
+                     limits: Limits = Limits()) -> SubmissionResult:
+    """Grade one student's submission; never raises for anything the submission contains.
+    Nothing is written on the host: the sandbox's writable folders are its own tmpfs."""
     start = time.monotonic()
+    points = {check.id: check.points for check in checks_module.CHECKS.values()}
     try:
-        result = _grade(course_root, student, checks_module, slot, limits, scratch_root)
-    except Exception as exc:  # a bug of ours: make it visible, keep the batch going
-        result = SubmissionResult(student, GRADER_ERROR, detail=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        result = _grade(course_root, student, checks_module, slot, limits)
+    except Exception as exc:  # a bug of ours: make it visible, write zeros, keep the batch going
+        result = _unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points)
     result.seconds = time.monotonic() - start
     return result
 
 
-def _grade(course_root, student, checks_module, slot, limits, scratch_root) -> SubmissionResult:
-    folder = course_root / "submitted" / student / ASSIGNMENT
+def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResult:
     release_nb = notebooks.read(course_root / "release" / ASSIGNMENT / NOTEBOOK)
     points = {check.id: check.points for check in checks_module.CHECKS.values()}
     try:
-        nb = nbformat.read(str(folder / NOTEBOOK), as_version=4)
+        text = read_submitted_notebook(course_root, student)
+    except Unreadable as exc:
+        return _unscored(student, exc.state, str(exc), points)
+    try:
+        nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:
         return _unscored(student, MALFORMED, f"the notebook cannot be read: {type(exc).__name__}: {exc}"[:500], points)
+    if len(nb.cells) > MAX_CELLS:
+        return _unscored(student, TOO_LARGE, f"the notebook has {len(nb.cells)} cells (limit {MAX_CELLS})", points)
     problems = structure_problems(nb, release_nb)
     if problems:
         return _unscored(student, MALFORMED, "; ".join(problems), points)
 
     answers = {notebooks.grade_id(c): c.source for c in nb.cells if notebooks.is_answer_cell(c)}
     setup = notebooks.cells_by_grade_id(release_nb)["setup"].source  # ours, not the student's copy
-    result = SubmissionResult(student, GRADED, flags=review_flags(answers))
-    scratch = Path(tempfile.mkdtemp(prefix=f"grade-{student}-", dir=scratch_root))
-    try:
-        workdir = scratch / "submission"
-        shutil.copytree(folder, workdir, symlinks=True)  # a link stays a link: never copy what it points to
-        job = {"setup": setup, "answer_cells": answers, "notebook": NOTEBOOK, "execute_notebook": True}
-        _score_all(result, checks_module, workdir, job, slot, limits)
-        if result.state == GRADED and result.score < result.max_score:
-            result.state = FAILED_TESTS
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    result = SubmissionResult(student, GRADED, flags=review_flags(student_code(nb)))
+    job = {"setup": setup, "answer_cells": answers, "notebook_name": NOTEBOOK,
+           "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
+           "reply_cap": limits.reply_bytes}
+    _score_all(result, checks_module, job, slot, limits)
+    if result.state == GRADED and result.score < result.max_score:
+        result.state = FAILED_TESTS
     return result
 
 
-def _score_all(result: SubmissionResult, checks_module, workdir: Path, job: dict, slot: int, limits: Limits) -> None:
-    """Run every check.  A call that hangs or kills the sandbox costs the rest of that function's
-    checks; the sandbox is restarted for the other functions, so their points still count."""
+def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, limits: Limits) -> None:
+    """The feedback run first (before any hidden input exists in the sandbox), then every check.
+    A call that hangs or kills the sandbox costs the rest of that function's checks; a fresh
+    sandbox grades the other functions.  Nothing runs past the submission's budget."""
+    deadline = time.monotonic() + limits.submission_seconds
     pending = list(checks_module.CHECKS.values())
     broken: dict[str, str] = {}  # function -> why its remaining checks were not run
     memory_errors = 0
+    feedback_pending = True
     while pending:
+        sandbox = None
         try:
-            sandbox = Sandbox(workdir, job, slot, limits).start()
+            sandbox = Sandbox(job, slot, limits, deadline).start()
+            if feedback_pending:
+                feedback_pending = False
+                _run_feedback(sandbox, result, limits)
+                if sandbox.process.poll() is not None or time.monotonic() >= deadline:
+                    continue  # the feedback run ended the sandbox: a fresh one for the checks
+            errors = sandbox.define()
         except (SandboxTimeout, SandboxDied) as exc:
+            if sandbox is not None:
+                sandbox.kill()
+            if isinstance(exc, SandboxTimeout) and exc.budget == "submission":
+                _out_of_budget(result, pending, limits)
+                return
             # The answer cells themselves hang or kill the process: nothing can be called.
-            state = TIMED_OUT if isinstance(exc, SandboxTimeout) else CRASHED
-            why = f"the answer cells did not finish running ({state})"
+            state = _death_state(exc)
+            why = f"the answer cells did not finish running ({state}: {exc})"
             _worse(result, state, why)
             for check in pending:
                 result.cells[check.id] = CellResult(check.id, check.points, 0.0, f"{check.message}: not run, {why}")
             return
+        memory_errors += sum(_is_memory_error(e) for e in errors.values())
         with sandbox:
             session = _Session(sandbox, limits)
             while pending:
@@ -225,28 +310,53 @@ def _score_all(result: SubmissionResult, checks_module, workdir: Path, job: dict
                     continue
                 try:
                     detail = session.evaluate(checks_module, check)
-                except SandboxTimeout:
+                except SandboxTimeout as exc:
+                    if exc.budget == "submission":
+                        pending.insert(0, check)
+                        _out_of_budget(result, pending, limits)
+                        return
                     detail = f"no answer within {limits.call_seconds:g} s (an infinite loop?)"
                     broken[check.function] = f"{check.function} timed out"
                     _worse(result, TIMED_OUT, f"{check.function} timed out in {check.id}")
+                except ProtocolViolation as exc:
+                    detail = f"the process running {check.function} sent a reply the grader refuses ({exc})"
+                    broken[check.function] = f"{check.function} broke the grading protocol"
+                    _worse(result, CRASHED, f"{check.function} broke the grading protocol in {check.id}: {exc}")
+                    result.flags.append(f"{check.function}: forged or malformed reply from the sandbox ({exc})"[:300])
                 except SandboxDied as exc:
                     detail = f"the process running {check.function} died ({exc})"
                     broken[check.function] = f"{check.function} crashed"
-                    _worse(result, CRASHED, f"{check.function} killed its process in {check.id}: {exc.log[-300:]}")
+                    _worse(result, _death_state(exc), f"{check.function} killed its process in {check.id}: {exc.log[-300:]}")
+                except JudgeError as exc:
+                    detail = f"the grader could not judge this answer ({exc}); an instructor will look at it"
+                    _worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc}")
                 result.cells[check.id] = CellResult(
                     check.id, check.points, 0.0 if detail else float(check.points),
                     check.message if detail is None else f"{check.message}. What went wrong: {detail}")
                 if check.function in broken:
                     break  # this sandbox is gone: start a fresh one for what is left
             memory_errors += session.memory_errors
-            if not pending and not broken:
-                _finish_feedback(sandbox, limits, workdir, result)
     if memory_errors:
         _worse(result, MEMORY_LIMIT, f"{memory_errors} call(s) ran out of memory "
                                      f"(limit {limits.memory_bytes / 2**30:g} GiB of address space)")
 
 
-_SEVERITY = [GRADED, FAILED_TESTS, MEMORY_LIMIT, CRASHED, TIMED_OUT, MALFORMED, GRADER_ERROR]
+def _death_state(exc: Exception) -> str:
+    if isinstance(exc, SandboxTimeout):
+        return TIMED_OUT
+    if getattr(exc, "out_of_memory", False) or _is_memory_error(getattr(exc, "log", "")):
+        return MEMORY_LIMIT
+    return CRASHED
+
+
+def _out_of_budget(result: SubmissionResult, pending: list, limits: Limits) -> None:
+    why = f"the submission's total time budget of {limits.submission_seconds:g} s ran out"
+    _worse(result, TIMED_OUT, why)
+    for check in pending:
+        result.cells[check.id] = CellResult(check.id, check.points, 0.0, f"{check.message}: not run, {why}")
+
+
+_SEVERITY = [GRADED, FAILED_TESTS, MEMORY_LIMIT, CRASHED, TIMED_OUT, TOO_LARGE, MALFORMED, GRADER_ERROR]
 
 
 def _worse(result: SubmissionResult, state: str, detail: str) -> None:
@@ -256,17 +366,25 @@ def _worse(result: SubmissionResult, state: str, detail: str) -> None:
     result.detail = f"{result.detail}; {detail}" if result.detail else detail
 
 
-def _finish_feedback(sandbox: Sandbox, limits: Limits, workdir: Path, result: SubmissionResult) -> None:
+def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) -> None:
     """Ask the runner to execute the student's notebook; a failure here costs no points."""
     try:
-        sandbox.request({"kind": "finish"}, limits.feedback_seconds)
-        executed = workdir / FEEDBACK_NOTEBOOK
-        if executed.is_file() and executed.stat().st_size < 20 * 2**20:
-            result.executed_notebook = executed.read_text()
-    except (SandboxTimeout, SandboxDied) as exc:
-        why = "it timed out" if isinstance(exc, SandboxTimeout) else f"its process died: {exc.log[-300:]}"
-        result.detail = (result.detail + "; " if result.detail else "") + \
-            f"the feedback copy of the notebook could not be run to the end ({why})"
+        data = sandbox.feedback()
+        text = data.decode("utf-8")
+        json.loads(text)  # shape and content are checked again where the page is rendered
+        result.executed_notebook = text
+    except SandboxTimeout as exc:
+        sandbox.kill()
+        _note(result, f"the feedback copy of the notebook could not be run to the end ({exc})")
+    except SandboxDied as exc:
+        sandbox.kill()
+        _note(result, f"the feedback copy of the notebook could not be run to the end ({exc})")
+    except (UnicodeDecodeError, ValueError):
+        _note(result, "the feedback copy of the notebook came back unreadable")
+
+
+def _note(result: SubmissionResult, text: str) -> None:
+    result.detail = (result.detail + "; " if result.detail else "") + text
 
 
 def _unscored(student: str, state: str, detail: str, points: dict[str, int]) -> SubmissionResult:

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, needs_sandbox]
 
 GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback")
 CORRECT = ("ada_correct", "zoe_correct")
-LIMITS = Limits(call_seconds=4.0)
+LIMITS = Limits(call_seconds=4.0, feedback_seconds=20.0)
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -164,3 +164,19 @@ def test_feedback_names_tests_without_hidden_code(graded):
     assert "AssertionError" in page and "\x1b[" not in page
     for student in results:
         assert (course / "feedback" / student / ASSIGNMENT / "rlhf_building_blocks.html").is_file()
+
+
+def test_trusted_feedback_is_released_by_nbgrader(graded, tmp_path, monkeypatch):
+    """Trusted grading leaves what `nbgrader release_feedback` reads: every page is released under
+    the name the student's fetch_feedback looks for (a hash of their submission secret)."""
+    from nbgrader.utils import notebook_hash
+    course, results, _, _ = graded
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(mode=0o755)
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
+    pipeline.nbgrader(course, "release_feedback", ASSIGNMENT)
+    released = {p.name for p in exchange.rglob("*.html")}
+    assert len(released) == len(results)
+    for student in results:
+        secret = (course / "feedback" / student / ASSIGNMENT / "submission_secret.txt").read_text()
+        assert f"{notebook_hash(secret=secret, notebook_id='rlhf_building_blocks')}.html" in released

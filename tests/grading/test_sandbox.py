@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from rlhf_course.grading.sandbox import FIRST_UID, Limits, apply_rlimits, bwrap_command
+from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, Limits, bwrap_command, limited_command
 
 from tests.conftest import needs_sandbox
 
@@ -31,14 +31,11 @@ print(json.dumps(report))
 
 
 def run_probe(tmp_path, repo) -> dict:
-    workdir = tmp_path / "submission"
-    workdir.mkdir()
-    os.chown(workdir, FIRST_UID, FIRST_UID)
-    command = bwrap_command(workdir, FIRST_UID, {"PATH": "/usr/bin:/bin"})
-    command = command[:-3] + [os.path.join(sys.prefix, "bin", "python"), "-c",
-                              PROBE.replace("COURSE", repr(str(repo)))]
+    program = [os.path.join(sys.prefix, "bin", "python"), "-c", PROBE.replace("COURSE", repr(str(repo)))]
+    command = limited_command(bwrap_command(FIRST_UID, {"PATH": "/usr/bin:/bin"}, Limits(), program), Limits(),
+                              CGROUPS.prepare(0, Limits()))
     env = dict(os.environ, RLHF_GRADER_SECRET="do-not-leak")
-    proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=lambda: apply_rlimits(Limits()), env=env, timeout=60)
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

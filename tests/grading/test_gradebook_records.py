@@ -1,0 +1,73 @@
+"""What trusted grading writes into nbgrader's gradebook, without a sandbox (no root needed):
+an unscored submission never keeps stale scores, and re-grading never wipes a person's work."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.grading import batch, trusted
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.trusted import GRADER_ERROR, CellResult, SubmissionResult
+
+pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    from tests.conftest import copy_course
+    root = copy_course(tmp_path_factory.mktemp("records") / "course")
+    pipeline.generate_release(root)
+    pipeline.write_submission(root, "ada", pipeline.answers_for(root, ()))
+    return root
+
+
+def _full_marks(checks, student="ada") -> SubmissionResult:
+    cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.CHECKS.values()}
+    return SubmissionResult(student, trusted.GRADED, cells=cells)
+
+
+def _record(course, result):
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        batch.record_in_gradebook(gb, result)
+
+
+def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    _record(course, _full_marks(checks))
+    assert sum(c.score for c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").values()) == 44
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a judge blew up")
+    monkeypatch.setattr(trusted, "_grade", broken)
+    result = trusted.grade_submission(course, "ada", checks)
+    assert result.state == GRADER_ERROR and set(result.cells) == set(checks.CHECKS) and result.score == 0
+    _record(course, result)
+    scores = pipeline.cell_scores(pipeline.gradebook_url(course), "ada")
+    assert sum(c.score for c in scores.values()) == 0  # never the stale 44
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
+        assert nb.needs_manual_grade and nb.flagged
+        assert any("grader error" in (c.auto_comment or "") for c in nb.comments)
+
+
+def test_regrading_keeps_a_manual_score(course):
+    from nbgrader.api import Gradebook
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    _record(course, _full_marks(checks))
+    with Gradebook(pipeline.gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
+        grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
+        grade.manual_score = 0.5
+        gb.db.commit()
+    _record(course, _full_marks(checks))  # a late submission made them grade again
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
+        assert grade.manual_score == 0.5 and grade.score == 0.5
+        from nbgrader.plugins import CsvExportPlugin
+        CsvExportPlugin(to=str(course / "grades.csv")).export(gb)
+    with open(course / "grades.csv") as handle:
+        row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada")
+    assert float(row["raw_score"]) == 44 - checks.CHECKS["ppo_gradient"].points + 0.5
