@@ -149,10 +149,24 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)
-    note = printable(f"[{result.state}] {result.detail}".strip() + "".join(f"\nreview: {f}" for f in result.flags))
+    names = [comment.name for comment in submission_nb.comments]
     for comment in submission_nb.comments:
-        comment.auto_comment = note[:2000] if needs_look else None
+        comment.auto_comment = cell_note(result, comment.name, names)
     gb.db.commit()
+
+
+def cell_note(result: SubmissionResult, cell: str, cells: list[str]) -> str | None:
+    """The automatic comment the Formgrader shows under one answer cell: the review flags about
+    this cell's code, plus what concerns the whole submission (its state when a person must look,
+    flags about code outside the answer cells)."""
+    lines = []
+    if result.state not in SCORED_STATES:
+        lines.append(f"[{result.state}] {result.detail}".strip())
+    for flag in result.flags:
+        where = flag.split(":", 1)[0]
+        if where == cell or where not in cells:
+            lines.append(f"review: {flag}")
+    return printable("\n".join(lines))[:2000] or None
 
 
 _EXPORTER = None
@@ -233,7 +247,12 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
                f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
                f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
                f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>")
-    nb = _student_notebook(result) or nbformat.v4.new_notebook()
+    nb = _student_notebook(result)
+    if nb is not None:
+        annotate_grade_cells(nb, result)
+        result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
+    else:
+        nb = nbformat.v4.new_notebook()
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
     body, _ = _exporter().from_notebook_node(nb)
     out = course_root / "feedback" / result.student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
@@ -247,6 +266,19 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
         (graded / NOTEBOOK).write_text(result.executed_notebook)
     return out
+
+
+def annotate_grade_cells(nb, result: SubmissionResult) -> None:
+    """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
+    in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
+    from rlhf_course.grading import notebooks
+    for cell in nb.cells:
+        graded = result.cells.get(notebooks.grade_id(cell) or "")
+        if graded is None or cell.cell_type != "code":
+            continue
+        verdict = "passed" if graded.score == graded.points else "FAILED"
+        text = f"[trusted grader] {verdict} ({graded.score:g} / {graded.points:g}): {printable(graded.message)}\n"
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -71,3 +71,35 @@ def test_regrading_keeps_a_manual_score(course):
     with open(course / "grades.csv") as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada")
     assert float(row["raw_score"]) == 44 - checks.CHECKS["ppo_gradient"].points + 0.5
+
+
+def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
+    from nbgrader.api import Gradebook
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    result = _full_marks(checks)
+    result.flags = ["ppo_answer: imports os", "extra cell 61: uses get_ipython"]
+    _record(course, result)
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
+        comments = {c.name: c.auto_comment or "" for c in nb.comments}
+    assert "imports os" in comments["ppo_answer"] and "imports os" not in comments["dpo_answer"]
+    assert all("extra cell 61" in text for text in comments.values())  # about the whole submission
+    assert nb.flagged
+
+
+def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
+    import nbformat
+
+    from rlhf_course.grading import notebooks
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    result = _full_marks(checks)
+    result.cells["dpo_gradient"].score = 0.0
+    result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
+    result.executed_notebook = (course / "submitted" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
+    batch.write_feedback(course, result)
+    graded = nbformat.read(str(course / "autograded" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb"), 4)
+    cell = notebooks.cells_by_grade_id(graded)["dpo_gradient"]
+    assert "FAILED" in cell.outputs[-1].text and "no gradient reached log_p_w" in cell.outputs[-1].text
+    assert "passed" in notebooks.cells_by_grade_id(graded)["ppo_gradient"].outputs[-1].text
+    for name in ("timestamp.txt", "submission_secret.txt"):  # what nbgrader's release_feedback reads
+        assert (course / "feedback" / "ada" / ASSIGNMENT / name).is_file()
