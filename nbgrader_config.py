@@ -4,11 +4,12 @@ import os
 from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern,
-                                    LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                    Execute, IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
+                                    SaveAutoGrades)
 
 from rlhf_course import exchange
-from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure
+from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure, TrustedGradingOnly
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 
@@ -46,4 +47,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 c.Autograde.autograde_preprocessors = [
     Execute, StderrIsNotFailure, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+
+# Grading is `sudo make grade` (sandboxed).  Stock in-kernel autograde, including the Formgrader's
+# per-student Autograde button, refuses with a message naming it, unless allowed here.
+c.TrustedGradingOnly.allow = os.environ.get("RLHF_ALLOW_STOCK_AUTOGRADE") == "1"
+c.Autograde.sanitize_preprocessors = [
+    TrustedGradingOnly, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
 ]

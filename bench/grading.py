@@ -58,7 +58,8 @@ def build_class(course: Path, size: int) -> list[str]:
 
 
 def timed(command: list[str], cwd: Path, must_succeed: bool = True) -> float:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               RLHF_ALLOW_STOCK_AUTOGRADE="1")  # stock autograde, on purpose: it is the comparison
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode and must_succeed:

@@ -323,7 +323,10 @@ try:
 except OSError:
     leaked = ""
 ''' + _REFERENCE_PPO}, "graded", frozenset(), True, tamper="symlink_gradebook"),
-    Adversarial("tampered_visible_test", {}, "malformed notebook", None, False, tamper="edit_locked_cell"),
+    # Edits to what a student may not change are undone (the release's cells and metadata count, as in
+    # nbgrader's OverwriteCells); the answers earn what they earn, and a person is told.
+    Adversarial("tampered_visible_test", {}, "graded", frozenset(), True, tamper="edit_locked_cell"),
+    Adversarial("raised_points_in_metadata", {}, "graded", frozenset(), True, tamper="raise_points"),
     Adversarial("deleted_hidden_test_cell", {}, "malformed notebook", None, False, tamper="delete_grade_cell"),
     Adversarial("duplicated_test_cell", {}, "malformed notebook", None, False, tamper="duplicate_grade_cell"),
     Adversarial("invalid_json", {}, "malformed notebook", None, False, tamper="invalid_json"),
@@ -346,6 +349,10 @@ def tamper_notebook(path, how: str) -> None:
     index = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(cells)}
     if how == "edit_locked_cell":
         cells[index["ppo_visible_tests"]]["source"] = ["pass  # the asserts were in the way\n"]
+    elif how == "raise_points":
+        cells[index["dpo_values"]]["metadata"]["nbgrader"]["points"] = 100
+        cells[index["ppo_answer"]]["metadata"]["nbgrader"]["points"] = 50
+        cells[index["ppo_answer"]]["metadata"]["nbgrader"]["grade"] = True
     elif how == "delete_grade_cell":
         del cells[index["gae_random_lengths"]]
     elif how == "duplicate_grade_cell":

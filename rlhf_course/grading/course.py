@@ -25,9 +25,10 @@ from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 from rlhf_course.grading import notebooks
 
 
-def nbgrader(course_root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def nbgrader(course_root: Path, *args: str, check: bool = True,
+             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run one nbgrader command in the course root with this interpreter's environment."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra_env or {}))
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_root, env=env,
@@ -96,7 +97,8 @@ def autograde(course_root: Path, student: str | None = None) -> subprocess.Compl
     args = ["autograde", ASSIGNMENT, "--force"]
     if student:
         args.append(f"--student={student}")
-    return nbgrader(course_root, *args)
+    # Stock in-kernel autograde, deliberately: the example class and the comparisons with trusted grading.
+    return nbgrader(course_root, *args, extra_env={"RLHF_ALLOW_STOCK_AUTOGRADE": "1"})
 
 
 def export_grades(course_root: Path, to: Path | None = None) -> Path:

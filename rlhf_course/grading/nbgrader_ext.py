@@ -1,8 +1,9 @@
 """Small extensions plugged into nbgrader through its configuration (never a fork)."""
 from __future__ import annotations
 
-from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader import utils
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -20,3 +21,28 @@ class StderrIsNotFailure(NbGraderPreprocessor):
                     output["name"] = "stdout"
                     output["text"] = "[stderr] " + output.get("text", "")
         return cell, resources
+
+
+class TrustedGradingOnly(NbGraderPreprocessor):
+    """Refuse stock in-kernel autograde unless the course allows it.
+
+    Stock autograde (the ``nbgrader autograde`` command, and the Formgrader's per-student
+    *Autograde* button) runs student code as the instructor, in the kernel that also runs the
+    hidden tests, which the student's code can defeat.  This course grades with
+    ``sudo make grade`` (sandboxed, judged outside the student's process); its scores are what
+    the Formgrader shows.  Placed first among the sanitize preprocessors, so it stops before a
+    notebook is executed or a score is written.
+    """
+
+    allow = Bool(False, help="Allow stock in-kernel autograde (trusted students, comparisons, tests).").tag(config=True)
+
+    MESSAGE = ("Stock autograde is disabled for this course: it runs student code as you, next to the hidden "
+               "tests. Grade with `sudo make grade` (sandboxed); its scores appear in the Formgrader. To use "
+               "stock autograde anyway, set RLHF_ALLOW_STOCK_AUTOGRADE=1 (or "
+               "c.TrustedGradingOnly.allow = True in nbgrader_config.py).")
+
+    def preprocess(self, nb, resources):
+        if not self.allow:
+            self.log.error(self.MESSAGE)
+            raise RuntimeError(self.MESSAGE)
+        return nb, resources

@@ -8,6 +8,7 @@ transformers, custom exception handlers) can reach the judging.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import os
 import stat
@@ -63,7 +64,8 @@ class SubmissionResult:
 # ----------------------------------------------------------------------------- structure
 
 def structure_problems(nb, release_nb) -> list[str]:
-    """Deleted or duplicated grade cells, changed cell types or metadata, edited locked cells."""
+    """What no restoring can fix, so a person must look: deleted or duplicated grade cells,
+    unknown nbgrader cells, an answer cell turned into another type."""
     problems = []
     expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
     seen: dict[str, int] = {}
@@ -81,15 +83,35 @@ def structure_problems(nb, release_nb) -> list[str]:
             problems.append(f"cell {gid} was deleted")
             continue
         cell = next(c for c in nb.cells if notebooks.grade_id(c) == gid)
-        if cell.cell_type != original.cell_type:
-            problems.append(f"cell {gid} changed from {original.cell_type} to {cell.cell_type}")
-        mine, theirs = cell.metadata.get("nbgrader", {}), original.metadata.get("nbgrader", {})
-        for key in ("grade", "solution", "locked", "points"):
-            if mine.get(key) != theirs.get(key):
-                problems.append(f"cell {gid}: nbgrader metadata '{key}' was changed")
-        if theirs.get("locked") and cell.source != original.source:
-            problems.append(f"locked cell {gid} was edited")
+        if notebooks.is_answer_cell(original) and cell.cell_type != original.cell_type:
+            problems.append(f"answer cell {gid} changed from {original.cell_type} to {cell.cell_type}")
     return problems
+
+
+def restore_from_release(nb, release_nb) -> list[str]:
+    """Put back what the student may not change, as nbgrader's OverwriteCells does: every grade
+    cell's nbgrader metadata, and the whole of every non-answer grade cell (locked text, visible and
+    hidden tests).  Answers stay the student's.  Returns what was restored, for a person to review.
+    Call only when :func:`structure_problems` found nothing."""
+    expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
+    restored = []
+    for index, cell in enumerate(nb.cells):
+        gid = notebooks.grade_id(cell)
+        if gid not in expected:
+            continue
+        original = expected[gid]
+        mine, theirs = cell.metadata.get("nbgrader", {}), original.metadata.get("nbgrader", {})
+        changed = [key for key in ("grade", "solution", "locked", "points", "schema_version", "task")
+                   if mine.get(key) != theirs.get(key)]
+        if changed:
+            restored.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
+        if notebooks.is_answer_cell(original):
+            cell.metadata["nbgrader"] = dict(theirs)
+            continue
+        if cell.cell_type != original.cell_type or cell.source != original.source:
+            restored.append(f"{gid}: the locked cell was edited (restored from the release)")
+        nb.cells[index] = copy.deepcopy(original)  # the feedback run executes it afresh
+    return restored
 
 
 # ----------------------------------------------------------------------------- review flags
@@ -254,10 +276,11 @@ def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResul
     problems = structure_problems(nb, release_nb)
     if problems:
         return _unscored(student, MALFORMED, "; ".join(problems), points)
+    restored = restore_from_release(nb, release_nb)  # nothing a student edited counts, nothing earned is lost
 
     answers = {notebooks.grade_id(c): c.source for c in nb.cells if notebooks.is_answer_cell(c)}
     setup = notebooks.cells_by_grade_id(release_nb)["setup"].source  # ours, not the student's copy
-    result = SubmissionResult(student, GRADED, flags=review_flags(student_code(nb)))
+    result = SubmissionResult(student, GRADED, flags=restored + review_flags(student_code(nb)))
     job = {"setup": setup, "answer_cells": answers, "notebook_name": NOTEBOOK,
            "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}

@@ -103,3 +103,19 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     assert "passed" in notebooks.cells_by_grade_id(graded)["ppo_gradient"].outputs[-1].text
     for name in ("timestamp.txt", "submission_secret.txt"):  # what nbgrader's release_feedback reads
         assert (course / "feedback" / "ada" / ASSIGNMENT / name).is_file()
+
+
+def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, monkeypatch):
+    """The Formgrader's Autograde button and `nbgrader autograde` run student code next to the hidden
+    tests: the course refuses them with a message naming the trusted command."""
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    result = _full_marks(checks)
+    result.cells["dpo_values"].score = 0.0
+    _record(course, result)
+    before = {g: c.score for g, c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").items()}
+    monkeypatch.delenv("RLHF_ALLOW_STOCK_AUTOGRADE", raising=False)
+    proc = pipeline.nbgrader(course, "autograde", ASSIGNMENT, "--force", check=False)
+    assert proc.returncode != 0
+    assert "Stock autograde is disabled" in proc.stdout + proc.stderr and "make grade" in proc.stdout + proc.stderr
+    after = {g: c.score for g, c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").items()}
+    assert after == before
