@@ -69,6 +69,37 @@ def timed(command: list[str], cwd: Path, must_succeed: bool = True) -> float:
     return time.perf_counter() - start
 
 
+def floor_seconds(count: int, workers: int) -> float:
+    """The floor on this machine: ``count`` fresh sandboxes that only start Python and import torch,
+    ``workers`` at a time, as the grader starts them (same bwrap, limits and uids)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rlhf_course.grading.sandbox import CGROUPS, Limits, bwrap_command, limited_command, sandbox_env
+
+    limits = Limits()
+    program = [os.path.join(sys.prefix, "bin", "python"), "-c", "import torch"]
+
+    def one(index: int) -> None:
+        slot = index % workers
+        command = limited_command(bwrap_command(61000 + slot, sandbox_env(), limits, program), limits,
+                                  CGROUPS.prepare(slot, limits))
+        subprocess.run(command, check=True, capture_output=True)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, range(count)))
+    return time.perf_counter() - start
+
+
+def stage_breakdown(course: Path) -> dict[str, float]:
+    """Mean seconds per stage of a trusted submission, from the grading report."""
+    import csv
+    with open(course / "grading_report.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    stages = [k for k in rows[0] if k.startswith("s: ")]
+    return {k[3:]: sum(float(r[k] or 0) for r in rows) / len(rows) for k in stages}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=24)
@@ -86,12 +117,18 @@ def main() -> int:
         "export": timed(nbgrader + ["export"], stock_course),
     }
     ours = timed([sys.executable, "-m", "rlhf_course.grading.batch", "--workers", str(args.workers)], our_course)
+    floor = floor_seconds(args.size, args.workers)
     stock_total = sum(stock.values())
     print(f"batch: {args.size} submissions of the real assignment (8 correct, 10 wrong, 6 broken per 24)")
     print(f"stock nbgrader, one at a time: autograde {stock['autograde']:.1f} s + feedback {stock['feedback']:.1f} s "
           f"+ export {stock['export']:.1f} s = {stock_total:.1f} s ({stock_total / args.size:.2f} s per submission)")
     print(f"ours, sandboxed, {args.workers} workers: {ours:.1f} s ({ours / args.size:.2f} s per submission)")
     print(f"wall-time ratio ours / stock: {ours / stock_total:.2f}x  (autograde alone: {ours / stock['autograde']:.2f}x)")
+    print(f"floor, {args.size} sandboxes that only import torch, {args.workers} at a time: {floor:.1f} s "
+          f"({floor / args.size:.2f} s per submission); ours / floor: {ours / floor:.2f}x")
+    print("one trusted submission, mean seconds per stage (worker time; the last two in the main process):")
+    for stage, seconds in stage_breakdown(our_course).items():
+        print(f"  {stage:<32} {seconds:6.2f}")
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
 

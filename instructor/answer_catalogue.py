@@ -351,8 +351,6 @@ def tamper_notebook(path, how: str) -> None:
         cells[index["ppo_visible_tests"]]["source"] = ["pass  # the asserts were in the way\n"]
     elif how == "raise_points":
         cells[index["dpo_values"]]["metadata"]["nbgrader"]["points"] = 100
-        cells[index["ppo_answer"]]["metadata"]["nbgrader"]["points"] = 50
-        cells[index["ppo_answer"]]["metadata"]["nbgrader"]["grade"] = True
     elif how == "delete_grade_cell":
         del cells[index["gae_random_lengths"]]
     elif how == "duplicate_grade_cell":

@@ -15,6 +15,7 @@ import os
 import re
 import resource
 import stat
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
@@ -313,10 +314,13 @@ def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
     path = course_root / REPORT
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", "state", "score", "max_score", "seconds", "review_flags", "detail"])
+        stages = sorted({stage for r in results for stage in r.timings})
+        writer.writerow(["student", "state", "score", "max_score", "seconds", "review_flags", "detail",
+                         *[f"s: {stage}" for stage in stages]])
         for r in sorted(results, key=lambda r: r.student):
             writer.writerow([_one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
-                             _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500])])
+                             _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500]),
+                             *[round(r.timings.get(stage, 0.0), 3) for stage in stages]])
     return path
 
 
@@ -339,11 +343,14 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
     policy = late_policy(course_root)
     with Gradebook(db_url) as gb:  # the only writer
         for result in tqdm(source, total=len(students), desc="grading", disable=not show_progress):
+            clock = time.monotonic()
             record_in_gradebook(gb, result, submission_timestamp(course_root, result.student), policy)
+            clock = result.timed("gradebook writes", clock)
             try:
                 write_feedback(course_root, result)
             except Exception as exc:  # the scores are in; a feedback page must not stop the batch
                 result.detail = f"{result.detail}; no feedback page: {type(exc).__name__}: {exc}".lstrip("; ")
+            result.timed("feedback page (HTML)", clock)
             results.append(result)
         write_report(course_root, results)
         if export:  # nbgrader's own CSV export plugin, as `nbgrader export` runs it

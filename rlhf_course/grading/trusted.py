@@ -51,6 +51,12 @@ class SubmissionResult:
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0
     executed_notebook: str | None = None  # JSON of the student's notebook as run for feedback
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for bench/grading.py
+
+    def timed(self, stage: str, since: float) -> float:
+        now = time.monotonic()
+        self.timings[stage] = self.timings.get(stage, 0.0) + now - since
+        return now
 
     @property
     def score(self) -> float:
@@ -302,13 +308,17 @@ def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, li
     while pending:
         sandbox = None
         try:
+            clock = time.monotonic()
             sandbox = Sandbox(job, slot, limits, deadline).start()
+            clock = result.timed("sandbox start (python, torch)", clock)
             if feedback_pending:
                 feedback_pending = False
                 _run_feedback(sandbox, result, limits)
+                clock = result.timed("feedback run (notebook)", clock)
                 if sandbox.process.poll() is not None or time.monotonic() >= deadline:
                     continue  # the feedback run ended the sandbox: a fresh one for the checks
             errors = sandbox.define()
+            clock = result.timed("answer cells", clock)
         except (SandboxTimeout, SandboxDied) as exc:
             if sandbox is not None:
                 sandbox.kill()
@@ -324,6 +334,7 @@ def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, li
             return
         memory_errors += sum(_is_memory_error(e) for e in errors.values())
         with sandbox:
+            clock = time.monotonic()
             session = _Session(sandbox, limits)
             while pending:
                 check = pending.pop(0)
@@ -358,6 +369,7 @@ def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, li
                     check.message if detail is None else f"{check.message}. What went wrong: {detail}")
                 if check.function in broken:
                     break  # this sandbox is gone: start a fresh one for what is left
+            result.timed("test cases", clock)
             memory_errors += session.memory_errors
     if memory_errors:
         _worse(result, MEMORY_LIMIT, f"{memory_errors} call(s) ran out of memory "

@@ -34,6 +34,9 @@ def graded_class(tmp_path_factory):
     warns = pipeline.answers_for(course, ())
     warns["ppo_answer"] = WARNS
     pipeline.write_submission(course, "warns_on_stderr", warns)
+    for tamper in ("raise_points", "edit_locked_cell"):  # correct answers, edited what may not be edited
+        folder = pipeline.write_submission(course, f"tampered_{tamper}", pipeline.answers_for(course, ()))
+        answer_catalogue.tamper_notebook(folder / "rlhf_building_blocks.ipynb", tamper)
     pipeline.autograde(course)
     grades = pipeline.export_grades(course)
     return course, grades
@@ -85,4 +88,13 @@ def test_export_lists_every_student(graded_class):
     total = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())  # hidden and visible
     assert float(rows["reference"]["score"]) == float(rows["reference"]["max_score"]) == total
     assert float(rows["empty"]["score"]) == 0.0
-    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 3
+    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 5  # reference, empty, warns, two tampered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tamper", ["raise_points", "edit_locked_cell"])
+def test_stock_autograde_restores_edited_tests_and_metadata(graded_class, tamper):
+    """What trusted grading does too (tests/grading/test_batch.py): the answers earn their 44 points."""
+    course, _ = graded_class
+    cells = scores(course, f"tampered_{tamper}")
+    assert sum(c.score for c in cells.values()) == sum(c.max_score for c in cells.values()) == 44
