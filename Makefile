@@ -34,9 +34,11 @@ grade: $(STAMP)
 release: $(STAMP)
 	$(PY) -m rlhf_course.grading.course release
 
-## JupyterLab on the student release, as a student sees it.
+## JupyterLab on the student release, as a student sees it: nbgrader's student plugins only, no news
+## prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=release
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	  $(VENV)/bin/jupyter lab --notebook-dir=release
 
 ## JupyterLab on the course root for instructors (hidden checks importable, formgrader available).
 lab-instructor: $(STAMP)

@@ -3,6 +3,7 @@ so run nbgrader commands from the course root (the Makefile does)."""
 import os
 from pathlib import Path
 
+import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
                                     Execute, IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
@@ -54,4 +55,12 @@ c.Autograde.autograde_preprocessors = [
 c.TrustedGradingOnly.allow = os.environ.get("RLHF_ALLOW_STOCK_AUTOGRADE") == "1"
 c.Autograde.sanitize_preprocessors = [
     TrustedGradingOnly, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+]
+
+# The Formgrader shows submissions with MathJax from this Jupyter server (the jupyter_server_mathjax
+# extension), not from nbconvert's CDN default: offline the CDN leaves LaTeX raw and stops the page's
+# script.  Our formgrade/mathjax.html.j2 comes first; nbgrader's own templates follow.
+c.HTMLExporter.extra_template_basedirs = [
+    str(COURSE_ROOT / "jupyter" / "formgrader"),
+    str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]

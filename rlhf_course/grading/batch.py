@@ -355,7 +355,22 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
         write_report(course_root, results)
         if export:  # nbgrader's own CSV export plugin, as `nbgrader export` runs it
             CsvExportPlugin(to=str(course_root / "grades.csv")).export(gb)
+    hand_back_outputs(course_root)
     return results
+
+
+def hand_back_outputs(course_root: Path) -> None:
+    """`sudo make grade` runs as root; what it wrote belongs to the course's owner, who runs the other
+    nbgrader commands (release_feedback, export, the Formgrader) as themselves."""
+    owner = course_root.stat()
+    if os.geteuid() != 0 or owner.st_uid == 0:
+        return
+    outputs = [course_root / name for name in ("gradebook.db", "grades.csv", REPORT, "feedback", "autograded")]
+    for top in outputs:
+        if not top.exists() or top.is_symlink():
+            continue
+        for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
+            os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
 def _ensure_assignment_in_gradebook(course_root: Path, db_url: str) -> None:

@@ -21,32 +21,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_settings(settings: Path) -> None:
+def write_settings(settings: Path, quiet_news: bool = True) -> None:
     """User settings for the test's JupyterLab: render every cell (no virtual windowing, so the
-    test can reach any output) and do not ask about news."""
+    test can reach any output) and, unless the test is about it, do not ask about news."""
     import json
-    for plugin, values in (("@jupyterlab/notebook-extension/tracker", {"windowingMode": "none"}),
-                           ("@jupyterlab/apputils-extension/notification", {"fetchNews": "false"})):
+    values = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+    if quiet_news:
+        values["@jupyterlab/apputils-extension/notification"] = {"fetchNews": "false"}
+    for plugin, value in values.items():
         path = settings / (plugin + ".jupyterlab-settings")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
+        path.write_text(json.dumps(value))
 
 
 class LabServer:
-    def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None):
+    """`jupyter lab` on `root`, or, with `make_target`, the Makefile's own target (`make lab`), whose
+    port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
+
+    def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
+                 quiet_news: bool = True):
+        import json
         self.port, self.token = free_port(), "rlhf-course-test"
         settings = scratch / "lab-settings"
-        write_settings(settings)
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(scratch / "config"), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+        write_settings(settings, quiet_news)
+        config = scratch / "config"
+        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                    **(env_extra or {}))
         env.pop("MPLBACKEND", None)
         self.log = open(scratch / "jupyterlab.log", "w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
-             "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        if make_target:
+            config.mkdir(parents=True, exist_ok=True)
+            (config / "jupyter_server_config.json").write_text(json.dumps({
+                "ServerApp": {"port": self.port, "ip": "127.0.0.1", "open_browser": False, "allow_root": True},
+                "IdentityProvider": {"token": self.token},
+                "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}))
+            command = ["make", "--no-print-directory", "-C", str(root), make_target]
+        else:
+            command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
+                       "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+                       "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         self._wait()
 
     def _wait(self, timeout: float = 60) -> None:

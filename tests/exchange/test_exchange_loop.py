@@ -5,6 +5,8 @@ import datetime as dt
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -75,8 +77,11 @@ def loop(people, repo):
     submissions = {s.name: sorted(inbound.glob(f"{s.name}+{ASSIGNMENT}+*")) for s in (alice, bob)}
 
     instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
-    instructor.nbgrader("autograde", ASSIGNMENT, cwd=course, env=env)
-    instructor.nbgrader("generate_feedback", ASSIGNMENT, cwd=course, env=env)
+    # `sudo make grade`: trusted grading as root, outputs handed back to the course's owner.
+    grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course)],
+                             cwd=course, env=dict(os.environ, **env), capture_output=True, text=True)
+    assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
+    assert (course / "gradebook.db").stat().st_uid == instructor.uid
     instructor.nbgrader("release_feedback", ASSIGNMENT, cwd=course, env=env)
     instructor.nbgrader("export", cwd=course, env=env)
     for student in (alice, bob):
@@ -147,3 +152,6 @@ def test_each_student_fetches_only_their_own_feedback(loop):
         stamp = pages[0].parent.name
         own = (loop["course"] / "submitted" / student.name / ASSIGNMENT / "timestamp.txt").read_text().strip()
         assert stamp == own  # the feedback of their own latest submission
+        page = pages[0].read_text()  # the trusted grader's page, as the student opens it
+        assert f"{ASSIGNMENT}: 44 / 44" in page and "ppo_gradient" in page
+        assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page

@@ -1,0 +1,79 @@
+"""The Formgrader's grading page for an autograded submission, in headless Chromium: it renders its
+LaTeX with MathJax served by the Jupyter server itself and asks nothing of any other host."""
+
+import shutil
+from urllib.parse import urlparse
+
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import course as pipeline
+from tests.conftest import copy_course
+
+from .conftest import LabServer
+
+LOCAL = {"127.0.0.1", "localhost", "::1"}
+
+
+@pytest.fixture
+def graded_course(tmp_path, repo):
+    course = copy_course(tmp_path / "course")
+    shutil.copytree(repo / "jupyter", course / "jupyter")  # the course's Formgrader templates
+    pipeline.generate_release(course)
+    pipeline.write_submission(course, "ada", pipeline.answers_for(repo, ()))
+    pipeline.autograde(course, "ada")
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+        submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "ada")
+        submission_id = submission.id
+    servers = []
+
+    def start() -> LabServer:  # as `make lab-instructor` does, on this course
+        scratch = tmp_path / f"server{len(servers)}"
+        scratch.mkdir()
+        servers.append(LabServer(course, scratch, env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"}))
+        return servers[-1]
+
+    yield course, submission_id, start
+    for server in servers:
+        server.stop()
+
+
+def visit(browser, url: str):
+    """Open the page; return it with every URL it requested and every script error."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    return page, requests, errors
+
+
+def other_hosts(requests: list[str]) -> list[str]:
+    return [url for url in requests if urlparse(url).scheme in ("http", "https", "ws", "wss")
+            and urlparse(url).hostname not in LOCAL]
+
+
+@pytest.mark.slow
+def test_formgrader_page_renders_latex_without_other_hosts(graded_course, browser, artifacts):
+    course, submission_id, start = graded_course
+    page, requests, errors = visit(browser, start().url(f"formgrader/submissions/{submission_id}/"))
+    # formgrade.js sets MathJax.loaded once MathJax has typeset the page
+    page.wait_for_function("window.MathJax && MathJax.loaded === true", timeout=60_000)
+    math = page.locator(".MathJax, .MathJax_Display, .MathJax_CHTML")
+    assert math.count() > 10, "the derivations' LaTeX was not typeset"
+    page.locator(".MathJax_Display").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "formgrader_submission_mathjax.png"))
+    assert not other_hosts(requests), other_hosts(requests)
+    assert any("/static/jupyter_server_mathjax/MathJax.js" in url for url in requests), requests
+    assert not errors, errors
+
+    # The control: nbgrader's stock page (without the course's template) asks a CDN for MathJax,
+    # and with no network its script stops (the issue this fixes).
+    shutil.rmtree(course / "jupyter" / "formgrader")
+    page, requests, errors = visit(browser, start().url(f"formgrader/submissions/{submission_id}/"))
+    page.locator("#notebook").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(5_000)
+    page.screenshot(path=str(artifacts / "formgrader_submission_stock_cdn.png"))
+    assert any("mathjax" in url.lower() for url in other_hosts(requests)), requests
+    print("stock page, script errors:", errors)

@@ -1,0 +1,109 @@
+"""`make lab` and `make lab-instructor`, as started by the Makefile, in headless Chromium: students
+see nbgrader's student plugins only and no news prompt; instructors keep the Formgrader."""
+
+import pytest
+
+from .conftest import LabServer
+
+INSTRUCTOR_ONLY = ("Formgrader", "Course List", "Create Assignment")
+NEWS = "Jupyter news"
+
+
+@pytest.fixture
+def make_lab(tmp_path, repo):
+    servers = []
+
+    def start(target: str) -> LabServer:
+        scratch = tmp_path / target
+        scratch.mkdir()
+        (scratch / "exchange").mkdir()
+        # the Formgrader's gradebook, if anything opens it, stays out of the checkout
+        env = {"RLHF_GRADEBOOK_URL": f"sqlite:///{scratch / 'gradebook.db'}",
+               "RLHF_EXCHANGE_ROOT": str(scratch / "exchange")}
+        servers.append(LabServer(repo, scratch, env_extra=env, make_target=target, quiet_news=False))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def open_lab(browser, server: LabServer):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(server.url("lab"))
+    page.get_by_role("menuitem", name="Nbgrader", exact=True).wait_for(timeout=60_000)
+    page.locator(".jp-LabShell").wait_for(timeout=60_000)
+    return page
+
+
+def nbgrader_menu_items(page) -> list[str]:
+    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+    menu = page.locator(".lm-Menu").last
+    menu.wait_for(timeout=10_000)
+    items = [t.strip() for t in menu.locator(".lm-Menu-itemLabel").all_inner_texts()]
+    return items
+
+
+def palette_text(page, screenshot) -> str:
+    """Every command the command palette offers (Ctrl+Shift+C), as lower-case text."""
+    palette = page.locator(".jp-ModalCommandPalette .lm-CommandPalette")
+    for _ in range(3):  # a shortcut pressed while a menu still has the focus can be lost
+        page.keyboard.press("Escape")
+        page.locator(".jp-LabShell").click(position={"x": 700, "y": 400})
+        page.keyboard.press("Control+Shift+C")
+        try:
+            palette.wait_for(timeout=5_000)
+            break
+        except Exception:
+            continue
+    text = palette.inner_text()
+    page.screenshot(path=str(screenshot))
+    page.keyboard.press("Escape")
+    assert "new console" in text.lower(), text  # the palette was really read
+    return text.lower()
+
+
+def offered(names, texts) -> list[str]:
+    """The names (any case) that appear among the texts: nbgrader writes "Create assignment" too."""
+    joined = "\n".join(texts).lower()
+    return [name for name in names if name.lower() in joined]
+
+
+def news_prompt_visible(page, wait_ms: int) -> bool:
+    try:
+        page.get_by_text(NEWS).first.wait_for(timeout=wait_ms)
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.slow
+def test_students_lab_has_no_instructor_tools_and_no_news(make_lab, browser, artifacts):
+    page = open_lab(browser, make_lab("lab"))
+    # the instructors' lab (same server flags) shows the news prompt within seconds: wait as long
+    assert not news_prompt_visible(page, 15_000), "the news prompt greets the student"
+    page.screenshot(path=str(artifacts / "student_lab.png"))
+    items = nbgrader_menu_items(page)
+    page.screenshot(path=str(artifacts / "student_lab_nbgrader_menu.png"))
+    page.keyboard.press("Escape")
+    assert "Assignment List" in items, items
+    assert not offered(INSTRUCTOR_ONLY, items), items
+    assert not offered(INSTRUCTOR_ONLY, [palette_text(page, artifacts / "student_lab_palette.png")])
+    assert not page.get_by_text("Create Assignment").count()  # no right-sidebar panel either
+
+
+@pytest.mark.slow
+def test_instructors_lab_keeps_the_formgrader(make_lab, browser, artifacts):
+    page = open_lab(browser, make_lab("lab-instructor"))
+    # the control for the student test: without the students' config the prompt does appear
+    assert news_prompt_visible(page, 30_000)
+    items = nbgrader_menu_items(page)
+    page.screenshot(path=str(artifacts / "instructor_lab_nbgrader_menu.png"))
+    assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items  # the control for the student's menu
+    page.keyboard.press("Escape")
+    assert "formgrader" in palette_text(page, artifacts / "instructor_lab_palette.png")
+    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+    page.get_by_role("menuitem", name="Formgrader", exact=True).click()
+    frame = page.frame_locator("iframe").first
+    frame.get_by_text("Manage Assignments").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts / "instructor_lab_formgrader.png"))

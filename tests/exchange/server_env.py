@@ -1,0 +1,156 @@
+"""The Python environment of the simulated server: one that every Unix user can run, wherever the
+checkout is.
+
+A checkout may live in a private folder (`mktemp -d`, /root): its `.venv` is then out of reach of
+the instructor and the students the exchange test creates, as it would be on a real server.  So the
+test installs what a server has, in a world-readable place (`/opt/rlhf-course-test`, or
+`RLHF_TEST_SERVER_ENV`):
+
+* `base-<key>/`: a venv with the pinned `requirements.txt`, built by a Python interpreter every user
+  can execute (this one's if it is reachable, else the system's python3.X of the same version).  It
+  is built once and kept (a few minutes; 1.6 GB), keyed by the requirements and the interpreter;
+* `run-*/venv`: per test session, a venv that sees `base-<key>`'s packages (and its `share`, `etc`:
+  data and config files) and has this checkout's
+  `rlhf_course` installed non-editable (a copy: the checkout itself is never read by the users).
+  It is removed at the end of the session.
+"""
+import contextlib
+import fcntl
+import hashlib
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(os.environ.get("RLHF_TEST_SERVER_ENV", "/opt/rlhf-course-test"))
+VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+
+
+def everyone_can_run(path: Path) -> bool:
+    """True if users other than root can execute `path` (every folder above it searchable)."""
+    path = path.resolve()
+    if not path.is_file() or not path.stat().st_mode & stat.S_IXOTH:
+        return False
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
+
+
+def shared_interpreter() -> Path:
+    """This Python (the one the checkout's venv was built from), runnable by every user: itself if
+    they can reach it, else a copy of its installation (interpreter, libpython, standard library)."""
+    own = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    if everyone_can_run(own):
+        return own
+    prefix = Path(sys.base_prefix)
+    key = hashlib.sha256(str(prefix).encode()).hexdigest()[:8]
+    copy = ROOT / f"python-{platform.python_version()}-{key}"
+    interpreter = copy / "bin" / f"python{VERSION}"
+    with _locked(copy):
+        if (copy / ".complete").exists():
+            return interpreter
+        shutil.rmtree(copy, ignore_errors=True)
+        with _umask():
+            (copy / "bin").mkdir(parents=True)
+            shutil.copy2(own, interpreter)
+            (copy / "bin" / "python3").symlink_to(interpreter.name)
+            lib = copy / "lib"
+            shutil.copytree(prefix / "lib" / f"python{VERSION}", lib / f"python{VERSION}", symlinks=True,
+                            ignore=lambda folder, names: [n for n in names if n in ("site-packages", "test")])
+            (lib / f"python{VERSION}" / "site-packages").mkdir()
+            for library in (prefix / "lib").glob("libpython*"):
+                shutil.copy2(library, lib / library.name, follow_symlinks=False)
+            runpath = subprocess.run(["readelf", "-d", str(interpreter)], capture_output=True, text=True).stdout
+            if str(prefix) in runpath:  # a shared-library build: find libpython beside the copy
+                if not shutil.which("patchelf"):
+                    raise RuntimeError(f"{own} links {prefix}/lib by absolute path: copying it needs patchelf")
+                _run("patchelf", "--set-rpath", "$ORIGIN/../lib", interpreter)
+            _run("chmod", "-R", "go+rX", copy)
+        (copy / ".complete").write_text(f"copy of {prefix}\n")
+    return interpreter
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Another test session (another checkout) may be building the same folder."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    ROOT.chmod(0o755)
+    with open(ROOT / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def _umask():
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _run(*command, **kwargs) -> None:
+    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command))} failed ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+
+
+def _site_packages(venv: Path) -> Path:
+    return venv / "lib" / f"python{VERSION}" / "site-packages"
+
+
+def base_env(repo: Path) -> Path:
+    """The shared venv with the pinned requirements (built on first use, then reused)."""
+    interpreter = shared_interpreter()
+    requirements = (repo / "requirements.txt").read_bytes()
+    key = hashlib.sha256(requirements + str(interpreter).encode()).hexdigest()[:12]
+    venv = ROOT / f"base-{key}"
+    with _locked(venv):
+        if (venv / ".complete").exists():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)  # an interrupted build
+        with _umask():
+            _run(interpreter, "-m", "venv", "--without-pip", venv)
+            _run(*PIP, "--python", venv / "bin" / "python", "install", "-r", repo / "requirements.txt")
+            _run("chmod", "-R", "go+rX", venv)
+        (venv / ".complete").write_text(f"{interpreter}\n")
+    return venv
+
+
+class ServerEnv:
+    """This session's environment: `python` and a `PATH` for the simulated users."""
+
+    def __init__(self, repo: Path):
+        self.base = base_env(repo)
+        for stale in ROOT.glob("run-*"):  # left by a session that was killed
+            if time.time() - stale.stat().st_mtime > 86400:
+                shutil.rmtree(stale, ignore_errors=True)
+        with _umask():
+            self.folder = Path(tempfile.mkdtemp(prefix="run-", dir=ROOT))
+            self.folder.chmod(0o755)
+            self.venv = self.folder / "venv"
+            _run(shared_interpreter(), "-m", "venv", "--without-pip", self.venv)
+            # the shared packages, as site-packages of this venv (their own .pth files included)
+            (_site_packages(self.venv) / "_rlhf_server_base.pth").write_text(
+                f"import site; site.addsitedir({str(_site_packages(self.base))!r})\n")
+            # and their data and config files (nbconvert's templates, Jupyter's extension config)
+            for folder in ("share", "etc"):
+                if (self.base / folder).exists():
+                    (self.venv / folder).symlink_to(self.base / folder)
+            # the course package from this checkout, non-editable, built from a copy
+            source = self.folder / "src"
+            shutil.copytree(repo / "rlhf_course", source / "rlhf_course",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copy2(repo / "pyproject.toml", source / "pyproject.toml")
+            _run(*PIP, "--python", self.venv / "bin" / "python", "install", "--no-deps", source)
+            shutil.rmtree(source)
+            _run("chmod", "-R", "go+rX", self.folder)
+        self.python = str(self.venv / "bin" / "python")
+        self.path = f"{self.venv / 'bin'}:{self.base / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
