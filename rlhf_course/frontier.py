@@ -45,7 +45,7 @@ DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
 @dataclass(frozen=True)
 class SweepConfig:
     kl_coefs: tuple[float, ...] = (0.0, 0.003, 0.01, 0.05, 0.2)
-    dpo_betas: tuple[float, ...] = (0.05, 0.1, 0.5)
+    dpo_betas: tuple[float, ...] = (0.1, 0.5, 2.0)
     seeds: tuple[int, ...] = (1, 2)
     hacking_seeds: tuple[int, ...] = (1, 2, 3)
     ppo_iterations: int = 70
@@ -280,7 +280,7 @@ def plot_frontier(results: dict, axes=None):
     ax = axes[0]
     curve = exact_frontier(results)
     runs = results["runs"]
-    kl_max = max(r["kl_to_reference"] for r in runs) * 1.05
+    kl_max = max([r["kl_to_reference"] for r in runs] + [curve.kl.max(), results["sft"]["kl_to_reference"]]) * 1.05
     ax.plot(curve.kl, curve.reward, color="black", lw=2, label="exact optimum pi*_beta (beta from 1000 to 0.001)")
     last = curve.kl.max()
     if kl_max > last:  # beyond the greedy limit more KL buys nothing
@@ -341,18 +341,24 @@ def plot_overoptimisation(results: dict, axes=None):
         _, axes = plt.subplots(1, 2, figsize=(13, 4.4), constrained_layout=True)
     runs = results["kl_free_ppo"]
     ax, twin = axes[0], axes[0].twinx()
-    styles = ["-", "--", ":", "-."]
-    for i, run in enumerate(runs):
-        steps = [row["iteration"] for row in run["history"]]
-        ax.plot(steps, _smooth([row["reward_model_score"] for row in run["history"]]), color="tab:blue",
-                ls=styles[i % 4], label=f"proxy, seed {run['seed']}")
-        twin.plot(steps, _smooth([row["gold_reward"] for row in run["history"]]), color="tab:orange",
-                  ls=styles[i % 4], label=f"gold, seed {run['seed']}")
+    steps = [row["iteration"] for row in runs[0]["history"]]
+    for target, key, color, name in ((ax, "reward_model_score", "tab:blue", "proxy"),
+                                     (twin, "gold_reward", "tab:orange", "gold")):
+        curves = np.array([_smooth([row[key] for row in run["history"]]) for run in runs])
+        target.fill_between(steps, curves.min(0), curves.max(0), color=color, alpha=0.2, lw=0,
+                            label=f"{name}: range over seeds")
+        for run, curve in zip(runs, curves):
+            target.plot(steps, curve, color=color, lw=0.7, alpha=0.6)
+        target.plot(steps, curves.mean(0), color=color, lw=2.2, label=f"{name}: mean of {len(runs)} seeds")
+        target.annotate(", ".join(f"s{run['seed']} {c[-1]:.2f}" for run, c in zip(runs, curves)),
+                        (steps[-1], curves[:, -1].min()), textcoords="offset points", xytext=(-4, -14 if name == "gold" else 8),
+                        ha="right", fontsize=7.5, color=color)
     ax.set(title=f"KL-free PPO, {len(runs)} seeds: the proxy holds, the gold reward falls",
            xlabel="PPO iteration", ylabel="reward-model score (SFT std units)")
     twin.set(ylabel="gold reward")
-    lines = ax.get_lines() + twin.get_lines()
-    ax.legend(lines, [line.get_label() for line in lines], loc="lower right", fontsize=7.5, ncol=2)
+    handles = [h for a in (ax, twin) for h in a.get_legend_handles_labels()[0]]
+    labels = [lab for a in (ax, twin) for lab in a.get_legend_handles_labels()[1]]
+    ax.legend(handles, labels, loc="center right", fontsize=7.5)
     ax.grid(alpha=0.3)
     kl_all, gold_all = [], []
     for i, run in enumerate(runs):
