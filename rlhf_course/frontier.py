@@ -350,15 +350,14 @@ def plot_overoptimisation(results: dict, axes=None):
         for run, curve in zip(runs, curves):
             target.plot(steps, curve, color=color, lw=0.7, alpha=0.6)
         target.plot(steps, curves.mean(0), color=color, lw=2.2, label=f"{name}: mean of {len(runs)} seeds")
-        target.annotate(", ".join(f"s{run['seed']} {c[-1]:.2f}" for run, c in zip(runs, curves)),
-                        (steps[-1], curves[:, -1].min()), textcoords="offset points", xytext=(-4, -14 if name == "gold" else 8),
-                        ha="right", fontsize=7.5, color=color)
-    ax.set(title=f"KL-free PPO, {len(runs)} seeds: the proxy holds, the gold reward falls",
+    falls = sorted(hacking_summary(run)["gold_fall"] for run in runs)
+    ax.set(title=f"KL-free PPO, {len(runs)} seeds: the proxy holds,\nthe gold reward falls "
+                 f"({' / '.join(f'{f:.2f}' for f in falls)} below its peak)",
            xlabel="PPO iteration", ylabel="reward-model score (SFT std units)")
     twin.set(ylabel="gold reward")
     handles = [h for a in (ax, twin) for h in a.get_legend_handles_labels()[0]]
     labels = [lab for a in (ax, twin) for lab in a.get_legend_handles_labels()[1]]
-    ax.legend(handles, labels, loc="center right", fontsize=7.5)
+    ax.legend(handles, labels, loc="lower right", fontsize=7.5)
     ax.grid(alpha=0.3)
     kl_all, gold_all = [], []
     for i, run in enumerate(runs):

@@ -2,7 +2,7 @@
 
 A fresh run is not bit-identical to the cache on another CPU (BLAS kernels, thread counts), so
 "regenerated" is tested as: the same conclusions, and every setting's numbers within the
-seed-to-seed spread measured with five seeds (`python -m rlhf_course.frontier --seeds 1 2 3 4 5`).
+seed-to-seed spread measured with five seeds.
 The sweep runs once per test session (the ``fresh`` fixture) and every slow test shares it.
 """
 import json
@@ -15,12 +15,17 @@ from nbclient import NotebookClient
 from rlhf_course import frontier
 from rlhf_course.lab import exact_optimum
 
-# Seed-to-seed spread measured with five seeds (standard deviation over seeds of one run's final
-# numbers, the largest over settings): gold reward and KL (relative).  Two-seed means of two sweeps
-# differ by about one such standard deviation; the tolerances allow four.
-GOLD_SEED_SD = 0.012
-KL_SEED_SD_RELATIVE = 0.05
-KL_FREE_GOLD_END_SD = 0.06
+# Seed-to-seed spread measured with five seeds (`python -m rlhf_course.frontier --seeds 1 2 3 4 5`):
+# the standard deviation over seeds of one run's final gold reward, and of log KL, per setting.  Two
+# sweeps' two-seed means differ by about one such deviation (sqrt(1/2 + 1/2)); the tolerances allow
+# four, and never less than FLOOR (a setting whose seeds happened to agree closely).
+GOLD_SD = {"ppo@0": 0.141, "ppo@0.003": 0.005, "ppo@0.01": 0.003, "ppo@0.05": 0.016, "ppo@0.2": 0.025,
+           "dpo@0.1": 0.083, "dpo@0.5": 0.002, "dpo@2": 0.008}
+LOG_KL_SD = {"ppo@0": 0.040, "ppo@0.003": 0.022, "ppo@0.01": 0.041, "ppo@0.05": 0.049, "ppo@0.2": 0.059,
+             "dpo@0.1": 0.040, "dpo@0.5": 0.009, "dpo@2": 0.026}
+FLOOR = {"gold": 0.01, "log_kl": 0.03}
+# KL-free PPO: where the smoothed gold reward ends, sd over five seeds (ends at 0.51, 0.54, 0.86, 0.51, 0.86).
+KL_FREE_GOLD_END_SD = 0.187
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +49,18 @@ def results(request):
 # ----------------------------------------------------------------------------- the conclusions
 
 def test_kl_free_ppo_hacks_the_reward_model(results):
-    """Every seed: the gold reward peaks, then falls, while the proxy stays at its peak."""
+    """Every seed: the proxy stays at its peak while the gold reward ends below its own peak, and the
+    policy repeats words.  How far the gold falls is a property of the seed: 0.46, 0.42, 0.08, 0.45,
+    0.09 for seeds 1-5, so the test asks every seed for a fall and the seeds together for a large one."""
+    falls = []
     for run in results["kl_free_ppo"]:
         s = frontier.hacking_summary(run)
-        assert s["gold_fall"] > 0.1, (run["seed"], s)
-        assert s["proxy_fall"] < 0.05, (run["seed"], s)
+        assert s["proxy_fall"] < 0.03, (run["seed"], s)
+        assert s["gold_fall"] > 0.04, (run["seed"], s)
+        falls.append(s["gold_fall"])
         words = " ".join(sample["response"] for sample in run["samples"]["after"]).split()
         assert sum(a == b for a, b in zip(words, words[1:])) >= 4, run["samples"]["after"]  # the hack: repeats
+    assert np.mean(falls) > 0.15, falls
 
 
 def test_larger_kl_coefficients_give_lower_kl(results):
@@ -64,23 +74,25 @@ def test_larger_kl_coefficients_give_lower_kl(results):
 
 def test_every_run_lies_at_or_below_the_exact_curve(results):
     """Nothing beats the exact optimum: each run's distance below the curve is >= 0 up to its
-    setting's seed spread (the points are estimates from finite samples)."""
+    setting's seed spread (the points are estimates from finite samples).  Measured over five seeds:
+    every run strictly below, by 0.005 to 0.45."""
     settings = frontier.summarise(results)["settings"]
     for key, s in settings.items():
         gap = s["gap_below_exact"]
-        assert gap["min"] >= -max(gap["range"], 2 * GOLD_SEED_SD), (key, gap)
-    assert results["bigram"]["start"]["gap_below_exact"] >= -2 * GOLD_SEED_SD
-    assert results["sft"]["gap_below_exact"] >= -2 * GOLD_SEED_SD
+        assert gap["min"] >= -max(gap["range"], 2 * FLOOR["gold"]), (key, gap)
+    assert results["bigram"]["start"]["gap_below_exact"] >= -2 * FLOOR["gold"]
+    assert results["sft"]["gap_below_exact"] >= -2 * FLOOR["gold"]
 
 
 def test_ppo_and_dpo_land_close_to_the_curve(results):
-    """With a KL penalty both methods get within 0.1 gold of the optimum; KL-free PPO does not."""
+    """With a KL penalty both methods end close to the optimum (five seeds: 0.005 to 0.05 below it, but
+    one DPO beta=0.1 seed in five at 0.19); KL-free PPO ends far below it (0.13 to 0.45)."""
     settings = frontier.summarise(results)["settings"]
     for key, s in settings.items():
         if key == "ppo@0":
-            assert s["gap_below_exact"]["min"] > 0.15, s["gap_below_exact"]  # over-optimised
+            assert s["gap_below_exact"]["min"] > 0.1, s["gap_below_exact"]  # over-optimised
         else:
-            assert s["gap_below_exact"]["max"] < 0.1, (key, s["gap_below_exact"])
+            assert s["gap_below_exact"]["mean"] < 0.15, (key, s["gap_below_exact"])
 
 
 def test_dpo_lies_near_the_ppo_frontier(results):
@@ -100,17 +112,22 @@ def test_dpo_trains_on_the_reward_models_pairs(results):
 
 @pytest.mark.slow
 def test_a_fresh_run_agrees_with_the_cache_within_the_seed_spread(fresh, cached):
-    """Same runs; every setting's mean gold within four seed standard deviations, mean KL within four
-    relative ones; KL-free PPO's mean end point likewise.  (Bit-exact agreement does not hold across CPUs.)"""
+    """Same runs; every setting's mean gold reward and mean log KL within four seed standard deviations
+    of the cache's; KL-free PPO's mean end point likewise; the exact curve (from a refitted bigram) to 0.02.
+    Bit-exact agreement does not hold across CPUs, so it is not asked for."""
     ours, theirs = frontier.summarise(fresh)["settings"], frontier.summarise(cached)["settings"]
-    assert ours.keys() == theirs.keys()
+    assert ours.keys() == theirs.keys() == GOLD_SD.keys()
     for key in ours:
         a, b = ours[key], theirs[key]
-        assert abs(a["gold_reward"]["mean"] - b["gold_reward"]["mean"]) <= 4 * GOLD_SEED_SD, key
-        assert abs(np.log(a["kl_to_reference"]["mean"] / b["kl_to_reference"]["mean"])) <= 4 * KL_SEED_SD_RELATIVE, key
+        gold_tol = 4 * max(GOLD_SD[key], FLOOR["gold"])
+        kl_tol = 4 * max(LOG_KL_SD[key], FLOOR["log_kl"])
+        assert abs(a["gold_reward"]["mean"] - b["gold_reward"]["mean"]) <= gold_tol, (key, a["gold_reward"], b["gold_reward"])
+        assert abs(np.log(a["kl_to_reference"]["mean"] / b["kl_to_reference"]["mean"])) <= kl_tol, key
     end = [frontier.summarise(r)["kl_free_ppo"]["gold_end"]["mean"] for r in (fresh, cached)]
-    assert abs(end[0] - end[1]) <= 4 * KL_FREE_GOLD_END_SD / np.sqrt(len(cached["kl_free_ppo"])), end
+    assert abs(end[0] - end[1]) <= 4 * KL_FREE_GOLD_END_SD * np.sqrt(2 / len(cached["kl_free_ppo"])), end
     np.testing.assert_allclose(fresh["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"], atol=0.02)
+    np.testing.assert_allclose(fresh["exact_frontier"]["kl_to_reference"], cached["exact_frontier"]["kl_to_reference"],
+                               rtol=0.05, atol=0.05)
 
 
 def test_the_cached_curve_is_the_exact_optimum_of_the_cached_bigram(cached):
