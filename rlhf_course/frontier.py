@@ -281,13 +281,13 @@ def plot_frontier(results: dict, axes=None):
     curve = exact_frontier(results)
     runs = results["runs"]
     kl_max = max([r["kl_to_reference"] for r in runs] + [curve.kl.max(), results["sft"]["kl_to_reference"]]) * 1.05
-    ax.plot(curve.kl, curve.reward, color="black", lw=2, label="exact optimum pi*_beta (beta from 1000 to 0.001)")
+    ax.plot(curve.kl, curve.reward, color="black", lw=2, label="exact optimum of gold - β·KL (β from 1000 to 0.001)")
     last = curve.kl.max()
     if kl_max > last:  # beyond the greedy limit more KL buys nothing
         ax.plot([last, kl_max], [curve.reward.max()] * 2, color="black", lw=2, ls=":")
     for beta in (1.0, 0.3, 0.1, 0.03):
         i = int(np.argmin(np.abs(np.log(curve.betas / beta))))
-        ax.annotate(f"beta={beta:g}", (curve.kl[i], curve.reward[i]), textcoords="offset points", xytext=(6, -12),
+        ax.annotate(f"β={beta:g}", (curve.kl[i], curve.reward[i]), textcoords="offset points", xytext=(6, -12),
                     fontsize=7.5, color="0.3")
         ax.plot(curve.kl[i], curve.reward[i], ".", color="black")
     cmap_ppo, cmap_dpo = plt.get_cmap("Blues"), plt.get_cmap("Oranges")
