@@ -73,7 +73,7 @@ def test_larger_kl_coefficients_give_lower_kl(results):
 def test_every_run_lies_at_or_below_the_exact_curve(results):
     """Nothing beats the exact optimum: each run's distance below the curve is >= 0 up to its
     setting's seed spread (the points are estimates from finite samples).  Measured over five seeds:
-    every run strictly below, by 0.005 to 0.45."""
+    every run strictly below, by 0.005 to 0.42."""
     settings = frontier.summarise(results)["settings"]
     for key, s in settings.items():
         gap = s["gap_below_exact"]
@@ -84,11 +84,12 @@ def test_every_run_lies_at_or_below_the_exact_curve(results):
 
 def test_ppo_and_dpo_land_close_to_the_curve(results):
     """With a KL penalty both methods end close to the optimum (five seeds: 0.005 to 0.05 below it, but
-    one DPO beta=0.1 seed in five at 0.19); KL-free PPO ends far below it (0.13 to 0.45)."""
+    one DPO beta=0.1 seed in five at 0.19); KL-free PPO ends below it by 0.11 to 0.42, the seed
+    that fell least included."""
     settings = frontier.summarise(results)["settings"]
     for key, s in settings.items():
         if key == "ppo@0":
-            assert s["gap_below_exact"]["min"] > 0.1, s["gap_below_exact"]  # over-optimised
+            assert s["gap_below_exact"]["min"] > 0.05, s["gap_below_exact"]  # over-optimised
         else:
             assert s["gap_below_exact"]["mean"] < 0.15, (key, s["gap_below_exact"])
 

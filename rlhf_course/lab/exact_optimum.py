@@ -131,6 +131,7 @@ class Frontier:
     reward: np.ndarray
     kl: np.ndarray
     log_z: np.ndarray
+    max_reward: float  # E_x max_y r(x, y) over responses the reference can produce: the beta -> 0 limit
 
     def best_reward_at(self, kl: float | np.ndarray) -> np.ndarray:
         """The largest mean reward any policy reaches with mean KL <= ``kl``.
@@ -138,20 +139,21 @@ class Frontier:
         By duality, E_pi[r] - beta KL(pi) <= beta E_x log Z_beta(x) for every policy and beta, so
         E_pi[r] <= min_beta beta (E_x log Z_beta + KL(pi)), with equality at the optimum.  The
         minimum over this frontier's (dense) beta grid is an upper bound, tight up to the grid;
-        unlike interpolating between points of a concave curve it never undershoots the curve.
+        unlike interpolating between points of a concave curve it never undershoots the curve.  No
+        policy beats the best response either, which is the bound beyond the greedy limit's KL.
         """
         kl = np.atleast_1d(np.asarray(kl, float))
         bound = self.betas[None, :] * (self.log_z[None, :] + np.maximum(kl, 0.0)[:, None])
-        return bound.min(axis=1)
+        return np.minimum(bound.min(axis=1), self.max_reward)
 
     def as_dict(self) -> dict:
         return {"beta": self.betas.tolist(), "gold_reward": self.reward.tolist(), "kl_to_reference": self.kl.tolist(),
-                "log_z": self.log_z.tolist()}
+                "log_z": self.log_z.tolist(), "max_reward": self.max_reward}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Frontier":
         return cls(np.array(data["beta"]), np.array(data["gold_reward"]), np.array(data["kl_to_reference"]),
-                   np.array(data["log_z"]))
+                   np.array(data["log_z"]), float(data["max_reward"]))
 
 
 def frontier(reference: MarkovReference, rewards: np.ndarray, betas: np.ndarray | None = None) -> Frontier:
@@ -159,7 +161,16 @@ def frontier(reference: MarkovReference, rewards: np.ndarray, betas: np.ndarray 
     betas = np.logspace(-3, 3, 400) if betas is None else np.asarray(betas, float)
     solved = [solve(reference, rewards, b) for b in betas]
     return Frontier(betas, np.array([o.mean_reward for o in solved]), np.array([o.mean_kl for o in solved]),
-                    np.array([o.mean_log_z for o in solved]))
+                    np.array([o.mean_log_z for o in solved]), best_response_reward(reference, rewards))
+
+
+def best_response_reward(reference: MarkovReference, rewards: np.ndarray) -> float:
+    """E_x max_y r(x, y) over the responses with positive reference probability (max-sum recursion)."""
+    allowed = np.where(reference.transition > 0, 0.0, -np.inf)
+    best = np.zeros(reference.transition.shape[0])
+    for t in range(reference.length, 0, -1):
+        best = np.max(rewards[t - 1] + allowed + best[None, :], axis=1)
+    return float(reference.context_probs @ best)
 
 
 # ----------------------------------------------------------------------------- the toy language's bigram

@@ -84,6 +84,13 @@ def test_limits_of_beta_and_the_frontier_bound():
     assert at_inf.mean_kl == pytest.approx(0.0, abs=1e-12)
     curve = eo.frontier(reference, rewards)
     assert np.all(np.diff(curve.kl) <= 1e-12) and np.all(np.diff(curve.reward) <= 1e-12)  # both fall with beta
+    # The best response, by enumeration, is the beta -> 0 limit and the bound at large KL.
+    best = sum(w * max(sum(rewards[t][((c,) + y)[t], ((c,) + y)[t + 1]] for t in range(4))
+                       for y in itertools.product(range(3), repeat=4))
+               for c, w in enumerate(reference.context_probs))
+    assert curve.max_reward == pytest.approx(best, abs=1e-12)
+    assert curve.reward[0] == pytest.approx(best, abs=1e-2)
+    assert curve.best_reward_at(1e6)[0] == pytest.approx(best, abs=1e-12)
     # The duality bound is tight at the curve's own points (up to the grid) and bounds random policies.
     assert np.allclose(curve.best_reward_at(curve.kl[::40]), curve.reward[::40], atol=1e-3)
     rng = np.random.default_rng(0)
