@@ -1,19 +1,32 @@
-"""Reward hacking and the reward-KL frontier, PPO against DPO, on the tiny LM.
+"""Reward hacking and the reward-KL frontier, PPO against DPO and against the exact optimum, on the tiny LM.
 
     python -m rlhf_course.frontier [--notebook PATH] [--out notebooks/frontier_results.json]
 
-From one SFT policy and one reward model, PPO runs at several KL coefficients (0 included) and
-DPO runs at several betas, a few seeds each; every run ends with the gold reward and the KL to
-the reference of fresh samples.  The KL-free PPO run also keeps its whole history (reward-model
-score against gold reward) and sampled responses before and after.  Results go to a JSON file the
-companion notebook plots from; the same command regenerates them exactly (seeded).
+One SFT transformer, one reward model (trained on pairs of SFT samples without repeated words) and
+one set of preference pairs (exactly the pairs the reward model was trained on), shared by everything:
+
+The reference policy is the bigram closest to the SFT transformer (fitted to its samples), for
+which pi*_beta ∝ pi_ref exp(gold/beta) is computed exactly for every beta
+(:mod:`rlhf_course.lab.exact_optimum`): the exact reward-KL frontier.  The trained policy is a
+transformer whose logits are the bigram's plus a residual that starts at zero, so PPO (several KL
+coefficients, 0 included) and DPO (several betas, on the reward model's own pairs) start from, and
+are regularised towards, exactly that reference.  Every run ends with the gold reward and KL of
+fresh samples and how far below the exact curve it lands; the KL-free PPO runs (over-optimisation)
+also keep their whole history and sampled responses before and after.
+
+Runs are independent (each seeded, one torch thread) and spread over ``workers`` forked processes.
+The results go to a JSON file the companion notebook plots from.  Regenerated elsewhere the numbers
+are not bit-identical (BLAS kernels differ across CPUs) but agree within the seed-to-seed spread.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,7 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
-from rlhf_course.lab import language, train
+from rlhf_course.lab import exact_optimum, language, train
 from rlhf_course.lab.student import StudentFunctions
 
 DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
@@ -32,13 +45,17 @@ DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
 @dataclass(frozen=True)
 class SweepConfig:
     kl_coefs: tuple[float, ...] = (0.0, 0.003, 0.01, 0.05, 0.2)
-    dpo_betas: tuple[float, ...] = (0.05, 0.1, 0.5)
+    dpo_betas: tuple[float, ...] = (0.1, 0.5, 2.0)
     seeds: tuple[int, ...] = (1, 2)
+    hacking_seeds: tuple[int, ...] = (1, 2, 3)
     ppo_iterations: int = 70
     ppo_batch: int = 48
     dpo_steps: int = 120
-    eval_batch: int = 256
-    threads: int = 2
+    eval_batch: int = 512
+    bigram_samples: int = 8000
+    bigram_smoothing: float = 0.5
+    exact_betas: int = 300
+    workers: int = 2
 
 
 def fit_gao(kl: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
@@ -55,68 +72,183 @@ def _final_point(policy, reference, reward_model, seed: int, eval_batch: int) ->
     return train.evaluate_policy(policy, reference, reward_model, prompts, generator)
 
 
+# ----------------------------------------------------------------------------- the sweep
+
+_SHARED: dict = {}  # what every run needs; set before the worker processes fork
+
+
+def _run_job(job: tuple[str, float, int]) -> dict:
+    method, setting, seed = job
+    cpu_start = time.process_time()
+    torch.set_num_threads(1)
+    s = _SHARED
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    start = s["bigram_policy"]
+    reference = train.frozen_copy(start)
+    if method == "ppo":
+        policy, history, samples = train.ppo_rlhf(start, s["reward_model"], s["student"], s["config"], generator,
+                                                  show_progress=False, kl_coef=setting)
+    else:
+        policy, history = train.dpo_train(start, s["reward_model"], s["pairs"], s["student"], s["config"], generator,
+                                          show_progress=False, beta=setting)
+    point = _final_point(policy, reference, s["reward_model"], seed, s["eval_batch"])
+    row = {"method": method, "setting": setting, "seed": seed, **point}
+    row["gap_below_exact"] = float(s["frontier"].best_reward_at(point["kl_to_reference"])[0] - point["gold_reward"])
+    if method == "ppo" and setting == 0.0:
+        row["history"], row["samples"] = history, samples
+    row["cpu_seconds"] = time.process_time() - cpu_start
+    return row
+
+
+def _jobs(sweep: SweepConfig) -> list[tuple[str, float, int]]:
+    """PPO first (the longer runs), so that two workers finish together."""
+    return ([("ppo", kl, seed) for kl in sweep.kl_coefs for seed in (sweep.hacking_seeds if kl == 0 else sweep.seeds)]
+            + [("dpo", beta, seed) for beta in sweep.dpo_betas for seed in sweep.seeds])
+
+
+def _schedule(durations: list[float], workers: int) -> float:
+    """Makespan of ``durations`` taken in order, each by the first free of ``workers``."""
+    free = [0.0] * max(1, workers)
+    for d in durations:
+        free[free.index(min(free))] += d
+    return max(free)
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def run_sweep(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: Callable,
               sweep: SweepConfig = SweepConfig(), show_progress: bool = True) -> dict:
     """Every run of the sweep; a plain dict, ready for JSON."""
-    torch.set_num_threads(sweep.threads)
-    student = StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae)
-    base = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
-                                   dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
-    start = time.perf_counter()
-    torch.manual_seed(base.seed)
-    generator = torch.Generator().manual_seed(base.seed)
-    sft = train.train_sft(base, generator, show_progress=False)
-    reward_model, report = train.train_reward_model(sft, base, generator, show_progress=False)
-    pairs = train.sample_preferences(sft, base.dpo_pairs, generator)
-    reference = train.frozen_copy(sft)
-    runs, hacking = [], None
-    jobs = [("ppo", kl, seed) for kl in sweep.kl_coefs for seed in sweep.seeds] + \
-           [("dpo", beta, seed) for beta in sweep.dpo_betas for seed in sweep.seeds]
-    for method, setting, seed in tqdm(jobs, desc="sweep", disable=not show_progress):
-        torch.manual_seed(seed)
-        run_generator = torch.Generator().manual_seed(seed)
-        if method == "ppo":
-            policy, history, samples = train.ppo_rlhf(sft, reward_model, student, base, run_generator,
-                                                      show_progress=False, kl_coef=setting)
-            if setting == 0.0 and hacking is None:
-                hacking = {"seed": seed, "history": history, "samples": samples}
-        else:
-            policy, history = train.dpo_train(sft, reward_model, pairs, student, base, run_generator,
-                                              show_progress=False, beta=setting)
-        point = _final_point(policy, reference, reward_model, seed, sweep.eval_batch)
-        runs.append({"method": method, "setting": setting, "seed": seed, **point})
-    return {"sweep": asdict(sweep), "reward_model_heldout_accuracy": report.heldout_accuracy,
-            "sft": _final_point(sft, reference, reward_model, 0, sweep.eval_batch),
-            "runs": runs, "kl_free_ppo": hacking, "seconds": time.perf_counter() - start}
+    # One torch thread per process: the runs are small, so two processes use two cores far better
+    # than two threads in one (and forking after a multi-threaded torch call is unsafe).
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_sweep(StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae), sweep, show_progress)
+    finally:
+        torch.set_num_threads(previous_threads)
+        _SHARED.clear()
+
+
+def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool) -> dict:
+    config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
+                                     dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    torch.manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    sft = train.train_sft(config, generator, show_progress=False)
+    # The preference data: exactly the pairs the reward model is trained on (same generator state),
+    # so PPO (through the reward model) and DPO (directly) learn from the same labelled comparisons.
+    pairs_generator = torch.Generator()
+    pairs_generator.set_state(generator.get_state())
+    reward_model, report = train.train_reward_model(sft, config, generator, show_progress=False)
+    pairs = train.sample_preferences(sft, config.rm_pairs + config.rm_heldout_pairs, pairs_generator,
+                                     without_repeats=True)
+    pairs = train.PreferencePairs(pairs.prompts[:config.rm_pairs], pairs.chosen[:config.rm_pairs],
+                                  pairs.rejected[:config.rm_pairs])
+    chosen, rejected = pairs.sequences()
+    # Evidence that these are the reward model's pairs: it orders them exactly as on its training set.
+    accuracy_on_pairs = (train.in_chunks(reward_model, chosen) > train.in_chunks(reward_model, rejected)).float().mean()
+    # The bigram closest to the SFT policy: fitted to its samples (last prompt word, then the response).
+    prompts = language.sample_prompts(sweep.bigram_samples, generator)
+    responses = train.in_chunks(lambda p: sft.sample(p, language.RESPONSE_LENGTH, generator), prompts)
+    transition = exact_optimum.fit_bigram(torch.cat([prompts[:, -1:], responses], 1), sweep.bigram_smoothing)
+    reference = exact_optimum.toy_reference(transition)
+    curve = exact_optimum.frontier(reference, exact_optimum.gold_step_rewards(),
+                                   np.logspace(-3, 3, sweep.exact_betas))
+    bigram_policy = exact_optimum.BigramResidualPolicy(transition, backbone_from=sft).eval()
+    _SHARED.update(sft=sft, bigram_policy=bigram_policy, reward_model=reward_model, pairs=pairs, student=student,
+                   config=config, eval_batch=sweep.eval_batch, frontier=curve)
+    jobs = _jobs(sweep)
+    setup_seconds, setup_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    workers = max(1, min(sweep.workers, os.cpu_count() or 1))
+    progress = tqdm(total=len(jobs), desc="sweep", disable=not show_progress)
+    if workers > 1 and _can_fork():
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_run_job, job) for job in jobs]  # PPO first: longest first
+            for _ in as_completed(futures):
+                progress.update()
+            rows = [f.result() for f in futures]
+    else:
+        rows = []
+        for job in jobs:
+            rows.append(_run_job(job))
+            progress.update()
+    progress.close()
+    hacking = [{"seed": r["seed"], "history": r.pop("history"), "samples": r.pop("samples")}
+               for r in rows if "history" in r]
+    bigram_reference = train.frozen_copy(bigram_policy)
+    points = {}
+    for name, policy in (("start", bigram_policy), ("sft_transformer", sft)):
+        points[name] = _final_point(policy, bigram_reference, reward_model, 0, sweep.eval_batch)
+        points[name]["gap_below_exact"] = float(curve.best_reward_at(points[name]["kl_to_reference"])[0]
+                                                - points[name]["gold_reward"])
+    return {
+        "sweep": asdict(sweep),
+        "reward_model_heldout_accuracy": report.heldout_accuracy,
+        "preference_pairs": len(pairs),
+        "reward_model_train_accuracy": report.train_accuracy,
+        "reward_model_accuracy_on_dpo_pairs": accuracy_on_pairs.item(),
+        # the SFT transformer itself, measured against the bigram: another policy under the curve
+        "sft": points["sft_transformer"],
+        "kl_free_ppo": hacking,
+        "bigram": {"transition": transition.tolist(), "smoothing": sweep.bigram_smoothing,
+                   "start": points["start"], "repeat_probability": float(np.diag(transition).mean())},
+        "exact_frontier": curve.as_dict(),
+        "runs": rows,
+        "setup_seconds": setup_seconds,
+        "setup_cpu_seconds": setup_cpu,
+        "jobs_cpu_seconds": sum(r["cpu_seconds"] for r in rows),
+        # What the sweep takes on `workers` free cores: the set-up, then the runs scheduled as they are
+        # submitted (each to the first free worker); independent of other load on the machine.
+        "free_cores_estimate_seconds": setup_cpu + _schedule([r["cpu_seconds"] for r in rows], workers),
+        "workers": workers if _can_fork() else 1,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 # ----------------------------------------------------------------------------- reading results
 
+def _smooth(xs: list[float], window: int = 5) -> list[float]:
+    return [float(np.mean(xs[max(0, i - window + 1):i + 1])) for i in range(len(xs))]
+
+
+def hacking_summary(run: dict) -> dict:
+    """One KL-free PPO run: peak and end of its (5-iteration smoothed) gold reward and proxy score."""
+    gold = _smooth([row["gold_reward"] for row in run["history"]])
+    proxy = _smooth([row["reward_model_score"] for row in run["history"]])
+    return {"gold_peak": max(gold), "gold_end": gold[-1], "gold_fall": max(gold) - gold[-1],
+            "proxy_peak": max(proxy), "proxy_end": proxy[-1], "proxy_fall": max(proxy) - proxy[-1]}
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": float(np.mean(values)), "min": float(np.min(values)), "max": float(np.max(values)),
+            "range": float(np.ptp(values)), "values": [float(v) for v in values]}
+
+
 def summarise(results: dict) -> dict:
-    """The numbers the notebook discusses and the tests assert on."""
-    hacking = results["kl_free_ppo"]["history"]
-    gold = [row["gold_reward"] for row in hacking]
-    proxy = [row["reward_model_score"] for row in hacking]
-    window = 5
-    smooth = lambda xs: [sum(xs[max(0, i - window + 1):i + 1]) / len(xs[max(0, i - window + 1):i + 1])  # noqa: E731
-                         for i in range(len(xs))]
-    gold_s, proxy_s = smooth(gold), smooth(proxy)
+    """The numbers the notebook discusses and the tests assert on, each with its spread over seeds."""
+    per_seed = [hacking_summary(run) for run in results["kl_free_ppo"]]
+    hacking = {key: _spread([s[key] for s in per_seed]) for key in per_seed[0]}
     by_setting: dict = {}
     for run in results["runs"]:
-        by_setting.setdefault((run["method"], run["setting"]), []).append(run)
-    means = {f"{m}@{s:g}": {k: float(np.mean([r[k] for r in rs])) for k in ("gold_reward", "kl_to_reference",
-                                                                           "reward_model_score")}
-             for (m, s), rs in by_setting.items()}
-    return {"kl_free_gold_peak": max(gold_s), "kl_free_gold_end": gold_s[-1],
-            "kl_free_proxy_peak": max(proxy_s), "kl_free_proxy_end": proxy_s[-1], "means": means}
+        by_setting.setdefault(f"{run['method']}@{run['setting']:g}", []).append(run)
+    settings = {key: {k: _spread([r[k] for r in rs]) for k in ("gold_reward", "kl_to_reference", "reward_model_score",
+                                                               "gap_below_exact")}
+                for key, rs in by_setting.items()}
+    return {"kl_free_ppo": hacking, "settings": settings}
 
 
 def ppo_frontier(results: dict):
     """The upper envelope of the PPO points (mean over seeds), sorted by KL: (kl, gold) arrays."""
-    means = summarise(results)["means"]
-    points = sorted((v["kl_to_reference"], v["gold_reward"]) for k, v in means.items() if k.startswith("ppo"))
+    settings = summarise(results)["settings"]
+    points = sorted((v["kl_to_reference"]["mean"], v["gold_reward"]["mean"])
+                    for k, v in settings.items() if k.startswith("ppo"))
     kl, gold = [], []
-    for x, y in [(0.0, results["sft"]["gold_reward"])] + points:
+    for x, y in [(0.0, results["bigram"]["start"]["gold_reward"])] + points:
         kl.append(x)
         gold.append(max([y] + gold[-1:]))  # best gold reached at or below this KL
     return np.array(kl), np.array(gold)
@@ -126,84 +258,159 @@ def distance_below_frontier(results: dict, method: str = "dpo") -> dict[str, flo
     """For each setting of ``method``: how far its mean gold lies below the PPO frontier at its KL."""
     kl, gold = ppo_frontier(results)
     out = {}
-    for key, value in summarise(results)["means"].items():
+    for key, value in summarise(results)["settings"].items():
         if key.startswith(method):
-            out[key] = float(np.interp(value["kl_to_reference"], kl, gold) - value["gold_reward"])
+            out[key] = float(np.interp(value["kl_to_reference"]["mean"], kl, gold) - value["gold_reward"]["mean"])
     return out
+
+
+def exact_frontier(results: dict) -> exact_optimum.Frontier:
+    return exact_optimum.Frontier.from_dict(results["exact_frontier"])
 
 
 # ----------------------------------------------------------------------------- plots
 
-def plot_frontier(results: dict, ax=None):
-    """Final gold reward against KL to the reference: PPO (circles, by KL coefficient), DPO
-    (triangles, by beta), every seed, the SFT start, and the PPO frontier."""
+def plot_frontier(results: dict, axes=None):
+    """Left: gold reward against KL to the bigram reference: the exact optimum (curve over beta),
+    PPO (circles by KL coefficient, joined in order), DPO (triangles by beta), every seed.
+    Right: how far below the exact curve each run lands."""
     import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.6), constrained_layout=True)
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True, width_ratios=(1.6, 1))
+    ax = axes[0]
+    curve = exact_frontier(results)
+    runs = results["runs"]
+    kl_max = max([r["kl_to_reference"] for r in runs] + [curve.kl.max(), results["sft"]["kl_to_reference"]]) * 1.05
+    ax.plot(curve.kl, curve.reward, color="black", lw=2, label="exact optimum of gold - β·KL (β from 1000 to 0.001)")
+    last = curve.kl.max()
+    if kl_max > last:  # beyond the greedy limit more KL buys nothing
+        ax.plot([last, kl_max], [curve.reward.max()] * 2, color="black", lw=2, ls=":")
+    for beta in (1.0, 0.3, 0.1, 0.03):
+        i = int(np.argmin(np.abs(np.log(curve.betas / beta))))
+        ax.annotate(f"β={beta:g}", (curve.kl[i], curve.reward[i]), textcoords="offset points", xytext=(6, -12),
+                    fontsize=7.5, color="0.3")
+        ax.plot(curve.kl[i], curve.reward[i], ".", color="black")
     cmap_ppo, cmap_dpo = plt.get_cmap("Blues"), plt.get_cmap("Oranges")
-    kls = results["sweep"]["kl_coefs"]
-    betas = results["sweep"]["dpo_betas"]
-    for run in results["runs"]:
+    kls, betas = results["sweep"]["kl_coefs"], results["sweep"]["dpo_betas"]
+    first_seed = results["sweep"]["seeds"][0]
+    for run in runs:
         if run["method"] == "ppo":
             shade = cmap_ppo(0.35 + 0.6 * kls.index(run["setting"]) / max(1, len(kls) - 1))
-            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="o", s=55, color=shade, edgecolor="k",
-                       lw=0.5, label=f"PPO, KL coef {run['setting']:g}" if run["seed"] == results["sweep"]["seeds"][0] else None)
+            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="o", s=55, color=shade, edgecolor="k", lw=0.5,
+                       zorder=3, label=f"PPO, KL coef {run['setting']:g}" if run["seed"] == first_seed else None)
         else:
             shade = cmap_dpo(0.35 + 0.6 * betas.index(run["setting"]) / max(1, len(betas) - 1))
-            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="^", s=70, color=shade, edgecolor="k",
-                       lw=0.5, label=f"DPO, beta {run['setting']:g}" if run["seed"] == results["sweep"]["seeds"][0] else None)
-    kl, gold = ppo_frontier(results)
-    ax.plot(kl, gold, "--", color="tab:blue", alpha=0.6, label="PPO frontier (best gold so far)")
-    ax.scatter([results["sft"]["kl_to_reference"]], [results["sft"]["gold_reward"]], marker="s", color="gray",
-               label="SFT policy (start)")
-    ax.set(title="Gold reward against KL to the reference", xlabel="KL(pi || pi_ref) per response (nats)",
-           ylabel="gold reward of fresh samples")
+            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="^", s=70, color=shade, edgecolor="k", lw=0.5,
+                       zorder=3, label=f"DPO, beta {run['setting']:g}" if run["seed"] == first_seed else None)
+    settings = summarise(results)["settings"]
+    path = [settings[f"ppo@{c:g}"] for c in kls]
+    ax.plot([p["kl_to_reference"]["mean"] for p in path], [p["gold_reward"]["mean"] for p in path], "-",
+            color="tab:blue", alpha=0.5, lw=1, label="PPO as its KL coefficient falls (seed means)")
+    start = results["bigram"]["start"]
+    ax.scatter([start["kl_to_reference"]], [start["gold_reward"]], marker="s", color="gray", zorder=3,
+               label="bigram reference (start)")
+    sft = results["sft"]
+    ax.scatter([sft["kl_to_reference"]], [sft["gold_reward"]], marker="D", color="white", edgecolor="gray", zorder=3,
+               label="SFT transformer (not trained here)")
+    ax.set(title="Gold reward against KL to the bigram reference", xlabel="KL(pi || pi_ref) per response (nats)",
+           ylabel="gold reward of fresh samples", xlim=(-0.5, kl_max))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7.5, loc="lower right", ncol=2)
-    return ax
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    # Right panel: distance below the curve, per setting, every seed.
+    ax = axes[1]
+    keys = list(settings)
+    for i, key in enumerate(keys):
+        values = settings[key]["gap_below_exact"]["values"]
+        color = "tab:blue" if key.startswith("ppo") else "tab:orange"
+        ax.scatter([i] * len(values), values, color=color, edgecolor="k", lw=0.5,
+                   marker="o" if key.startswith("ppo") else "^", zorder=3)
+        ax.plot([i - 0.25, i + 0.25], [settings[key]["gap_below_exact"]["mean"]] * 2, color=color)
+    ax.axhline(0, color="black", lw=1)
+    ax.set_xticks(range(len(keys)), [k.replace("ppo@", "PPO ").replace("dpo@", "DPO ") for k in keys],
+                  rotation=45, fontsize=8)
+    ax.set(title="Below the exact curve at the run's own KL", ylabel="exact best gold - run's gold")
+    ax.grid(alpha=0.3, axis="y")
+    return axes
 
 
 def plot_overoptimisation(results: dict, axes=None):
-    """The KL-free PPO run: reward-model score (proxy) and gold reward over training, and gold
-    against d = sqrt(KL) with Gao et al.'s fit."""
+    """KL-free PPO, every seed: reward-model score (proxy) and gold reward over
+    training, and gold gain against d = sqrt(KL) with Gao et al.'s fit (all seeds pooled)."""
     import matplotlib.pyplot as plt
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(12, 4.2), constrained_layout=True)
-    history = results["kl_free_ppo"]["history"]
-    steps = [row["iteration"] for row in history]
-    ax = axes[0]
-    ax.plot(steps, [row["reward_model_score"] for row in history], color="tab:blue", label="reward-model score (proxy)")
-    ax.set(title="KL-free PPO: the proxy climbs, the gold reward falls", xlabel="PPO iteration",
-           ylabel="reward-model score (SFT std units)")
-    twin = ax.twinx()
-    twin.plot(steps, [row["gold_reward"] for row in history], color="tab:orange", label="gold reward (truth)")
+        _, axes = plt.subplots(1, 2, figsize=(13, 4.4), constrained_layout=True)
+    runs = results["kl_free_ppo"]
+    ax, twin = axes[0], axes[0].twinx()
+    steps = [row["iteration"] for row in runs[0]["history"]]
+    for target, key, color, name in ((ax, "reward_model_score", "tab:blue", "proxy"),
+                                     (twin, "gold_reward", "tab:orange", "gold")):
+        curves = np.array([_smooth([row[key] for row in run["history"]]) for run in runs])
+        target.fill_between(steps, curves.min(0), curves.max(0), color=color, alpha=0.2, lw=0,
+                            label=f"{name}: range over seeds")
+        for run, curve in zip(runs, curves):
+            target.plot(steps, curve, color=color, lw=0.7, alpha=0.6)
+        target.plot(steps, curves.mean(0), color=color, lw=2.2, label=f"{name}: mean of {len(runs)} seeds")
+    falls = sorted(hacking_summary(run)["gold_fall"] for run in runs)
+    ax.set(title=f"KL-free PPO, {len(runs)} seeds: the proxy holds,\nthe gold reward falls "
+                 f"({' / '.join(f'{f:.2f}' for f in falls)} below its peak)",
+           xlabel="PPO iteration", ylabel="reward-model score (SFT std units)")
     twin.set(ylabel="gold reward")
-    lines = ax.get_lines() + twin.get_lines()
-    ax.legend(lines, [line.get_label() for line in lines], loc="lower right", fontsize=8)
+    handles = [h for a in (ax, twin) for h in a.get_legend_handles_labels()[0]]
+    labels = [lab for a in (ax, twin) for lab in a.get_legend_handles_labels()[1]]
+    ax.legend(handles, labels, loc="lower right", fontsize=7.5)
     ax.grid(alpha=0.3)
-    kl = np.array([row["kl_to_reference"] for row in history])
-    gold = np.array([row["gold_reward"] for row in history])
-    gold = gold - gold[0]
+    kl_all, gold_all = [], []
+    for i, run in enumerate(runs):
+        kl = np.array([row["kl_to_reference"] for row in run["history"]])
+        gold = np.array([row["gold_reward"] for row in run["history"]])
+        gold = gold - gold[0]
+        kl_all.append(kl), gold_all.append(gold)
+        axes[1].scatter(np.sqrt(np.maximum(kl, 0)), gold, s=10, alpha=0.7, marker="os^D"[i % 4],
+                        label=f"seed {run['seed']}")
+    kl, gold = np.concatenate(kl_all), np.concatenate(gold_all)
     alpha, beta = fit_gao(kl, gold)
-    d = np.sqrt(np.maximum(kl, 0))
-    grid = np.linspace(1e-3, d.max(), 100)
-    axes[1].scatter(d, gold, s=12, color="tab:orange", label="gold gain per iteration")
+    grid = np.linspace(1e-3, np.sqrt(kl.max()), 100)
     axes[1].plot(grid, grid * (alpha - beta * np.log(grid)), color="black",
                  label=f"fit d(alpha - beta log d), alpha={alpha:.2f}, beta={beta:.2f}")
-    axes[1].set(title="Over-optimisation (Gao et al. 2022 form)", xlabel="d = sqrt(KL to reference)",
-                ylabel="gold reward gain over the SFT policy")
+    axes[1].set(title="Over-optimisation (Gao et al. 2022 form), all seeds", xlabel="d = sqrt(KL to reference)",
+                ylabel="gold reward gain over the reference")
     axes[1].grid(alpha=0.3)
     axes[1].legend(fontsize=8)
     return axes
 
 
-def format_samples(results: dict) -> str:
+def format_samples(results: dict, seed: int | None = None) -> str:
+    run = next(r for r in results["kl_free_ppo"] if seed is None or r["seed"] == seed)
     lines = []
     for when in ("before", "after"):
-        lines.append(f"KL-free PPO, {when}:")
-        for sample in results["kl_free_ppo"]["samples"][when]:
+        lines.append(f"KL-free PPO (seed {run['seed']}), {when}:")
+        for sample in run["samples"][when]:
             lines.append(f"  [{sample['prompt']}] {sample['response']}   "
                          f"(RM {sample['reward_model_score']:+.2f}, gold {sample['gold_reward']:+.2f})")
+    return "\n".join(lines)
+
+
+def report(results: dict) -> str:
+    """The sweep's conclusions as text: what the notebook and the command print."""
+    summary = summarise(results)
+    h = summary["kl_free_ppo"]
+    lines = [f"KL-free PPO, seeds {[r['seed'] for r in results['kl_free_ppo']]}: "
+             f"gold peak {h['gold_peak']['mean']:.2f} (seeds {h['gold_peak']['min']:.2f}-{h['gold_peak']['max']:.2f}), "
+             f"end {h['gold_end']['mean']:.2f} ({h['gold_end']['min']:.2f}-{h['gold_end']['max']:.2f}); "
+             f"proxy end {h['proxy_end']['mean']:.2f}, {h['proxy_fall']['max']:.2f} at most below its peak",
+             f"bigram reference: exact best gold {max(results['exact_frontier']['gold_reward']):.2f}, "
+             f"start gold {results['bigram']['start']['gold_reward']:+.3f}; the SFT transformer: gold "
+             f"{results['sft']['gold_reward']:+.3f} at KL {results['sft']['kl_to_reference']:.2f} to the bigram, "
+             f"{results['sft']['gap_below_exact']:+.3f} below the curve",
+             f"preference pairs (the reward model's training pairs, also DPO's): {results['preference_pairs']}",
+             "setting     gold (seeds)              KL (seeds)             below the exact curve (seeds)"]
+    for key, s in summary["settings"].items():
+        g, k, d = s["gold_reward"], s["kl_to_reference"], s["gap_below_exact"]
+        lines.append(f"  {key:<9} {g['mean']:+.3f} ({g['min']:+.3f}..{g['max']:+.3f})  "
+                     f"{k['mean']:6.2f} ({k['min']:5.2f}..{k['max']:5.2f})  "
+                     f"{d['mean']:+.3f} ({d['min']:+.3f}..{d['max']:+.3f})")
+    gaps = distance_below_frontier(results)
+    lines.append("DPO below the PPO frontier by: " + ", ".join(f"{k} {v:+.3f}" for k, v in gaps.items()))
     return "\n".join(lines)
 
 
@@ -226,23 +433,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook", type=Path, default=COURSE_ROOT / "source" / ASSIGNMENT / NOTEBOOK,
                         help="a completed notebook whose functions drive the sweep (default: the reference)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--seeds", type=int, nargs="+", help="seeds of every setting (default: 1 2)")
+    parser.add_argument("--workers", type=int, default=SweepConfig.workers)
     args = parser.parse_args(argv)
     from rlhf_course.grading.notebooks import functions_from_notebook
     from rlhf_course.lab.student import StudentFunctionError
+    sweep = SweepConfig(workers=args.workers)
+    if args.seeds:
+        sweep = SweepConfig(seeds=tuple(args.seeds), hacking_seeds=tuple(args.seeds), workers=args.workers)
     try:
-        results = run_sweep(**functions_from_notebook(args.notebook, STUDENT_FUNCTIONS))
+        results = run_sweep(**functions_from_notebook(args.notebook, STUDENT_FUNCTIONS), sweep=sweep)
     except (StudentFunctionError, LookupError) as exc:
         print(f"sweep stopped: {exc}", file=sys.stderr)
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
-    summary = summarise(results)
-    print(f"{len(results['runs'])} runs in {results['seconds']:.1f} s -> {args.out}")
-    print(f"KL-free PPO: gold peak {summary['kl_free_gold_peak']:.3f}, end {summary['kl_free_gold_end']:.3f}; "
-          f"proxy peak {summary['kl_free_proxy_peak']:.3f}, end {summary['kl_free_proxy_end']:.3f}")
-    for key, value in summary["means"].items():
-        print(f"  {key:<10} gold {value['gold_reward']:+.3f}  KL {value['kl_to_reference']:6.2f}")
-    print("DPO below the PPO frontier by:", {k: round(v, 3) for k, v in distance_below_frontier(results).items()})
+    print(f"{len(results['runs'])} runs in {results['seconds']:.1f} s ({results['workers']} processes; "
+          f"CPU: set-up {results['setup_cpu_seconds']:.1f} s, runs {results['jobs_cpu_seconds']:.1f} s; "
+          f"on {results['workers']} free cores about {results['free_cores_estimate_seconds']:.0f} s) -> {args.out}")
+    print(report(results))
     return 0
 
 

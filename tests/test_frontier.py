@@ -1,7 +1,11 @@
-"""The sweep of issue 'reward hacking and the frontier': regenerated exactly, effects with margins,
-and the companion notebook runs top to bottom."""
+"""The reward-hacking / frontier study: what it concludes, in the cached results and in a fresh run.
+
+A fresh run is not bit-identical to the cache on another CPU (BLAS kernels, thread counts), so
+"regenerated" is tested as: the same conclusions, and every setting's numbers within the
+seed-to-seed spread measured with five seeds.
+The sweep runs once per test session (the ``fresh`` fixture) and every slow test shares it.
+"""
 import json
-import math
 
 import nbformat
 import numpy as np
@@ -9,63 +13,128 @@ import pytest
 from nbclient import NotebookClient
 
 from rlhf_course import frontier
+from rlhf_course.lab import exact_optimum
+
+# Seed-to-seed spread measured with five seeds (`python -m rlhf_course.frontier --seeds 1 2 3 4 5`):
+# the standard deviation over seeds of one run's final gold reward, and of log KL, per setting.  Two
+# sweeps' two-seed means differ by about one such deviation (sqrt(1/2 + 1/2)); the tolerances allow
+# four, and never less than FLOOR (a setting whose seeds happened to agree closely).
+GOLD_SD = {"ppo@0": 0.141, "ppo@0.003": 0.005, "ppo@0.01": 0.003, "ppo@0.05": 0.016, "ppo@0.2": 0.025,
+           "dpo@0.1": 0.083, "dpo@0.5": 0.002, "dpo@2": 0.011}
+LOG_KL_SD = {"ppo@0": 0.040, "ppo@0.003": 0.022, "ppo@0.01": 0.041, "ppo@0.05": 0.049, "ppo@0.2": 0.059,
+             "dpo@0.1": 0.040, "dpo@0.5": 0.009, "dpo@2": 0.035}
+FLOOR = {"gold": 0.01, "log_kl": 0.03}
+# KL-free PPO: where the smoothed gold reward ends, sd over five seeds (ends at 0.51, 0.54, 0.86, 0.51, 0.86).
+KL_FREE_GOLD_END_SD = 0.187
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cached(repo):
     return json.loads((repo / "notebooks" / "frontier_results.json").read_text())
 
 
-def _numbers(results):
-    """Everything numeric except timing, flattened to a sorted list of (path, value)."""
-    out = []
-    def walk(node, path):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key != "seconds":
-                    walk(value, f"{path}/{key}")
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]")
-        elif isinstance(node, (int, float)) and not isinstance(node, bool):
-            out.append((path, float(node)))
-    walk(results, "")
-    return out
+@pytest.fixture(scope="session")
+def fresh(tmp_path_factory):
+    """The whole sweep, once per test session, shared by every test that asks for it."""
+    out = tmp_path_factory.mktemp("frontier") / "results.json"
+    assert frontier.main(["--out", str(out)]) == 0
+    return json.loads(out.read_text())
 
+
+@pytest.fixture(params=["cached", pytest.param("fresh", marks=pytest.mark.slow)])
+def results(request):
+    return request.getfixturevalue(request.param)
+
+
+# ----------------------------------------------------------------------------- the conclusions
+
+def test_kl_free_ppo_hacks_the_reward_model(results):
+    """Every seed: the proxy stays at its peak while the gold reward ends below its own peak, and the
+    policy repeats words.  How far the gold falls is a property of the seed, bimodal: 0.46, 0.42, 0.08,
+    0.45, 0.09 for seeds 1-5.  So every seed must fall by more than 0.04; a mean fall above 0.15 (true of
+    the cached seeds, 0.32) is not asked of a fresh run, whose three seeds may all land in the low mode."""
+    for run in results["kl_free_ppo"]:
+        s = frontier.hacking_summary(run)
+        assert s["proxy_fall"] < 0.03, (run["seed"], s)
+        assert s["gold_fall"] > 0.04, (run["seed"], s)
+        words = " ".join(sample["response"] for sample in run["samples"]["after"]).split()
+        assert sum(a == b for a, b in zip(words, words[1:])) >= 4, run["samples"]["after"]  # the hack: repeats
+
+
+def test_larger_kl_coefficients_give_lower_kl(results):
+    """PPO's and DPO's KL fall as the coefficient grows, by more than the seeds disagree."""
+    settings = frontier.summarise(results)["settings"]
+    for method, values in (("ppo", results["sweep"]["kl_coefs"]), ("dpo", results["sweep"]["dpo_betas"])):
+        kls = [settings[f"{method}@{v:g}"]["kl_to_reference"] for v in values]
+        for looser, tighter in zip(kls, kls[1:]):
+            assert looser["min"] > tighter["max"], (method, looser, tighter)
+
+
+def test_every_run_lies_at_or_below_the_exact_curve(results):
+    """Nothing beats the exact optimum: each run's distance below the curve is >= 0 up to its
+    setting's seed spread (the points are estimates from finite samples).  Measured over five seeds:
+    every run strictly below, by 0.005 to 0.42."""
+    settings = frontier.summarise(results)["settings"]
+    for key, s in settings.items():
+        gap = s["gap_below_exact"]
+        assert gap["min"] >= -max(gap["range"], 2 * FLOOR["gold"]), (key, gap)
+    assert results["bigram"]["start"]["gap_below_exact"] >= -2 * FLOOR["gold"]
+    assert results["sft"]["gap_below_exact"] >= -2 * FLOOR["gold"]
+
+
+def test_ppo_and_dpo_land_close_to_the_curve(results):
+    """With a KL penalty both methods end close to the optimum (five seeds: 0.005 to 0.05 below it, but
+    one DPO beta=0.1 seed in five at 0.19); KL-free PPO ends below it by 0.11 to 0.42, the seed
+    that fell least included."""
+    settings = frontier.summarise(results)["settings"]
+    for key, s in settings.items():
+        if key == "ppo@0":
+            assert s["gap_below_exact"]["min"] > 0.05, s["gap_below_exact"]  # over-optimised
+        else:
+            assert s["gap_below_exact"]["mean"] < 0.15, (key, s["gap_below_exact"])
+
+
+def test_dpo_lies_near_the_ppo_frontier(results):
+    """Stated tolerance: every DPO setting within 0.1 gold (of a range of about 1) of the PPO frontier."""
+    gaps = frontier.distance_below_frontier(results)
+    assert len(gaps) == len(results["sweep"]["dpo_betas"])
+    assert all(abs(gap) < 0.1 for gap in gaps.values()), gaps
+
+
+def test_dpo_trains_on_the_reward_models_pairs(results):
+    """Like for like: DPO's pairs are the reward model's training pairs (it orders them exactly as it did)."""
+    assert results["reward_model_accuracy_on_dpo_pairs"] == results["reward_model_train_accuracy"]
+    assert results["preference_pairs"] == 2000
+
+
+# ----------------------------------------------------------------------------- regenerating
 
 @pytest.mark.slow
-def test_the_command_regenerates_the_cached_results(repo, tmp_path, cached):
-    out = tmp_path / "results.json"
-    assert frontier.main(["--out", str(out)]) == 0
-    fresh = json.loads(out.read_text())
-    ours, theirs = _numbers(fresh), _numbers(cached)
-    assert [p for p, _ in ours] == [p for p, _ in theirs]
-    for (path, a), (_, b) in zip(ours, theirs):
-        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6), path
+def test_a_fresh_run_agrees_with_the_cache_within_the_seed_spread(fresh, cached):
+    """Same runs; every setting's mean gold reward and mean log KL within four seed standard deviations
+    of the cache's; KL-free PPO's mean end point likewise; the exact curve (from a refitted bigram) to 0.02.
+    Bit-exact agreement does not hold across CPUs, so it is not asked for."""
+    ours, theirs = frontier.summarise(fresh)["settings"], frontier.summarise(cached)["settings"]
+    assert ours.keys() == theirs.keys() == GOLD_SD.keys()
+    for key in ours:
+        a, b = ours[key], theirs[key]
+        gold_tol = 4 * max(GOLD_SD[key], FLOOR["gold"])
+        kl_tol = 4 * max(LOG_KL_SD[key], FLOOR["log_kl"])
+        assert abs(a["gold_reward"]["mean"] - b["gold_reward"]["mean"]) <= gold_tol, (key, a["gold_reward"], b["gold_reward"])
+        assert abs(np.log(a["kl_to_reference"]["mean"] / b["kl_to_reference"]["mean"])) <= kl_tol, key
+    end = [frontier.summarise(r)["kl_free_ppo"]["gold_end"]["mean"] for r in (fresh, cached)]
+    assert abs(end[0] - end[1]) <= 4 * KL_FREE_GOLD_END_SD * np.sqrt(2 / len(cached["kl_free_ppo"])), end
+    np.testing.assert_allclose(fresh["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"], atol=0.02)
+    np.testing.assert_allclose(fresh["exact_frontier"]["kl_to_reference"], cached["exact_frontier"]["kl_to_reference"],
+                               rtol=0.05, atol=0.05)
 
 
-def test_kl_free_ppo_hacks_the_reward_model(cached):
-    summary = frontier.summarise(cached)
-    assert summary["kl_free_gold_end"] < summary["kl_free_gold_peak"] - 0.2      # gold peaks, then falls
-    assert summary["kl_free_proxy_end"] > summary["kl_free_proxy_peak"] - 0.05   # the proxy does not
-    after = " ".join(sample["response"] for sample in cached["kl_free_ppo"]["samples"]["after"])
-    words = after.split()
-    assert sum(a == b for a, b in zip(words, words[1:])) >= 10  # read the hack: repeated words
-
-
-def test_larger_kl_coefficients_give_lower_kl(cached):
-    means = frontier.summarise(cached)["means"]
-    kls = [means[f"ppo@{c:g}"]["kl_to_reference"] for c in cached["sweep"]["kl_coefs"]]
-    assert kls == sorted(kls, reverse=True)
-    betas = [means[f"dpo@{b:g}"]["kl_to_reference"] for b in cached["sweep"]["dpo_betas"]]
-    assert betas == sorted(betas, reverse=True)
-
-
-def test_dpo_lies_near_the_ppo_frontier(cached):
-    """Stated tolerance: every DPO setting within 0.1 gold (of a range of about 1) of the PPO frontier."""
-    gaps = frontier.distance_below_frontier(cached)
-    assert len(gaps) == 3
-    assert all(abs(gap) < 0.1 for gap in gaps.values()), gaps
+def test_the_cached_curve_is_the_exact_optimum_of_the_cached_bigram(cached):
+    reference = exact_optimum.toy_reference(np.array(cached["bigram"]["transition"]))
+    betas = np.array(cached["exact_frontier"]["beta"])[::25]
+    curve = exact_optimum.frontier(reference, exact_optimum.gold_step_rewards(), betas)
+    np.testing.assert_allclose(curve.reward, cached["exact_frontier"]["gold_reward"][::25], atol=1e-9)
+    np.testing.assert_allclose(curve.kl, cached["exact_frontier"]["kl_to_reference"][::25], atol=1e-9)
 
 
 def test_gao_fit_recovers_known_coefficients():
@@ -76,6 +145,8 @@ def test_gao_fit_recovers_known_coefficients():
     assert alpha == pytest.approx(0.6, abs=1e-6) and beta == pytest.approx(0.25, abs=1e-6)
 
 
+# ----------------------------------------------------------------------------- notebook and figures
+
 @pytest.mark.slow
 def test_companion_notebook_runs_and_plots(repo):
     path = repo / "notebooks" / "reward_hacking_frontier.ipynb"
@@ -85,7 +156,8 @@ def test_companion_notebook_runs_and_plots(repo):
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
     text = "".join(o.get("text", "") for o in outputs)
-    assert "below the PPO frontier" in text and "KL-free PPO, after" in text
+    assert "below the PPO frontier" in text and "KL-free PPO (seed" in text
+    assert "best gold" in text and "below the exact curve" in text
 
 
 def test_figures_render(cached, tmp_path):
@@ -96,3 +168,4 @@ def test_figures_render(cached, tmp_path):
     plt.savefig(tmp_path / "overoptimisation.png")
     plt.close("all")
     assert (tmp_path / "frontier.png").stat().st_size > 20_000
+    assert (tmp_path / "overoptimisation.png").stat().st_size > 20_000
