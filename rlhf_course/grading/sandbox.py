@@ -17,6 +17,7 @@ comes out over the pipe.
 from __future__ import annotations
 
 import collections
+import fcntl
 import io
 import os
 import select
@@ -40,6 +41,8 @@ PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
 FIRST_UID = 61000  # sandbox uids are FIRST_UID + worker slot: process limits count per uid
 PACKAGE_MOUNT = "/opt/rlhf-grader"  # the grader's own copy of this package, first on the sandbox's sys.path
 CGROUP_NAME = "rlhf-grading"
+SLOT_LOCKS = Path("/run/rlhf-grading")  # one lock file per slot, held while a sandbox uses it
+SLOT_COUNT = 1024
 
 # One-byte reply kinds: the first byte of every frame the sandbox sends.
 READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
@@ -259,6 +262,24 @@ def check_archive(data: bytes, cap: int) -> None:
         raise ProtocolViolation("the reply unpacks to more than its cap", "")
 
 
+def claim_slot(preferred: int) -> tuple[int, int]:
+    """Claim a sandbox slot (its uid and cgroups) for this machine: an exclusive ``flock`` on
+    the slot's lock file, the preferred slot first, else the lowest free one.  Two graders on
+    one machine (two courses, two test runs, two Dask workers whose addresses hash alike) then
+    never share a uid, so one's clean-up can never kill the other's sandbox.  Returns
+    ``(slot, fd)``; closing ``fd`` releases the slot (the kernel does it if the grader dies)."""
+    SLOT_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for slot in [preferred % SLOT_COUNT] + [k for k in range(SLOT_COUNT) if k != preferred % SLOT_COUNT]:
+        fd = os.open(SLOT_LOCKS / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return slot, fd
+    raise RuntimeError(f"all {SLOT_COUNT} sandbox slots of this machine are in use")
+
+
 def processes_of(uid: int) -> list[int]:
     pids = []
     for entry in os.scandir("/proc"):
@@ -294,10 +315,10 @@ class Sandbox:
     """
 
     def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None):
-        self.job, self.slot, self.limits, self.uid = job, slot, limits, FIRST_UID + slot
+        self.job, self.preferred_slot, self.limits = job, slot, limits
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
-        self.command = limited_command(bwrap_command(self.uid, sandbox_env(), limits), limits,
-                                       CGROUPS.prepare(slot, limits))
+        self.slot: int | None = None  # the slot actually claimed (see claim_slot), while claimed
+        self._slot_fd: int | None = None
         self.process: subprocess.Popen | None = None
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
         self._oom_before = 0
@@ -308,9 +329,18 @@ class Sandbox:
         return self
 
     def start(self) -> "Sandbox":
-        """Start the runner, hand it the job, wait until it is ready (torch imported)."""
-        self._oom_before = CGROUPS.out_of_memory_events(self.slot)
-        self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        """Claim a slot, start the runner, hand it the job, wait until it is ready (torch imported)."""
+        self.slot, self._slot_fd = claim_slot(self.preferred_slot)
+        self.uid = FIRST_UID + self.slot
+        try:
+            wait_until_gone(self.uid)  # a grader that died without cleaning up leaves its slot's processes
+            command = limited_command(bwrap_command(self.uid, sandbox_env(), self.limits), self.limits,
+                                      CGROUPS.prepare(self.slot, self.limits))
+            self._oom_before = CGROUPS.out_of_memory_events(self.slot)
+        except BaseException:
+            self._release_slot()
+            raise
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, start_new_session=True)
         try:
             self.request({"kind": "job", "job": self.job}, READY, 16, self.limits.startup_seconds, "startup")
@@ -335,8 +365,16 @@ class Sandbox:
                     stream.close()
                 except OSError:
                     pass
-        CGROUPS.kill_all(self.slot)
-        wait_until_gone(self.uid)
+        if self._slot_fd is not None:
+            CGROUPS.kill_all(self.slot)
+            wait_until_gone(self.uid)
+            self._release_slot()
+
+    def _release_slot(self) -> None:
+        """Give the slot back; after this, nothing of this object touches that uid or cgroup."""
+        if self._slot_fd is not None:
+            os.close(self._slot_fd)
+            self._slot_fd = None
 
 
     def log(self) -> str:
@@ -387,7 +425,7 @@ class Sandbox:
             self.kill()
         self._drain_log()
         code = self.process.poll()
-        oom = CGROUPS.out_of_memory_events(self.slot) > self._oom_before
+        oom = self._slot_fd is not None and CGROUPS.out_of_memory_events(self.slot) > self._oom_before
         why = "the sandbox closed its pipe" if code is None else f"the sandbox exited with status {code}"
         return SandboxDied(why + (" (memory limit)" if oom else ""), self.log(), out_of_memory=oom)
 

@@ -21,7 +21,7 @@ from rlhf_course.grading.trusted import MALFORMED, TOO_LARGE, SubmissionResult, 
 
 def _fake_sandbox(script: str, limits: Limits = Limits()) -> Sandbox:
     """A Sandbox whose process is ``python -c script`` instead of bwrap (no root needed)."""
-    sandbox = Sandbox({}, slot=99, limits=limits)  # a slot no real grader in the same test run uses
+    sandbox = Sandbox({}, limits=limits)  # never started: it claims no slot, its kill() touches no uid
     sandbox.process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     return sandbox
@@ -143,3 +143,18 @@ def test_a_linked_student_folder_is_refused(submitted, tmp_path):
     (course / "submitted" / "mallory").symlink_to(course / "submitted" / "eve")
     with pytest.raises(Unreadable, match="symbolic link"):
         read_submitted_notebook(course, "mallory")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot locks live in /run (root)")
+def test_two_graders_on_one_machine_never_share_a_slot():
+    from rlhf_course.grading.sandbox import claim_slot
+    first, first_fd = claim_slot(7)
+    second, second_fd = claim_slot(7)  # another grader (another open file) asks for the same slot
+    try:
+        assert first == 7 and second != 7
+        os.close(first_fd)
+        again, again_fd = claim_slot(7)
+        assert again == 7
+        os.close(again_fd)
+    finally:
+        os.close(second_fd)
