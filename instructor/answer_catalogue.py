@@ -87,7 +87,7 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     diff = beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l))
     return -torch.log(torch.sigmoid(diff))
-''', frozenset({"dpo_numerically_stable"})),
+''', frozenset({"dpo_numerically_stable", "dpo_visible_tests"})),
     WrongAnswer(
         "dpo_mean_over_pairs", DPO_CELL, '''
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):

@@ -588,13 +588,20 @@ def _ppo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | No
 
 
 def _dpo_visible_cases() -> list[Case]:
-    a, b, ref = torch.tensor(-2.0), torch.tensor(-5.0), torch.tensor(-3.0)
+    a, b, ref, zero = torch.tensor(-2.0), torch.tensor(-5.0), torch.tensor(-3.0), torch.tensor(0.0)
     return [Case((a, b, ref, ref, 0.1), note="policy prefers y_w, expected 0.5544"),
-            Case((b, a, ref, ref, 0.1), note="policy prefers y_l, expected 0.8544")]
+            Case((b, a, ref, ref, 0.1), note="policy prefers y_l, expected 0.8544"),
+            Case((torch.tensor(-2000.0), zero, zero, zero, 0.1), grad_wrt=(0,),
+                 note="wrong by h = -2000 in float32, expected 200 with a finite gradient")]
 
 
 def _dpo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    detail = _compare(obs.value.reshape(()), dpo_reference(*case.args), rtol=0, atol=1e-4, what="loss")
+    atol = 1e-3 if case.grad_wrt else 1e-4  # as the cell's asserts
+    detail = _compare(obs.value.reshape(()), dpo_reference(*case.args), rtol=0, atol=atol, what="loss")
+    if detail is None and case.grad_wrt:
+        grad = obs.grads.get(0)
+        if grad is None or not bool(torch.isfinite(grad).all()):
+            detail = "the gradient must reach log_p_w and stay finite (use F.logsigmoid)"
     return detail or _unmodified_only(case, obs, DPO_ARGS)
 
 
@@ -634,7 +641,7 @@ _PPO, _DPO, _GAE = "ppo_clipped_objective", "dpo_loss", "compute_gae"
 _ALL = [
     Check("ppo_visible_tests", _PPO, 2, "the visible PPO examples (1.02 and -1.66)",
           _ppo_visible_cases, _ppo_visible_judge, visible=True),
-    Check("dpo_visible_tests", _DPO, 2, "the visible DPO examples (0.5544 and 0.8544)",
+    Check("dpo_visible_tests", _DPO, 2, "the visible DPO examples (0.5544, 0.8544, and 200 at a huge wrong margin)",
           _dpo_visible_cases, _dpo_visible_judge, visible=True),
     Check("gae_visible_tests", _GAE, 2, "the visible GAE example",
           _gae_visible_cases, _gae_visible_judge, visible=True),

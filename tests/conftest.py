@@ -61,3 +61,27 @@ def _sandbox_required():
 
 
 needs_sandbox = _needs_sandbox()
+
+
+def leftover_sandbox_processes() -> dict[int, list[int]]:
+    """Processes of sandbox uids whose slot no grader holds (uid -> pids): what a finished batch
+    left behind.  Slots another grader on this machine holds right now (another test run) are
+    not counted, so the check holds on a shared machine too."""
+    import fcntl
+
+    from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT, SLOT_LOCKS, processes_of
+    left = {}
+    for slot in range(SLOT_COUNT):
+        pids = processes_of(FIRST_UID + slot)
+        if not pids:
+            continue
+        lock = SLOT_LOCKS / f"slot-{slot}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # in use by a grader that is still running
+        finally:
+            os.close(fd)
+        left[FIRST_UID + slot] = pids
+    return left

@@ -2,6 +2,7 @@
 import filecmp
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
@@ -100,3 +101,16 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     out = _validate(course, "--invert", f"release/{ASSIGNMENT}/{NOTEBOOK}")
     assert f"NOTEBOOK PASSED ON {len(rlhf_hidden_checks.HIDDEN_CHECKS)} CELL(S)!" in out, out[-3000:]
     assert "visible_tests" not in out and "ppo_clipped_objective(ratio" not in out
+
+    # Validate agrees with grading: a correct answer that emits a warning passes (the locked setup
+    # cell prints warnings on stdout; Validate would count them on stderr as a failure).
+    answers = pipeline.answers_for(course, ())
+    answers["dpo_answer"] = answers["dpo_answer"].replace(
+        "def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
+        '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
+    assert "warnings.warn" in answers["dpo_answer"]
+    warns = course / "warns" / NOTEBOOK
+    warns.parent.mkdir()
+    nbformat.write(notebooks.fill_answers(notebooks.read(course / "release" / ASSIGNMENT / NOTEBOOK), answers), warns)
+    out = _validate(course, str(warns.relative_to(course)))
+    assert "Success! Your notebook passes all the tests." in out, out[-3000:]

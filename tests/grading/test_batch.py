@@ -13,9 +13,9 @@ import answer_catalogue
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch
 from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.sandbox import FIRST_UID, Limits
+from rlhf_course.grading.sandbox import Limits
 from rlhf_course.grading.trusted import GRADED
-from tests.conftest import copy_course
+from tests.conftest import copy_course, leftover_sandbox_processes
 
 from tests.conftest import needs_sandbox
 
@@ -127,8 +127,7 @@ def test_nothing_outside_the_grader_outputs_changed(graded):
 def test_no_network_and_no_process_left_behind(graded):
     _, _, _, listener = graded
     assert listener.connections == 0
-    leftover = subprocess.run(["pgrep", "-u", f"{FIRST_UID},{FIRST_UID + 1}"], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    assert leftover_sandbox_processes() == {}
 
 
 def test_gradebook_holds_the_trusted_numbers_and_flags(graded):

@@ -23,8 +23,8 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.sandbox import FIRST_UID
-from tests.conftest import copy_course, needs_sandbox
+
+from tests.conftest import copy_course, leftover_sandbox_processes, needs_sandbox
 from tests.grading.test_batch import tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -266,9 +266,10 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
 def test_no_file_outside_the_grader_outputs_changed_and_nothing_left_on_the_host(attacked):
     assert tree_digest(attacked["course"]) == attacked["before"]
     assert not {n for n in _host_scratch() - attacked["scratch_before"] if n.startswith("grade-")}
-    assert attacked["disk_before"] - shutil.disk_usage(attacked["course"]).free < 200 * 2**20
-    leftover = subprocess.run(["pgrep", "-u", f"{FIRST_UID},{FIRST_UID + 1}"], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    # Unbounded, the disk filler writes about 0.27 GB/s for its whole budget: tens of GB.  The bound
+    # leaves room for other jobs writing to a shared machine meanwhile.
+    assert attacked["disk_before"] - shutil.disk_usage(attacked["course"]).free < 2 * 2**30
+    assert leftover_sandbox_processes() == {}
 
 
 def test_grader_memory_stays_bounded(attacked):

@@ -66,7 +66,8 @@ def test_stderr_warning_does_not_zero_a_correct_answer(graded_class):
     cells = scores(course, "warns_on_stderr")
     assert all(c.score == c.max_score for c in cells.values()), cells
     autograded = (course / "autograded" / "warns_on_stderr" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
-    assert "[stderr] " in autograded  # the warning is still shown, just not scored as a failure
+    # The setup cell prints warnings on stdout (so that Validate agrees); the warning is still shown.
+    assert "UserWarning: torch-style UserWarning printed to stderr by a correct answer" in autograded
 
 
 @pytest.mark.slow
