@@ -22,7 +22,7 @@ import torch
 from rlhf_course import STUDENT_FUNCTIONS
 from rlhf_course.lab import train
 from rlhf_course.lab.model import parameter_count
-from rlhf_course.lab.student import StudentFunctionError, StudentFunctions
+from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
 # bench/demo.py measures one thread against two on the course machines (2 cores): on an idle
 # machine two were faster (about 8.5 s against 12 s for the quick setting); pass threads=1 when
@@ -64,6 +64,8 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
         torch.set_num_threads(threads)
     config = train.LabConfig.setting(setting, **overrides)
     student = StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae)
+    for warning in check_before_training(student):  # raises first if a function cannot run at all
+        print(f"Warning: {warning}")
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     seconds, cpu_seconds = {}, {}

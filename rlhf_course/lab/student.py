@@ -58,3 +58,60 @@ class StudentFunctions:
             _guard(dpo_loss, "dpo_loss", lambda log_p_w, *a, **k: tuple(log_p_w.shape), needs_grad=True),
             _guard(compute_gae, "compute_gae", lambda rewards, *a, **k: tuple(rewards.shape), needs_grad=False),
         )
+
+
+# The notebook's visible examples and their expected outputs (what the student's copy prints).
+_VISIBLE = {
+    "ppo_clipped_objective": (lambda: ((torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0]), torch.ones(5), 0.2),),
+                              [1.02], "A = +1 on ratios [0.5, 1, 1.5, 2, 3]"),
+    "dpo_loss": (lambda: ((torch.tensor(-2.0), torch.tensor(-5.0), torch.tensor(-3.0), torch.tensor(-3.0), 0.1),),
+                 [0.5544], "the visible pair"),
+    "compute_gae": (lambda: ((torch.tensor([0.0, 0.0, 0.0, 0.0, 10.0]), torch.ones(5), 0.0, 0.99, 0.95),),
+                    [7.0051, 7.4589, 7.9415, 8.4545, 9.0], "the guide's 5-step episode"),
+}
+
+
+def _lab_shaped_inputs(name: str) -> tuple:
+    """One call shaped as training makes it: (B, T) ratios with (B, 1) advantages, (B,) log-probs
+    that need gradients, one episode of T steps."""
+    generator = torch.Generator().manual_seed(0)
+    if name == "ppo_clipped_objective":
+        return (torch.rand(4, 10, generator=generator).add(0.5).requires_grad_(), torch.randn(4, 1, generator=generator), 0.2)
+    if name == "dpo_loss":
+        return (torch.randn(4, generator=generator).requires_grad_(), torch.randn(4, generator=generator).requires_grad_(),
+                torch.randn(4, generator=generator), torch.randn(4, generator=generator), 0.1)
+    return (torch.randn(10, generator=generator), torch.randn(10, generator=generator), 0.0, 1.0, 0.95)
+
+
+def check_before_training(functions: StudentFunctions) -> list[str]:
+    """Call each function once before any training (seconds, not minutes).
+
+    Raises StudentFunctionError naming EVERY function that cannot run (not implemented, raises,
+    wrong shape, NaN, no gradient, not a tensor).  Returns one warning per function that runs
+    but does not reproduce its visible test's expected output: the lab can train with it, but
+    its curves will not show what they should."""
+    problems, warnings = [], []
+    for name in ("ppo_clipped_objective", "dpo_loss", "compute_gae"):
+        function = getattr(functions, name)
+        try:
+            function(*_lab_shaped_inputs(name))
+        except StudentFunctionError as exc:
+            problems.append(str(exc))
+            continue
+        make_args, expected, what = _VISIBLE[name]
+        (args,) = make_args()
+        try:
+            with torch.no_grad():  # a value check: the lab-shaped call above checked the gradient
+                got = function(*args).flatten().tolist()
+        except StudentFunctionError as exc:
+            warnings.append(f"{name} fails on {what}: {exc}")
+            continue
+        if len(got) != len(expected) or any(abs(g - e) > 1e-3 for g, e in zip(got, expected)):
+            shown = ", ".join(f"{g:.4f}" for g in got[:5])
+            warnings.append(f"{name} does not pass its visible test: {what} gives [{shown}], expected "
+                            f"[{', '.join(f'{e:.4f}' for e in expected)}]; the lab trains with it anyway")
+    if len(problems) == 1:
+        raise StudentFunctionError(problems[0])
+    if problems:
+        raise StudentFunctionError(f"{len(problems)} functions are not ready: " + "; ".join(problems))
+    return warnings

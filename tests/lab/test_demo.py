@@ -1,13 +1,14 @@
 """The lab with the reference functions shows the four effects; a broken function stops it
 with one sentence naming the function."""
 import json
+import time
 
 import pytest
 import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, demo
 from rlhf_course.grading.notebooks import functions_from_notebook
-from rlhf_course.lab.student import StudentFunctionError
+from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ BROKEN = {
     "raises": ("compute_gae", lambda rewards, values, *a, **k: rewards[len(rewards)], "compute_gae raised IndexError"),
     "not_implemented": ("ppo_clipped_objective", None, "ppo_clipped_objective is not implemented yet"),
     "wrong_shape": ("ppo_clipped_objective", lambda ratio, advantage, eps=0.2: (ratio * advantage).mean(1),
-                    "ppo_clipped_objective returned shape (16,), expected ()"),
+                    "ppo_clipped_objective returned shape (4,), expected ()"),
     "nan": ("dpo_loss", lambda w, l, rw, rl, beta=0.1: (w - l) * float("nan"), "dpo_loss returned NaN"),
     "no_gradient": ("dpo_loss", lambda w, l, rw, rl, beta=0.1: torch.zeros_like(w).detach(),
                     "dpo_loss returned a tensor with no gradient"),
@@ -98,7 +99,28 @@ def test_broken_student_function_stops_with_named_message(reference_functions, c
     functions[name] = counting
     with pytest.raises(StudentFunctionError, match=message.replace("(", r"\(").replace(")", r"\)")):
         demo.run_demo(**functions, setting="smoke", show_progress=False)
-    assert calls["n"] == 1  # stopped at the first call, within the first iteration
+    assert calls["n"] == 1  # stopped at its first call, before any training
+
+
+def test_every_missing_function_is_named_before_any_training():
+    start = time.perf_counter()
+    with pytest.raises(StudentFunctionError) as caught:
+        demo.run_demo(_not_implemented, _not_implemented, _not_implemented, setting="quick", show_progress=False)
+    message = str(caught.value)
+    assert message.startswith("3 functions are not ready")
+    for name in ("ppo_clipped_objective", "dpo_loss", "compute_gae"):
+        assert f"{name} is not implemented yet" in message
+    assert time.perf_counter() - start < 5  # the quick setting trains for about ten seconds: it never started
+
+
+def test_a_function_failing_its_visible_test_is_named_before_training(reference_functions):
+    max_for_min = lambda ratio, advantage, eps=0.2: torch.max(  # noqa: E731
+        ratio * advantage, torch.clamp(ratio, 1 - eps, 1 + eps) * advantage).mean()
+    functions = StudentFunctions.wrap(**broken(reference_functions, "ppo_clipped_objective", max_for_min))
+    warnings = check_before_training(functions)
+    assert len(warnings) == 1 and warnings[0].startswith("ppo_clipped_objective does not pass its visible test")
+    assert "[1.6600], expected [1.0200]" in warnings[0]
+    assert check_before_training(StudentFunctions.wrap(**reference_functions)) == []
 
 
 def test_cli_on_reference_notebook_writes_figures_and_metrics(repo, tmp_path):
