@@ -5,6 +5,10 @@ lists the grade cells it must lose.  The test suite grades every entry, in-proce
 a real nbgrader round trip, and requires the lost cells to be exactly these: a mistake costs
 the points of the property it breaks, and nothing else.
 
+Each correct variant (``CORRECT_VARIANTS``) replaces one answer cell with a correct answer written
+in another style than the reference (at least three per function); each must get full marks, in
+both graders.  The checks must be fair to every correct answer and to no wrong one.
+
 Answer cells not named by an entry keep the instructor's reference solution.
 """
 from __future__ import annotations
