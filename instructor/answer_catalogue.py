@@ -5,6 +5,10 @@ lists the grade cells it must lose.  The test suite grades every entry, in-proce
 a real nbgrader round trip, and requires the lost cells to be exactly these: a mistake costs
 the points of the property it breaks, and nothing else.
 
+Each correct variant (``CORRECT_VARIANTS``) replaces one answer cell with a correct answer written
+in another style than the reference (at least three per function); each must get full marks, in
+both graders.  The checks must be fair to every correct answer and to no wrong one.
+
 Answer cells not named by an entry keep the instructor's reference solution.
 """
 from __future__ import annotations
@@ -42,7 +46,9 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
                 "ppo_negative_advantage_caps_downside", "ppo_mixed_batch", "ppo_float64",
                 "ppo_epsilon_extremes", "ppo_gradient"})),
     WrongAnswer(
-        # The exercise guide's slip: clamp the ratio and forget the min (its 1.22).
+        # The exercise guide's slip: clamp the ratio and forget the min.  On the visible example
+        # (ratios [0.5, 1, 1.5, 2, 3], A = +1, eps = 0.2) it gives mean([0.8, 1, 1.2, 1.2, 1.2]) = 1.08,
+        # not the correct 1.02 (and not the 1.22 the guide printed).
         "ppo_clip_without_min", PPO_CELL, '''
 def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     clipped_ratio = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon)
@@ -76,6 +82,37 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     return torch.min(surr1, surr2).mean()
 ''', frozenset({"ppo_visible_tests", "ppo_inputs_unmodified", "ppo_gradient", "ppo_zero_advantage"})),
     WrongAnswer(
+        # Dual-clip PPO (Ye et al. 2020; verl's clip_ratio_c = 3): a different objective, which also
+        # bounds r * A from below by c * A when A < 0.  It agrees with PPO for every ratio below c = 3,
+        # so only cases with A < 0 and a ratio above 3 tell them apart.
+        "ppo_dual_clip", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2, dual_clip=3.0):
+    surr1 = ratio * advantage
+    surr2 = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantage
+    clipped = torch.min(surr1, surr2)
+    dual = torch.max(clipped, dual_clip * advantage)
+    return torch.where(advantage < 0, dual, clipped).mean()
+''', frozenset({"ppo_negative_advantage_keeps_upside", "ppo_epsilon_extremes", "ppo_mixed_batch",
+                "ppo_gradient"})),
+    WrongAnswer(
+        # The min taken over the ratios instead of over the advantage-weighted terms: right for A > 0,
+        # clips the wrong side for A < 0.
+        "ppo_min_of_ratios", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    clipped = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon)
+    return (torch.min(ratio, clipped) * advantage).mean()
+''', frozenset({"ppo_visible_tests", "ppo_negative_advantage_caps_downside",
+                "ppo_negative_advantage_keeps_upside", "ppo_epsilon_extremes", "ppo_mixed_batch",
+                "ppo_gradient", "ppo_float64"})),
+    WrongAnswer(
+        # TRL / torchtune / CleanRL minimise a loss, the negative objective: returned as it is here.
+        "ppo_returns_the_loss", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    pg_losses = -advantage * ratio
+    pg_losses_clipped = -advantage * torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon)
+    return torch.max(pg_losses, pg_losses_clipped).mean()
+''', frozenset(_PPO_VALUE_CHECKS | {"ppo_inside_trust_region", "ppo_epsilon_extremes", "ppo_gradient"})),
+    WrongAnswer(
         "dpo_missing_beta", DPO_CELL, '''
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
@@ -101,6 +138,25 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return -F.logsigmoid(beta * (log_p_w - log_p_l))
 ''', frozenset({"dpo_values", "dpo_beta_scales_margin", "dpo_swap_identity",
                 "dpo_reference_shift_invariance", "dpo_gradient"})),
+    WrongAnswer(
+        # Everything under no_grad, as a trainer does for the reference only: no gradient reaches the policy.
+        "dpo_no_grad_on_policy", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    with torch.no_grad():
+        margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
+        return -F.logsigmoid(beta * margin)
+''', frozenset({"dpo_numerically_stable", "dpo_gradient"})),
+    WrongAnswer(
+        # Vectorised from powers of gamma * lambda: A_t = sum_{k >= t} (gl)^k delta_k / (gl)^t.  Right
+        # whenever gamma * lambda > 0, but 0 / 0 = NaN at gamma * lambda = 0 (lambda = 0 or gamma = 0).
+        "gae_vectorised_powers_nan", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    next_values = torch.cat([values[1:], torch.tensor([next_value], dtype=values.dtype)])
+    deltas = rewards + gamma * next_values - values
+    discounts = (gamma * gae_lambda) ** torch.arange(len(rewards), dtype=rewards.dtype)
+    tail_sums = torch.flip(torch.cumsum(torch.flip(discounts * deltas, [0]), 0), [0])
+    return tail_sums / discounts
+''', frozenset({"gae_lambda_zero_is_td_residual", "gae_gamma_zero"})),
     WrongAnswer(
         "gae_forward_recursion", GAE_CELL, '''
 def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
@@ -159,6 +215,139 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
 ]
 
 WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
+
+
+# ----------------------------------------------------------------------------- correct variants
+
+@dataclass(frozen=True)
+class CorrectVariant:
+    """A correct answer written in another style than the reference: it must get full marks."""
+    name: str
+    answer_cell: str
+    source: str
+
+
+CORRECT_VARIANTS: list[CorrectVariant] = [
+    # PPO
+    CorrectVariant("ppo_case_table_where", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    # A >= 0: the ratio is capped at 1 + eps; A < 0: it is floored at 1 - eps.
+    capped = torch.clamp(ratio, max=1 + clip_epsilon)
+    floored = torch.clamp(ratio, min=1 - clip_epsilon)
+    return (torch.where(advantage >= 0, capped, floored) * advantage).mean()
+'''),
+    CorrectVariant("ppo_min_and_clamp", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    surr1 = ratio * advantage
+    surr2 = ratio.clamp(1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
+    return torch.min(surr1, surr2).mean()
+'''),
+    CorrectVariant("ppo_negated_loss", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    # As TRL / torchtune / CleanRL write it: the loss to minimise, then negated.
+    pg_losses = -advantage * ratio
+    pg_losses_clipped = -advantage * torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon)
+    loss = torch.max(pg_losses, pg_losses_clipped).mean()
+    return -loss
+'''),
+    CorrectVariant("ppo_explicit_broadcast_masks", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    ratio, advantage = torch.broadcast_tensors(ratio, advantage)
+    clipped_up = (advantage > 0) & (ratio > 1 + clip_epsilon)
+    clipped_down = (advantage < 0) & (ratio < 1 - clip_epsilon)
+    effective = torch.where(clipped_up, torch.full_like(ratio, 1 + clip_epsilon), ratio)
+    effective = torch.where(clipped_down, torch.full_like(ratio, 1 - clip_epsilon), effective)
+    return (effective * advantage).sum() / ratio.numel()
+'''),
+    # DPO
+    CorrectVariant("dpo_logsigmoid", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    chosen = log_p_w - ref_log_p_w
+    rejected = log_p_l - ref_log_p_l
+    return -F.logsigmoid(beta * (chosen - rejected))
+'''),
+    CorrectVariant("dpo_softplus", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    margin = (log_p_w - log_p_l) - (ref_log_p_w - ref_log_p_l)
+    return F.softplus(-beta * margin)
+'''),
+    CorrectVariant("dpo_reference_under_no_grad", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    # The reference is frozen: its margin is computed without building a graph.
+    with torch.no_grad():
+        ref_margin = ref_log_p_w - ref_log_p_l
+    return -F.logsigmoid(beta * ((log_p_w - log_p_l) - ref_margin))
+'''),
+    CorrectVariant("dpo_detached_reference_trl_style", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    pi_logratios = log_p_w - log_p_l
+    ref_logratios = (ref_log_p_w - ref_log_p_l).detach()
+    logits = pi_logratios - ref_logratios
+    return -F.logsigmoid(beta * logits)
+'''),
+    CorrectVariant("dpo_pairwise_log_softmax", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    # Per pair, explicitly broadcast: a two-way classification of (chosen, rejected) by their
+    # implicit rewards; the loss is minus the log-probability of the chosen one.
+    tensors = torch.broadcast_tensors(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l)
+    rewards = beta * torch.stack([tensors[0] - tensors[2], tensors[1] - tensors[3]], dim=-1)
+    return -torch.log_softmax(rewards, dim=-1)[..., 0]
+'''),
+    # GAE
+    CorrectVariant("gae_backward_loop_list", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    T = len(rewards)
+    advantages = [None] * T
+    last = 0.0
+    for t in range(T - 1, -1, -1):
+        v_next = values[t + 1] if t + 1 < T else next_value
+        delta = rewards[t] + gamma * v_next - values[t]
+        last = delta + gamma * gae_lambda * last
+        advantages[t] = last
+    return torch.stack([torch.as_tensor(a, dtype=rewards.dtype) for a in advantages])
+'''),
+    CorrectVariant("gae_vectorised_masked_discounts", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    # A = W @ delta with W[t, k] = (gamma * lambda)^(k - t) for k >= t, else 0.  The exponent is
+    # masked before the power, so (gamma * lambda) = 0 gives 0^0 = 1 on the diagonal, never 0 / 0.
+    T = rewards.shape[0]
+    next_values = torch.cat([values[1:], torch.full((1,), float(next_value), dtype=values.dtype)])
+    deltas = rewards + gamma * next_values - values
+    steps = torch.arange(T)
+    lag = steps[None, :] - steps[:, None]
+    weights = torch.where(lag >= 0,
+                          torch.pow(torch.tensor(gamma * gae_lambda, dtype=deltas.dtype),
+                                    lag.clamp(min=0).to(deltas.dtype)),
+                          torch.zeros((), dtype=deltas.dtype))
+    return weights @ deltas
+'''),
+    CorrectVariant("gae_float64_loop_then_cast", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    r = rewards.double().tolist()
+    v = values.double().tolist() + [float(next_value)]
+    out = [0.0] * len(r)
+    running = 0.0
+    for t in reversed(range(len(r))):
+        running = r[t] + gamma * v[t + 1] - v[t] + gamma * gae_lambda * running
+        out[t] = running
+    return torch.tensor(out, dtype=torch.float64).to(rewards.dtype)
+'''),
+]
+
+CORRECT_BY_NAME = {variant.name: variant for variant in CORRECT_VARIANTS}
+
+
+def correct_variant_classes() -> dict[str, dict[str, str]]:
+    """Submissions that together use every correct variant: the k-th submission takes the k-th
+    variant of each function (the reference where a function has fewer).  Each must get full marks,
+    so a lost cell names its variant through its function.  Maps student id -> {answer cell: source}."""
+    by_cell: dict[str, list[CorrectVariant]] = {}
+    for variant in CORRECT_VARIANTS:
+        by_cell.setdefault(variant.answer_cell, []).append(variant)
+    count = max(len(v) for v in by_cell.values())
+    return {f"correct_style_{k + 1}": {cell: variants[k].source for cell, variants in by_cell.items()
+                                       if k < len(variants)}
+            for k in range(count)}
 
 # The example class that `make demo` grades: student id -> wrong answers it contains
 # (None: the untouched release, every answer cell still raising NotImplementedError).

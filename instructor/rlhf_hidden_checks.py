@@ -166,14 +166,24 @@ def ppo_reference_grad(ratio, advantage, eps) -> torch.Tensor:
     return torch.where(active, a, torch.zeros_like(a))
 
 
+def _log_uniform(gen: torch.Generator, low: float, high: float, count: int) -> torch.Tensor:
+    """``count`` ratios spread over [low, high] on a log scale, one drawn in each of ``count``
+    equal slices of [log low, log high]: seeded, and always spanning every order of magnitude."""
+    edges = torch.linspace(math.log(low), math.log(high), count + 1, dtype=torch.float64)
+    u = torch.rand(count, generator=gen, dtype=torch.float64)
+    return torch.exp(edges[:-1] + u * (edges[1:] - edges[:-1]))
+
+
 def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, eps: float,
-                       count: int = 6, note: str = "") -> list[Case]:
+                       count: int = 6, note: str = "", log_scale: bool = False) -> list[Case]:
     """Single-token calls: the mean over one token is the token itself, so these cases
-    test the per-token formula without depending on the reduction."""
+    test the per-token formula without depending on the reduction.  ``log_scale`` spreads the
+    ratios over orders of magnitude (1e-3 to 1e3): objectives that differ from PPO's only for
+    large or tiny ratios (dual-clip PPO's extra bound for A < 0) must not pass."""
     gen = _generator(seed)
-    r = _uniform(gen, r_low, r_high, count).float()
+    r = (_log_uniform(gen, r_low, r_high, count) if log_scale else _uniform(gen, r_low, r_high, count)).float()
     a = (a_sign * _uniform(gen, 0.2, 3.0, count)).float()
-    return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or f"ratio={r[i]:.3f}, A={a[i]:.3f}, eps={eps}")
+    return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or f"ratio={r[i]:.4g}, A={a[i]:.3f}, eps={eps:g}")
             for i in range(count)]
 
 
@@ -181,15 +191,19 @@ def _ppo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     if obs.value.dim() != 0:
         return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
     ratio, advantage, eps = case.args
-    expected = ppo_reference(ratio, advantage, eps).mean()
-    return _compare(obs.value, expected, rtol=1e-5, atol=1e-6, what="objective")
+    per_token = ppo_reference(ratio, advantage, eps)
+    # float32 rounding of the terms (up to 3e3 in size) may survive in a mean that cancels
+    scale = float(per_token.abs().mean())
+    return _compare(obs.value, per_token.mean(), rtol=1e-5, atol=1e-6 + 1e-5 * scale, what="objective")
 
 
 def _ppo_eps_cases() -> list[Case]:
-    cases = _ppo_single_tokens(11, 0.3, 2.5, +1, 0.0, count=4)
-    cases += _ppo_single_tokens(12, 0.3, 2.5, -1, 0.0, count=4)
-    cases += _ppo_single_tokens(13, 0.05, 4.0, +1, 10.0, count=3)
-    cases += _ppo_single_tokens(14, 0.05, 4.0, -1, 10.0, count=3)
+    # eps = 0: every ratio on the capped side is cut to exactly 1; eps = 1e4: 1 + eps is far above
+    # any ratio here and 1 - eps below zero, so nothing may be clipped, however large the ratio.
+    cases = _ppo_single_tokens(11, 1e-3, 1e3, +1, 0.0, count=4, log_scale=True)
+    cases += _ppo_single_tokens(12, 1e-3, 1e3, -1, 0.0, count=4, log_scale=True)
+    cases += _ppo_single_tokens(13, 1e-3, 1e3, +1, 1e4, count=4, log_scale=True)
+    cases += _ppo_single_tokens(14, 1e-3, 1e3, -1, 1e4, count=4, log_scale=True)
     return cases
 
 
@@ -197,15 +211,15 @@ def _ppo_mixed_cases() -> list[Case]:
     gen = _generator(21)
     cases = []
     for eps in (0.1, 0.2, 0.3):
-        r = _uniform(gen, 0.3, 2.2, 64).float()
+        r = _log_uniform(gen, 1e-3, 1e3, 64)[torch.randperm(64, generator=gen)].float()
         a = torch.randn(64, generator=gen, dtype=torch.float64).float()
-        cases.append(Case((r, a, eps), note=f"64 tokens, mixed-sign advantages, eps={eps}"))
+        cases.append(Case((r, a, eps), note=f"64 tokens, ratios from 1e-3 to 1e3, mixed-sign advantages, eps={eps}"))
     return cases
 
 
 def _ppo_zero_advantage_cases() -> list[Case]:
     gen = _generator(31)
-    r = _uniform(gen, 0.2, 3.0, 9).float()
+    r = _log_uniform(gen, 1e-3, 1e3, 9).float()
     return [Case((r, torch.zeros(9), 0.2), grad_wrt=(0,), note="A = 0 for all tokens")]
 
 
@@ -270,10 +284,13 @@ def _ppo_broadcast_judge(case: Case, obs: Observation, recall: Recall) -> str | 
 
 
 def _ppo_gradient_cases() -> list[Case]:
-    # Away from the clip boundaries 1 +- eps, where the gradient is not defined.
-    points = [(1.5, 1.0), (0.5, 1.0), (0.5, -1.0), (1.5, -1.0), (1.1, 2.0), (0.9, -2.0)]
+    # Away from the clip boundaries 1 +- eps, where the gradient is not defined; ratios over six
+    # orders of magnitude for both signs of A (dual-clip PPO's gradient vanishes for A < 0, r > 3).
+    points = [(1e-3, 1.0), (0.05, 2.0), (0.5, 1.0), (0.9, 2.0), (1.1, 2.0), (1.5, 1.0), (30.0, 0.5),
+              (1e3, 1.0),
+              (1e-3, -1.0), (0.5, -1.0), (0.9, -2.0), (1.5, -1.0), (5.0, -0.5), (1e3, -1.0)]
     return [Case((torch.tensor([r]), torch.tensor([a]), 0.2), grad_wrt=(0,),
-                 note=f"ratio={r}, A={a}, eps=0.2") for r, a in points]
+                 note=f"ratio={r:g}, A={a:g}, eps=0.2") for r, a in points]
 
 
 def _ppo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -414,8 +431,14 @@ def _dpo_stability_judge(case: Case, obs: Observation, recall: Recall) -> str | 
 
 
 def _dpo_gradient_cases() -> list[Case]:
-    case = _dpo_batch(151, (6,), 0.5, scale=4.0, note="beta=0.5")
-    return [Case(case.args, grad_wrt=(0, 1, 2, 3), note=case.note)]
+    """The contract is about the policy: gradients must reach log_p_w and log_p_l.  The reference
+    log-probs come from a frozen model; a trainer computes them under ``torch.no_grad()`` or
+    detaches them, so an answer may or may not pass a gradient to them, whether or not they
+    require one."""
+    frozen = _dpo_batch(151, (6,), 0.5, scale=4.0)
+    tracked = _dpo_batch(152, (6,), 0.5, scale=4.0)
+    return [Case(frozen.args, grad_wrt=(0, 1), note="beta=0.5, reference log-probs without gradient"),
+            Case(tracked.args, grad_wrt=(0, 1, 2, 3), note="beta=0.5, reference log-probs requiring grad")]
 
 
 def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -423,8 +446,13 @@ def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | N
     h = (lp_w.double() - ref_w.double()) - (lp_l.double() - ref_l.double())
     weight = beta * torch.sigmoid(-beta * h)  # how hard this pair is still pushed
     signs = {0: -1.0, 1: +1.0, 2: +1.0, 3: -1.0}
-    expected = {i: signs[i] * weight for i in case.grad_wrt}
-    return _gradients(case, obs, expected, DPO_ARGS)
+    policy = {i: signs[i] * weight for i in case.grad_wrt if i in (0, 1)}
+    detail = _gradients(case, obs, policy, DPO_ARGS)
+    if detail is not None:
+        return detail
+    # No gradient is owed to the reference; one that does reach it must still be the right one.
+    reached = {i: signs[i] * weight for i in case.grad_wrt if i in (2, 3) and obs.grads.get(i) is not None}
+    return _gradients(case, obs, reached, DPO_ARGS)
 
 
 def _dpo_shape_cases() -> list[Case]:
@@ -533,9 +561,11 @@ def _gae_single_step_cases() -> list[Case]:
 
 
 def _gae_next_value_cases() -> list[Case]:
-    return [_gae_episode(251, 6, sparse=True, next_value=2.5, note="truncated episode, next_value=2.5"),
-            _gae_episode(252, 1, next_value=-1.5, note="T=1, next_value=-1.5"),
-            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note="next_value=4.0")]
+    # A rollout segment cut before its episode ends: the state after its last step has a value.
+    return [_gae_episode(251, 6, sparse=True, next_value=2.5,
+                         note="segment of 6 steps cut before the episode ends, next_value=2.5"),
+            _gae_episode(252, 1, next_value=-1.5, note="segment of 1 step, next_value=-1.5"),
+            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note="segment of 10 steps, next_value=4.0")]
 
 
 def _gae_random_length_cases() -> list[Case]:
@@ -648,16 +678,16 @@ _ALL = [
     # PPO
     Check("ppo_positive_advantage_caps_upside", _PPO, 1,
           "for A > 0, a ratio above 1 + eps must be clipped to 1 + eps",
-          lambda: _ppo_single_tokens(1, 1.35, 3.0, +1, 0.2), _ppo_value_judge),
+          lambda: _ppo_single_tokens(1, 1.35, 1e3, +1, 0.2, log_scale=True), _ppo_value_judge),
     Check("ppo_positive_advantage_keeps_downside", _PPO, 2,
           "clipping must not apply to r < 1 - eps when A > 0 (the min keeps r * A)",
-          lambda: _ppo_single_tokens(2, 0.05, 0.7, +1, 0.2), _ppo_value_judge),
+          lambda: _ppo_single_tokens(2, 1e-3, 0.7, +1, 0.2, log_scale=True), _ppo_value_judge),
     Check("ppo_negative_advantage_caps_downside", _PPO, 1,
           "for A < 0, a ratio below 1 - eps must be clipped to 1 - eps",
-          lambda: _ppo_single_tokens(3, 0.05, 0.7, -1, 0.2), _ppo_value_judge),
+          lambda: _ppo_single_tokens(3, 1e-3, 0.7, -1, 0.2, log_scale=True), _ppo_value_judge),
     Check("ppo_negative_advantage_keeps_upside", _PPO, 2,
           "clipping must not apply to r > 1 + eps when A < 0 (the min keeps r * A)",
-          lambda: _ppo_single_tokens(4, 1.35, 3.0, -1, 0.2), _ppo_value_judge),
+          lambda: _ppo_single_tokens(4, 1.35, 1e3, -1, 0.2, log_scale=True), _ppo_value_judge),
     Check("ppo_inside_trust_region", _PPO, 1,
           "inside [1 - eps, 1 + eps] the objective is r * A for either sign of A",
           lambda: _ppo_single_tokens(5, 0.85, 1.15, +1, 0.2, count=3)
@@ -707,7 +737,8 @@ _ALL = [
           "(use F.logsigmoid, not log(sigmoid))",
           _dpo_stability_cases, _dpo_stability_judge),
     Check("dpo_gradient", _DPO, 1,
-          "the gradient is -beta * sigmoid(-beta * margin) on log_p_w and +beta * sigmoid(...) on log_p_l",
+          "the gradient is -beta * sigmoid(-beta * margin) on log_p_w and +beta * sigmoid(...) on log_p_l "
+          "(the reference log-probs need none)",
           _dpo_gradient_cases, _dpo_gradient_judge),
     Check("dpo_per_pair_shape", _DPO, 1,
           "dpo_loss returns one loss per pair, with the inputs' shape (0-d for 0-d inputs)",
@@ -732,7 +763,8 @@ _ALL = [
           "an episode of one step (T = 1) works",
           _gae_single_step_cases, _gae_value_judge),
     Check("gae_bootstraps_next_value", _GAE, 2,
-          "the last step bootstraps from next_value = V(s_T) when the episode was cut off",
+          "the last step bootstraps from next_value = V(s_T) when a rollout segment is cut before its "
+          "episode ends (in RLHF a truncated response is scored by the reward model: next_value = 0)",
           _gae_next_value_cases, _gae_value_judge),
     Check("gae_random_lengths", _GAE, 1,
           "episodes of random lengths give the right advantages",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import answer_catalogue
+import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch
 from rlhf_course.grading import course as pipeline
@@ -23,6 +24,9 @@ pytestmark = [pytest.mark.slow, needs_sandbox]
 
 GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback")
 CORRECT = ("ada_correct", "zoe_correct")
+CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
+AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
+AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
 LIMITS = Limits(call_seconds=4.0, feedback_seconds=20.0)
 
 
@@ -74,6 +78,8 @@ def graded(tmp_path_factory):
     pipeline.generate_release(course)
     for student in CORRECT:
         pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    for student, variants in CORRECT_CLASSES.items():
+        pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
     for wrong in answer_catalogue.WRONG_ANSWERS:
         pipeline.write_submission(course, wrong.name, pipeline.answers_for(course, (wrong.name,)))
     for attack in answer_catalogue.ADVERSARIAL:
@@ -91,14 +97,28 @@ def graded(tmp_path_factory):
 
 
 def lost(result):
-    return {c.grade_id for c in result.cells.values() if c.score < c.points}
+    return {c.grade_id for c in result.cells.values() if c.score < c.points and c.grade_id in AUTOGRADED}
+
+
+def autograded_score(result):
+    assert AUTOGRADED <= set(result.cells), AUTOGRADED - set(result.cells)
+    return sum(c.score for c in result.cells.values() if c.grade_id in AUTOGRADED)
 
 
 def test_correct_students_get_full_marks(graded):
     _, results, _, _ = graded
     for student in CORRECT:
         assert results[student].state == GRADED, results[student].detail
-        assert results[student].score == results[student].max_score == 44
+        assert autograded_score(results[student]) == AUTOGRADED_TOTAL, lost(results[student])
+
+
+@pytest.mark.parametrize("student", sorted(CORRECT_CLASSES))
+def test_every_correct_variant_gets_full_marks(graded, student):
+    _, results, _, _ = graded
+    result = results[student]
+    assert result.state == GRADED, (result.state, result.detail, lost(result), sorted(CORRECT_CLASSES[student]))
+    assert lost(result) == set() and autograded_score(result) == AUTOGRADED_TOTAL
+    assert not result.flags, result.flags  # plain answers: nothing for a person to review
 
 
 @pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
@@ -113,7 +133,7 @@ def test_each_attack_gets_the_state_and_score_it_deserves(graded, attack):
     _, results, _, _ = graded
     result = results[attack.name]
     assert result.state == attack.state, (result.state, result.detail)
-    expected_lost = set(result.cells) if attack.loses is None else set(attack.loses)
+    expected_lost = AUTOGRADED if attack.loses is None else set(attack.loses)
     assert lost(result) == expected_lost, result.detail
     assert bool(result.flags) == attack.flagged, result.flags
 

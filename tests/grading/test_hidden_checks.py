@@ -1,5 +1,6 @@
 """The hidden checks, in-process: the reference passes every one, each catalogued mistake fails
 exactly the checks it should, and the notebook's hidden cells match the checks."""
+import ast
 import math
 
 import pytest
@@ -50,6 +51,104 @@ def test_each_mistake_fails_exactly_its_properties(wrong, source_nb):
     answers[wrong.answer_cell] = wrong.source
     failed = failing_checks(load_answers(answers))
     assert set(failed) == set(wrong.loses), failed
+
+
+@pytest.mark.parametrize("variant", answer_catalogue.CORRECT_VARIANTS, ids=lambda v: v.name)
+def test_each_correct_variant_gets_full_marks(variant, source_nb):
+    answers = notebooks.solution_answers(source_nb)
+    answers[variant.answer_cell] = variant.source
+    assert failing_checks(load_answers(answers)) == {}
+
+
+def test_correct_variants_cover_three_styles_per_function():
+    cells = [v.answer_cell for v in answer_catalogue.CORRECT_VARIANTS]
+    for cell in ("ppo_answer", "dpo_answer", "gae_answer"):
+        assert cells.count(cell) >= 3, cell
+    sources = {v.name: v.source for v in answer_catalogue.CORRECT_VARIANTS}
+    assert any("torch.no_grad()" in s for s in sources.values())  # the reference as a trainer computes it
+    assert any(".detach()" in s for s in sources.values())
+    loops = {n: any(isinstance(node, (ast.For, ast.While)) for node in ast.walk(ast.parse(s)))
+             for n, s in sources.items()}
+    assert any(not loops[n] for n in sources if n.startswith("gae")), loops  # a vectorised GAE
+    # the submissions built from them use each variant exactly once
+    used = [src for answers in answer_catalogue.correct_variant_classes().values() for src in answers.values()]
+    assert sorted(used) == sorted(sources.values())
+
+
+def test_reference_needs_no_gradient():
+    """The contract is about the policy: an answer that never lets a gradient reach the reference
+    earns dpo_gradient; one that blocks the policy's gradient does not."""
+    def detached_reference(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+        with torch.no_grad():
+            ref_margin = ref_log_p_w - ref_log_p_l
+        return -F.logsigmoid(beta * (log_p_w - log_p_l - ref_margin))
+
+    def detached_policy(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+        margin = (log_p_w.detach() - ref_log_p_w) - (log_p_l.detach() - ref_log_p_l)
+        return -F.logsigmoid(beta * margin)
+
+    def wrong_reference_gradient(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+        # right value and policy gradient, but a gradient of the wrong sign reaches the reference
+        ref = ref_log_p_w - ref_log_p_l
+        return -F.logsigmoid(beta * (log_p_w - log_p_l - (2 * ref.detach() - ref)))
+
+    check = checks.CHECKS["dpo_gradient"]
+    assert checks.evaluate(check, detached_reference) is None
+    assert checks.evaluate(check, detached_policy) is not None  # backward() fails: no graph at all
+    assert "d/dref_log_p_w" in checks.evaluate(check, wrong_reference_gradient)
+    cases = check.cases()
+    assert {c.grad_wrt for c in cases} == {(0, 1), (0, 1, 2, 3)}  # reference with and without requires_grad
+
+
+def _ppo_tokens(check_id):
+    """(ratio, advantage) of every token in a PPO check's cases."""
+    pairs = []
+    for case in checks.CHECKS[check_id].cases():
+        ratio, advantage = case.args[0], case.args[1]
+        advantage = torch.broadcast_to(advantage, ratio.shape)
+        pairs += list(zip(ratio.reshape(-1).tolist(), advantage.reshape(-1).tolist()))
+    return pairs
+
+
+@pytest.mark.parametrize("check_ids, every_decade", [
+    (("ppo_positive_advantage_caps_upside", "ppo_positive_advantage_keeps_downside",
+      "ppo_negative_advantage_caps_downside", "ppo_negative_advantage_keeps_upside"), True),
+    (("ppo_mixed_batch",), True), (("ppo_epsilon_extremes",), False), (("ppo_gradient",), False)],
+    ids=lambda x: x[0] if isinstance(x, tuple) else "")
+def test_ppo_cases_span_six_orders_of_magnitude_for_both_signs(check_ids, every_decade):
+    """A different objective that only differs for large or tiny ratios (dual-clip PPO bounds
+    r * A by 3 * A when A < 0) must not pass: ratios from about 1e-3 to 1e3 for each sign of A."""
+    pairs = [p for check_id in check_ids for p in _ppo_tokens(check_id)]
+    for sign in (+1, -1):
+        ratios = [r for r, a in pairs if a * sign > 0]
+        assert min(ratios) <= 1e-2 and max(ratios) >= 1e2, (sign, min(ratios), max(ratios))
+        if every_decade:
+            decades = {math.floor(math.log10(r)) for r in ratios}
+            assert set(range(-3, 3)) <= decades, (sign, sorted(decades))
+
+
+def test_gamma_lambda_zero_is_exercised_only_where_it_is_the_property():
+    """The powers-of-(gamma * lambda) GAE is right except at gamma * lambda = 0 (0 / 0): the cells
+    with such a case are exactly those about lambda = 0 and gamma = 0, so it loses only those."""
+    exercising = {check.id for check in checks.checks_for("compute_gae", hidden_only=False)
+                  if any(case.args[3] * case.args[4] == 0 for case in check.cases())}
+    assert exercising == {"gae_lambda_zero_is_td_residual", "gae_gamma_zero"}
+    assert answer_catalogue.WRONG_BY_NAME["gae_vectorised_powers_nan"].loses == exercising
+
+
+def test_clamp_without_min_gives_1_08_on_the_visible_example():
+    namespace = load_answers({"ppo_answer": answer_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].source})
+    ratio = torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0])
+    value = namespace["ppo_clipped_objective"](ratio, torch.ones(5), 0.2).item()
+    assert value == pytest.approx(1.08, abs=1e-6)
+    assert checks.ppo_reference(ratio, torch.ones(5), 0.2).mean().item() == pytest.approx(1.02)
+
+
+def test_next_value_message_tells_when_it_is_v_s_t_and_when_0():
+    message = checks.CHECKS["gae_bootstraps_next_value"].message
+    assert "rollout segment" in message and "V(s_T)" in message
+    assert "reward model" in message and "next_value = 0" in message
+    assert checks.CHECKS["gae_bootstraps_next_value"].points == 2
 
 
 def test_catalogue_is_large_and_covers_every_function():

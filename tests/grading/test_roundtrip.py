@@ -1,7 +1,9 @@
 """A full nbgrader round trip: generate -> submitted/ -> autograde -> export.
 
-The reference solution gets full marks, the untouched release gets 0, and every catalogued
-mistake loses exactly the grade cells it should, with nbgrader's own gradebook as the judge.
+The reference solution and every catalogued correct variant get full marks, the untouched release
+gets 0, and every catalogued mistake loses exactly the grade cells it should, with nbgrader's own
+gradebook as the judge.  Only the autograded cells (one per check) are compared: the notebook may
+also hold manually graded cells, which autograde leaves at 0 for a person to grade.
 """
 import csv
 import textwrap
@@ -9,8 +11,13 @@ import textwrap
 import pytest
 
 import answer_catalogue
+import rlhf_hidden_checks
 from rlhf_course.grading import course as pipeline
 from tests.conftest import copy_course
+
+AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
+AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
+CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
 
 WARNS = textwrap.dedent('''
     import warnings
@@ -31,6 +38,8 @@ def graded_class(tmp_path_factory):
     students.update({w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS})
     for student, wrong in students.items():
         pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
+    for student, variants in CORRECT_CLASSES.items():  # every correct style, a few per submission
+        pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
     warns = pipeline.answers_for(course, ())
     warns["ppo_answer"] = WARNS
     pipeline.write_submission(course, "warns_on_stderr", warns)
@@ -43,15 +52,28 @@ def graded_class(tmp_path_factory):
 
 
 def scores(course, student):
-    return pipeline.cell_scores(pipeline.gradebook_url(course), student)
+    """The autograded cells' scores (manually graded cells, if any, are a person's to score)."""
+    cells = pipeline.cell_scores(pipeline.gradebook_url(course), student)
+    assert AUTOGRADED <= set(cells), AUTOGRADED - set(cells)
+    return {grade_id: c for grade_id, c in cells.items() if grade_id in AUTOGRADED}
 
 
 @pytest.mark.slow
 def test_reference_gets_full_marks(graded_class):
     course, _ = graded_class
     cells = scores(course, "reference")
-    assert len(cells) == 34
+    assert len(cells) == len(AUTOGRADED)
     assert all(c.score == c.max_score for c in cells.values()), cells
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", sorted(CORRECT_CLASSES))
+def test_every_correct_variant_gets_full_marks(graded_class, student):
+    course, _ = graded_class
+    cells = scores(course, student)
+    lost = {c.grade_id for c in cells.values() if c.score < c.max_score}
+    assert lost == set(), (lost, sorted(CORRECT_CLASSES[student]))
+    assert sum(c.score for c in cells.values()) == AUTOGRADED_TOTAL
 
 
 @pytest.mark.slow
@@ -85,17 +107,23 @@ def test_export_lists_every_student(graded_class):
     course, grades = graded_class
     with open(grades) as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
-    import rlhf_hidden_checks
-    total = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())  # hidden and visible
-    assert float(rows["reference"]["score"]) == float(rows["reference"]["max_score"]) == total
+    all_cells = pipeline.cell_scores(pipeline.gradebook_url(course), "reference")
+    assert float(rows["reference"]["score"]) == AUTOGRADED_TOTAL  # full marks on every test cell
+    assert float(rows["reference"]["max_score"]) == sum(c.max_score for c in all_cells.values())
+    for student in CORRECT_CLASSES:
+        assert float(rows[student]["score"]) == AUTOGRADED_TOTAL
     assert float(rows["empty"]["score"]) == 0.0
-    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 5  # reference, empty, warns, two tampered
+    # reference, empty, warns, two tampered, the correct variants' submissions, one per mistake
+    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 5 + len(CORRECT_CLASSES)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tamper", ["raise_points", "edit_locked_cell"])
 def test_stock_autograde_restores_edited_tests_and_metadata(graded_class, tamper):
-    """What trusted grading does too (tests/grading/test_batch.py): the answers earn their 44 points."""
+    """What trusted grading does too (tests/grading/test_batch.py): the answers earn every autograded
+    point, at the release's points (the raised 100 does not count)."""
     course, _ = graded_class
     cells = scores(course, f"tampered_{tamper}")
-    assert sum(c.score for c in cells.values()) == sum(c.max_score for c in cells.values()) == 44
+    assert sum(c.score for c in cells.values()) == sum(c.max_score for c in cells.values()) == AUTOGRADED_TOTAL
+    assert {g: c.max_score for g, c in cells.items()} == {g: float(rlhf_hidden_checks.CHECKS[g].points)
+                                                          for g in cells}
