@@ -145,7 +145,7 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     with torch.no_grad():
         margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
         return -F.logsigmoid(beta * margin)
-''', frozenset({"dpo_numerically_stable", "dpo_gradient"})),
+''', frozenset({"dpo_numerically_stable", "dpo_gradient", "dpo_visible_tests"})),
     WrongAnswer(
         # Vectorised from powers of gamma * lambda: A_t = sum_{k >= t} (gl)^k delta_k / (gl)^t.  Right
         # whenever gamma * lambda > 0, but 0 / 0 = NaN at gamma * lambda = 0 (lambda = 0 or gamma = 0).
