@@ -158,9 +158,10 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
 
 
 def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
-    """The written answers a person grades, as nbgrader's SaveAutoGrades records them: an answer left as
+    """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
     released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
-    a person's manual score and comments are never touched.  ``result.written`` gets each cell's points
+    a person's manual score and comments are never touched, and an answer they scored stays off the
+    to-grade list (stock autograde puts it back on: `make grade` also refreshes the feedback pages).  ``result.written`` gets each cell's points
     and the score and comment a person gave, for the feedback page."""
     for cell in gb.find_notebook(notebook, ASSIGNMENT).grade_cells:
         if cell.cell_type != "markdown":
@@ -168,7 +169,7 @@ def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
         answered = result.written.get(cell.name, {}).get("answered")
         grade = gb.find_grade(cell.name, notebook, ASSIGNMENT, result.student)
         grade.auto_score = 0.0 if answered is False else None
-        grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+        grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
         comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
         result.written[cell.name] = {
             "answered": answered, "points": float(cell.max_score),

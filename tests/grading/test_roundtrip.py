@@ -37,13 +37,45 @@ def graded_class(tmp_path_factory):
     for tamper in ("raise_points", "edit_locked_cell"):  # correct answers, edited what may not be edited
         folder = pipeline.write_submission(course, f"tampered_{tamper}", pipeline.answers_for(course, ()))
         answer_catalogue.tamper_notebook(folder / "rlhf_building_blocks.ipynb", tamper)
+    _answer_in_writing(course / "submitted" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb")
     pipeline.autograde(course)
     grades = pipeline.export_grades(course)
     return course, grades
 
 
+WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")  # Part 4, graded by a person (2 points each)
+
+
+def _answer_in_writing(path):
+    import nbformat
+
+    from rlhf_course.grading import notebooks
+    nb = nbformat.read(str(path), 4)
+    for gid in WRITTEN:
+        notebooks.cells_by_grade_id(nb)[gid].source = f"My answer to {gid}."
+    nbformat.write(nb, str(path))
+
+
 def scores(course, student):
-    return pipeline.cell_scores(pipeline.gradebook_url(course), student)
+    """The autograded cells' scores (the written answers wait for a person)."""
+    cells = pipeline.cell_scores(pipeline.gradebook_url(course), student)
+    return {g: c for g, c in cells.items() if g not in WRITTEN}
+
+
+@pytest.mark.slow
+def test_stock_autograde_leaves_written_answers_to_a_person(graded_class):
+    """Like trusted grading (tests/grading/test_gradebook_records.py): an answer waits for a manual grade,
+    an answer left as released scores 0."""
+    from nbgrader.api import Gradebook
+    course, _ = graded_class
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        for gid in WRITTEN:
+            answered = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "reference")
+            blank = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "empty")
+            assert answered.auto_score is None and answered.needs_manual_grade and answered.max_score == 2
+            assert blank.auto_score == 0 and not blank.needs_manual_grade
+    autograded = (course / "autograded" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
+    assert "My answer to lab_question_2." in autograded
 
 
 @pytest.mark.slow
@@ -86,7 +118,8 @@ def test_export_lists_every_student(graded_class):
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
     import rlhf_hidden_checks
     total = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())  # hidden and visible
-    assert float(rows["reference"]["score"]) == float(rows["reference"]["max_score"]) == total
+    assert float(rows["reference"]["score"]) == total == 44
+    assert float(rows["reference"]["max_score"]) == total + 2 * len(WRITTEN)  # written answers: 6 points
     assert float(rows["empty"]["score"]) == 0.0
     assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 5  # reference, empty, warns, two tampered
 
