@@ -161,8 +161,8 @@ def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
     """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
     released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
     a person's manual score and comments are never touched, and an answer they scored stays off the
-    to-grade list (stock autograde puts it back on: `make grade` also refreshes the feedback pages).  ``result.written`` gets each cell's points
-    and the score and comment a person gave, for the feedback page."""
+    to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
+    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
     for cell in gb.find_notebook(notebook, ASSIGNMENT).grade_cells:
         if cell.cell_type != "markdown":
             continue
