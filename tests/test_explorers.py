@@ -117,6 +117,8 @@ def test_dpo_explorer_larger_beta_needs_smaller_margin_for_same_loss(fns):
         assert np.all(np.diff(loss) < 0)  # the loss falls as the margin grows
         crossing[beta] = float(np.interp(level, loss[::-1], h[::-1]))
     assert crossing[0.05] > crossing[0.1] > crossing[0.5] > 0, crossing
+    for beta, margin in crossing.items():  # the dots the explorer draws on the loss panel
+        assert drawn[f"margin_at_same_loss@{beta:g}"] == pytest.approx(margin, rel=1e-6)
     # a fixed loss fixes beta * h: softplus(-beta h) = level
     want = -np.log(np.expm1(level))
     for beta, margin in crossing.items():
