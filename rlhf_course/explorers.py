@@ -87,9 +87,21 @@ def dpo_curve(dpo_loss: Callable, margins: np.ndarray, beta: float):
     return loss.detach().numpy(), weight
 
 
+SAME_LOSS = 0.3  # nats: the DPO explorer marks where each beta's loss reaches it
+
+
+def margin_at_loss(margins: np.ndarray, loss: np.ndarray, level: float = SAME_LOSS) -> float:
+    """The margin h at which a loss curve, falling in h, reaches ``level`` (linear interpolation; nan if never)."""
+    if not (loss.min() <= level <= loss.max()):
+        return float("nan")
+    order = np.argsort(loss)
+    return float(np.interp(level, loss[order], margins[order]))
+
+
 def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.5), axes=None) -> dict:
     """Loss, gradient weight and implied reward difference against the log-ratio margin h, for the
-    slider's beta (thick) and a few others (thin)."""
+    slider's beta (thick) and a few others (thin).  On the loss panel a dot marks where each curve reaches
+    the same loss: a larger beta gets there at a smaller margin (less drift from the reference)."""
     import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
 
     margins = np.linspace(-40, 40, 401)
@@ -104,7 +116,11 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
         axes[1].plot(margins, weight, label=f"beta = {b:g}", **style)
         axes[2].plot(margins, b * margins, label=f"beta = {b:g}", **style)
         drawn[f"loss@{b:g}"], drawn[f"weight@{b:g}"] = loss, weight
-    axes[0].set(title="Your DPO loss", ylabel="loss -log sigmoid(beta h) (nats)")
+        drawn[f"margin_at_same_loss@{b:g}"] = h_same = margin_at_loss(margins, loss)
+        color = axes[0].get_lines()[-1].get_color()
+        axes[0].plot([h_same], [SAME_LOSS], "o", color=color, mec="black", ms=7 if index == 0 else 5)
+    axes[0].axhline(SAME_LOSS, color="black", lw=0.6, ls=":", label=f"same loss, {SAME_LOSS:g} nats")
+    axes[0].set(title="Your DPO loss", ylabel="loss -log sigmoid(beta h) (nats)", ylim=(-0.2, 5.0))
     axes[1].set(title="How hard each pair is pushed", ylabel="gradient weight sigmoid(-beta h)", ylim=(-0.05, 1.05))
     axes[2].set(title="Implied reward difference", ylabel="r(y_w) - r(y_l) = beta h")
     for ax in axes:

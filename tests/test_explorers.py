@@ -102,3 +102,24 @@ def test_explorer_figures_render_to_png(fns, tmp_path):
         plt.savefig(tmp_path / f"{name}.png", dpi=80)
         plt.close("all")
         assert (tmp_path / f"{name}.png").stat().st_size > 20_000
+
+
+def test_dpo_explorer_larger_beta_needs_smaller_margin_for_same_loss(fns):
+    """What the DPO explorer's text teaches, read off the curves it draws: the loss depends on beta * h
+    only, so the same loss is reached at a smaller log-ratio margin h (less drift from the reference)
+    when beta is larger."""
+    drawn = explorers.plot_dpo_loss(fns["dpo_loss"], beta=0.1, compare_betas=(0.05, 0.5))
+    h = drawn["margin"]
+    level = 0.3  # nats
+    crossing = {}
+    for beta in (0.05, 0.1, 0.5):
+        loss = drawn[f"loss@{beta:g}"]
+        assert np.all(np.diff(loss) < 0)  # the loss falls as the margin grows
+        crossing[beta] = float(np.interp(level, loss[::-1], h[::-1]))
+    assert crossing[0.05] > crossing[0.1] > crossing[0.5] > 0, crossing
+    for beta, margin in crossing.items():  # the dots the explorer draws on the loss panel
+        assert drawn[f"margin_at_same_loss@{beta:g}"] == pytest.approx(margin, rel=1e-6)
+    # a fixed loss fixes beta * h: softplus(-beta h) = level
+    want = -np.log(np.expm1(level))
+    for beta, margin in crossing.items():
+        assert beta * margin == pytest.approx(want, rel=0.02), (beta, margin)

@@ -92,8 +92,9 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     assert "ERROR" not in out, out[-3000:]
 
     out = _validate(course, f"release/{ASSIGNMENT}/{NOTEBOOK}")
-    assert "VALIDATION FAILED ON 3 CELL(S)!" in out, out[-3000:]
-    assert out.count("NotImplementedError") >= 3
+    # the three visible tests (NotImplementedError) and Part 4's three written answers, still unanswered
+    assert "VALIDATION FAILED ON 6 CELL(S)!" in out, out[-3000:]
+    assert out.count("NotImplementedError") >= 3 and out.count("YOUR ANSWER HERE") == 3
 
     # --invert complains about cells that pass: in the release only the hidden-test cells,
     # which hold nothing but a comment until grading restores them.

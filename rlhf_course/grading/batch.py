@@ -143,6 +143,7 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         grade = gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
+    record_written_answers(gb, result, notebook)
     submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
     submission_nb.flagged = needs_look
     duedate = gb.find_assignment(ASSIGNMENT).duedate
@@ -154,6 +155,26 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     for comment in submission_nb.comments:
         comment.auto_comment = cell_note(result, comment.name, names)
     gb.db.commit()
+
+
+def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
+    """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
+    released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
+    a person's manual score and comments are never touched, and an answer they scored stays off the
+    to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
+    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
+    for cell in gb.find_notebook(notebook, ASSIGNMENT).grade_cells:
+        if cell.cell_type != "markdown":
+            continue
+        answered = result.written.get(cell.name, {}).get("answered")
+        grade = gb.find_grade(cell.name, notebook, ASSIGNMENT, result.student)
+        grade.auto_score = 0.0 if answered is False else None
+        grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
+        comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
+        result.written[cell.name] = {
+            "answered": answered, "points": float(cell.max_score),
+            "score": grade.manual_score if grade.manual_score is not None else grade.auto_score,
+            "comment": (comment.manual_comment if comment is not None else None) or ""}
 
 
 def cell_note(result: SubmissionResult, cell: str, cells: list[str]) -> str | None:
@@ -244,10 +265,14 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
         f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
         f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
         for c in result.cells.values())
-    summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score:g} / {result.max_score:g}</h2>"
+    written_score, written_points, written_rows = written_answer_rows(result)
+    summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score + written_score:g} / "
+               f"{result.max_score + written_points:g}</h2>"
                f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
                f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
-               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>")
+               f"<p>Tests: {result.score:g} / {result.max_score:g}.</p>"
+               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>"
+               + written_rows)
     nb = _student_notebook(result)
     if nb is not None:
         annotate_grade_cells(nb, result)
@@ -267,6 +292,24 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
         (graded / NOTEBOOK).write_text(result.executed_notebook)
     return out
+
+
+def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
+    """The written answers' scores so far, their points, and a table of them for the feedback page."""
+    if not result.written:
+        return 0.0, 0.0, ""
+    score = sum(w.get("score") or 0.0 for w in result.written.values())
+    points = sum(w.get("points", 0.0) for w in result.written.values())
+    rows = "".join(
+        f"<tr><td><code>{html.escape(gid)}</code></td>"
+        + (f"<td>{w['score']:g} / {w.get('points', 0):g}</td>" if w.get("score") is not None
+           else f"<td>? / {w.get('points', 0):g}</td>")
+        + f"<td>{'graded' if w.get('score') is not None else 'awaiting a person'}</td>"
+        f"<td>{html.escape(printable(w.get('comment') or ''))}</td></tr>"
+        for gid, w in result.written.items())
+    table = (f"<p>Written answers, graded by a person: {score:g} / {points:g} so far.</p>"
+             f"<table><tr><th>answer</th><th>points</th><th>status</th><th>comment</th></tr>{rows}</table>")
+    return score, points, table
 
 
 def annotate_grade_cells(nb, result: SubmissionResult) -> None:

@@ -24,6 +24,12 @@ def is_answer_cell(cell) -> bool:
     return cell.cell_type == "code" and meta.get("solution", False)
 
 
+def is_written_answer(cell) -> bool:
+    """A manually graded written answer: a markdown cell nbgrader marks solution and grade (a person scores it)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "markdown" and bool(meta.get("solution", False)) and bool(meta.get("grade", False))
+
+
 def cells_by_grade_id(nb) -> dict[str, nbformat.NotebookNode]:
     return {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
 

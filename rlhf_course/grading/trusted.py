@@ -52,6 +52,8 @@ class SubmissionResult:
     seconds: float = 0.0
     executed_notebook: str | None = None  # JSON of the student's notebook as run for feedback
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for bench/grading.py
+    # written answers a person grades: grade_id -> {"answered": bool}; the gradebook adds points, score, comment
+    written: dict[str, dict] = field(default_factory=dict)
 
     def timed(self, stage: str, since: float) -> float:
         now = time.monotonic()
@@ -89,7 +91,7 @@ def structure_problems(nb, release_nb) -> list[str]:
             problems.append(f"cell {gid} was deleted")
             continue
         cell = next(c for c in nb.cells if notebooks.grade_id(c) == gid)
-        if notebooks.is_answer_cell(original) and cell.cell_type != original.cell_type:
+        if _students_cell(original) and cell.cell_type != original.cell_type:
             problems.append(f"answer cell {gid} changed from {original.cell_type} to {cell.cell_type}")
     return problems
 
@@ -111,13 +113,24 @@ def restore_from_release(nb, release_nb) -> list[str]:
                    if mine.get(key) != theirs.get(key)]
         if changed:
             restored.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
-        if notebooks.is_answer_cell(original):
+        if _students_cell(original):  # code answers and written answers stay the student's
             cell.metadata["nbgrader"] = dict(theirs)
             continue
         if cell.cell_type != original.cell_type or cell.source != original.source:
             restored.append(f"{gid}: the locked cell was edited (restored from the release)")
         nb.cells[index] = copy.deepcopy(original)  # the feedback run executes it afresh
     return restored
+
+
+def _students_cell(release_cell) -> bool:
+    return notebooks.is_answer_cell(release_cell) or notebooks.is_written_answer(release_cell)
+
+
+def written_answers(nb, release_nb) -> dict[str, bool]:
+    """Each written answer cell of the release (graded by a person): did the student change its text?"""
+    mine = notebooks.cells_by_grade_id(nb)
+    return {gid: gid in mine and mine[gid].source.strip() != cell.source.strip()
+            for gid, cell in notebooks.cells_by_grade_id(release_nb).items() if notebooks.is_written_answer(cell)}
 
 
 # ----------------------------------------------------------------------------- review flags
@@ -287,6 +300,7 @@ def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResul
     answers = {notebooks.grade_id(c): c.source for c in nb.cells if notebooks.is_answer_cell(c)}
     setup = notebooks.cells_by_grade_id(release_nb)["setup"].source  # ours, not the student's copy
     result = SubmissionResult(student, GRADED, flags=restored + review_flags(student_code(nb)))
+    result.written = {gid: {"answered": answered} for gid, answered in written_answers(nb, release_nb).items()}
     job = {"setup": setup, "answer_cells": answers, "notebook_name": NOTEBOOK,
            "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}

@@ -153,5 +153,5 @@ def test_each_student_fetches_only_their_own_feedback(loop):
         own = (loop["course"] / "submitted" / student.name / ASSIGNMENT / "timestamp.txt").read_text().strip()
         assert stamp == own  # the feedback of their own latest submission
         page = pages[0].read_text()  # the trusted grader's page, as the student opens it
-        assert f"{ASSIGNMENT}: 44 / 44" in page and "ppo_gradient" in page
+        assert f"{ASSIGNMENT}: 44 / 50" in page and "Tests: 44 / 44" in page and "ppo_gradient" in page
         assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page

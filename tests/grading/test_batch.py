@@ -80,6 +80,7 @@ def graded(tmp_path_factory):
         pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
     for student, variants in CORRECT_CLASSES.items():
         pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
+    _answer_in_writing(course, "ada_correct")  # zoe_correct leaves the written answers as released
     for wrong in answer_catalogue.WRONG_ANSWERS:
         pipeline.write_submission(course, wrong.name, pipeline.answers_for(course, (wrong.name,)))
     for attack in answer_catalogue.ADVERSARIAL:
@@ -94,6 +95,20 @@ def graded(tmp_path_factory):
     finally:
         listener.close()
     return course, {r.student: r for r in results}, before, listener
+
+
+WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")  # Part 4, graded by a person (2 points each)
+
+
+def _answer_in_writing(course, student):
+    import nbformat
+
+    from rlhf_course.grading import notebooks
+    path = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
+    nb = nbformat.read(str(path), 4)
+    for gid in WRITTEN:
+        notebooks.cells_by_grade_id(nb)[gid].source = f"{student} writes about {gid}: <b>bold</b> claims."
+    nbformat.write(nb, str(path))
 
 
 def lost(result):
@@ -156,7 +171,8 @@ def test_gradebook_holds_the_trusted_numbers_and_flags(graded):
     db = pipeline.gradebook_url(course)
     for student in ("ada_correct", "ppo_clip_without_min", "infinite_loop", "invalid_json"):
         cells = pipeline.cell_scores(db, student)
-        assert {g: c.score for g, c in cells.items()} == {g: c.score for g, c in results[student].cells.items()}
+        assert set(cells) == set(results[student].cells) | set(WRITTEN)
+        assert {g: cells[g].score for g in results[student].cells} == {g: c.score for g, c in results[student].cells.items()}
     with Gradebook(db) as gb:
         assert not gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada_correct").flagged
         for student in ("infinite_loop", "invalid_json", "patches_comparisons"):
@@ -199,3 +215,46 @@ def test_trusted_feedback_is_released_by_nbgrader(graded, tmp_path, monkeypatch)
     for student in results:
         secret = (course / "feedback" / student / ASSIGNMENT / "submission_secret.txt").read_text()
         assert f"{notebook_hash(secret=secret, notebook_id='rlhf_building_blocks')}.html" in released
+
+
+def test_written_answers_wait_for_a_person_with_the_students_text(graded):
+    course, results, _, _ = graded
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        for gid in WRITTEN:
+            answered = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
+            blank = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "zoe_correct")
+            assert answered.auto_score is None and answered.needs_manual_grade and answered.score == 0
+            assert blank.auto_score == 0 and not blank.needs_manual_grade
+    assert results["ada_correct"].written["lab_question_1"]["answered"] is True
+    graded_copy = (course / "autograded" / "ada_correct" / ASSIGNMENT / NOTEBOOK).read_text()
+    assert "ada_correct writes about lab_question_3" in graded_copy
+    page = (course / "feedback" / "ada_correct" / ASSIGNMENT / "rlhf_building_blocks.html").read_text()
+    assert f"{ASSIGNMENT}: 44 / 50" in page and "awaiting a person" in page
+    assert "ada_correct writes about lab_question_1" in page
+
+
+def test_regrading_keeps_a_manual_score_and_shows_it_in_export_and_feedback(graded):
+    """Last in this file: it grades ada_correct again.  A person's score and comment on a written answer,
+    set through nbgrader's API as the Formgrader does, survive `make grade` and reach grades.csv,
+    `nbgrader export` and the feedback page."""
+    import csv
+
+    from nbgrader.api import Gradebook
+    course, _, _, _ = graded
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_score = 2.0
+        gb.find_comment("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_comment = \
+            "Clear: the margin is all the loss asks for."
+        gb.db.commit()
+    again = batch.grade_all(course, workers=1, students=["ada_correct"], limits=LIMITS, show_progress=False)
+    assert again[0].state == GRADED and again[0].score == 44
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        grade = gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
+        assert grade.manual_score == 2.0 and grade.score == 2.0
+    for grades in (course / "grades.csv", pipeline.export_grades(course, course / "export.csv")):
+        with open(grades) as handle:
+            row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada_correct")
+        assert float(row["raw_score"]) == 46 and float(row["max_score"]) == 50, grades
+    page = (course / "feedback" / "ada_correct" / ASSIGNMENT / "rlhf_building_blocks.html").read_text()
+    assert f"{ASSIGNMENT}: 46 / 50" in page and "2 / 2" in page and "Clear: the margin is all the loss asks for." in page

@@ -119,3 +119,91 @@ def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, mon
     assert "Stock autograde is disabled" in proc.stdout + proc.stderr and "make grade" in proc.stdout + proc.stderr
     after = {g: c.score for g, c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").items()}
     assert after == before
+
+
+WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")
+
+
+def _answer_in_writing(course, student, texts):
+    """A correct submission with written answers typed into Part 4's answer cells."""
+    import nbformat
+    pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+
+    from rlhf_course.grading import notebooks
+    path = course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb"
+    nb = nbformat.read(str(path), 4)
+    for gid, text in texts.items():
+        notebooks.cells_by_grade_id(nb)[gid].source = text
+    nbformat.write(nb, str(path))
+    return nb
+
+
+def test_written_answers_need_a_person_and_keep_the_students_text(course):
+    """Part 4's answers are nbgrader's manually graded answer cells (2 points each): restoring from the
+    release keeps the student's text, an answer left as released scores 0, any other waits for a person."""
+    from rlhf_course.grading import notebooks
+    release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
+    assert all(notebooks.is_written_answer(notebooks.cells_by_grade_id(release)[g]) for g in WRITTEN)
+    text = "The repeat penalty: the reward model never saw a repeated word."
+    nb = _answer_in_writing(course, "bea", {"lab_question_1": text})
+    assert trusted.structure_problems(nb, release) == []
+    assert trusted.restore_from_release(nb, release) == []
+    assert notebooks.cells_by_grade_id(nb)["lab_question_1"].source == text  # not the release's stub
+    assert trusted.written_answers(nb, release) == {"lab_question_1": True, "lab_question_2": False,
+                                                    "lab_question_3": False}
+    nb.cells[[notebooks.grade_id(c) for c in nb.cells].index("lab_question_2")].metadata["nbgrader"]["points"] = 20
+    assert "lab_question_2: nbgrader metadata points was edited" in trusted.restore_from_release(nb, release)[0]
+    assert notebooks.cells_by_grade_id(nb)["lab_question_2"].metadata["nbgrader"]["points"] == 2
+
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    result = _full_marks(checks, "bea")
+    result.written = {gid: {"answered": answered} for gid, answered in trusted.written_answers(nb, release).items()}
+    _record(course, result)
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        answered = gb.find_grade("lab_question_1", "rlhf_building_blocks", ASSIGNMENT, "bea")
+        blank = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "bea")
+        assert answered.auto_score is None and answered.needs_manual_grade and answered.max_score == 2
+        assert blank.auto_score == 0 and not blank.needs_manual_grade
+        assert gb.find_assignment(ASSIGNMENT).max_score == 44 + 3 * 2
+
+
+def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regrading(course):
+    """An instructor grades a written answer through nbgrader's API (what the Formgrader calls): the score
+    and comment reach `nbgrader export` and the feedback page, and grading again keeps them."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading import notebooks
+    release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
+    text = "It gave up variety: a few positive words, over and over."
+    nb = _answer_in_writing(course, "cy", {"lab_question_2": text})
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+
+    def grade_again():
+        result = _full_marks(checks, "cy")
+        result.written = {g: {"answered": a} for g, a in trusted.written_answers(nb, release).items()}
+        result.executed_notebook = (course / "submitted" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
+        _record(course, result)
+        return batch.write_feedback(course, result)
+
+    grade_again()
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
+        grade.manual_score = 1.5
+        comment = gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
+        comment.manual_comment = "Right; say why entropy measures it."
+        gb.db.commit()
+    page = grade_again().read_text()  # a late submission made them grade again
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
+        assert grade.manual_score == 1.5 and grade.score == 1.5
+        assert gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy").manual_comment
+    exported = pipeline.export_grades(course, course / "export.csv")
+    with open(exported) as handle:
+        row = next(r for r in csv.DictReader(handle) if r["student_id"] == "cy")
+    assert float(row["raw_score"]) == 44 + 1.5 and float(row["max_score"]) == 50
+    assert "lab_question_2" in page and "1.5 / 2" in page and "Right; say why entropy measures it." in page
+    assert f"{ASSIGNMENT}: 45.5 / 50" in page and "Tests: 44 / 44" in page
+    assert "It gave up variety" in page  # the student's text, as it ran
+    graded = (course / "autograded" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
+    assert "It gave up variety" in graded

@@ -3,7 +3,7 @@ that starts the sandbox, reads its replies and writes files, the gradebook and t
 
 One batch, through the command instructors run (``python -m rlhf_course.grading.batch``), with a
 correct canary and a correct bystander whose files are the attacks' targets.  The canary keeps its
-44/44 and its feedback, nobody else's files change, nothing is left on the host, the grader's
+44/44 on the tests and its feedback, nobody else's files change, nothing is left on the host, the grader's
 memory stays bounded, and the batch completes with a report.
 """
 from __future__ import annotations
@@ -258,7 +258,7 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
     assert set(report) == {CANARY, BYSTANDER, *attacked["attacks"]}
     for student in (CANARY, BYSTANDER):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
-        assert "44 / 44" in _feedback(course, student)
+        assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
         assert pipeline.cell_scores(pipeline.gradebook_url(course), student)
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
 
@@ -318,6 +318,7 @@ def test_an_unusable_value_fails_its_checks_and_never_breaks_the_grader(attacked
     row = attacked["report"]["returns_meta_tensor"]
     assert row["state"] == "failed tests" and float(row["score"]) == 44 - _points(repo, "dpo_loss"), row
     cells = pipeline.cell_scores(pipeline.gradebook_url(attacked["course"]), "returns_meta_tensor")
+    cells = {g: c for g, c in cells.items() if not g.startswith("lab_question_")}  # written answers: a person's
     assert {g for g, c in cells.items() if c.score < c.max_score} == {g for g in cells if g.startswith("dpo")}
 
 

@@ -46,9 +46,23 @@ def graded_class(tmp_path_factory):
     for tamper in ("raise_points", "edit_locked_cell"):  # correct answers, edited what may not be edited
         folder = pipeline.write_submission(course, f"tampered_{tamper}", pipeline.answers_for(course, ()))
         answer_catalogue.tamper_notebook(folder / "rlhf_building_blocks.ipynb", tamper)
+    _answer_in_writing(course / "submitted" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb")
     pipeline.autograde(course)
     grades = pipeline.export_grades(course)
     return course, grades
+
+
+WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")  # Part 4, graded by a person (2 points each)
+
+
+def _answer_in_writing(path):
+    import nbformat
+
+    from rlhf_course.grading import notebooks
+    nb = nbformat.read(str(path), 4)
+    for gid in WRITTEN:
+        notebooks.cells_by_grade_id(nb)[gid].source = f"My answer to {gid}."
+    nbformat.write(nb, str(path))
 
 
 def scores(course, student):
@@ -56,6 +70,22 @@ def scores(course, student):
     cells = pipeline.cell_scores(pipeline.gradebook_url(course), student)
     assert AUTOGRADED <= set(cells), AUTOGRADED - set(cells)
     return {grade_id: c for grade_id, c in cells.items() if grade_id in AUTOGRADED}
+
+
+@pytest.mark.slow
+def test_stock_autograde_leaves_written_answers_to_a_person(graded_class):
+    """Like trusted grading (tests/grading/test_gradebook_records.py): an answer waits for a manual grade,
+    an answer left as released scores 0."""
+    from nbgrader.api import Gradebook
+    course, _ = graded_class
+    with Gradebook(pipeline.gradebook_url(course)) as gb:
+        for gid in WRITTEN:
+            answered = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "reference")
+            blank = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "empty")
+            assert answered.auto_score is None and answered.needs_manual_grade and answered.max_score == 2
+            assert blank.auto_score == 0 and not blank.needs_manual_grade
+    autograded = (course / "autograded" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
+    assert "My answer to lab_question_2." in autograded
 
 
 @pytest.mark.slow
@@ -108,8 +138,9 @@ def test_export_lists_every_student(graded_class):
     with open(grades) as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
     all_cells = pipeline.cell_scores(pipeline.gradebook_url(course), "reference")
-    assert float(rows["reference"]["score"]) == AUTOGRADED_TOTAL  # full marks on every test cell
+    assert float(rows["reference"]["score"]) == AUTOGRADED_TOTAL == 44  # full marks on every test cell
     assert float(rows["reference"]["max_score"]) == sum(c.max_score for c in all_cells.values())
+    assert float(rows["reference"]["max_score"]) == AUTOGRADED_TOTAL + 2 * len(WRITTEN)  # written answers: 6 points
     for student in CORRECT_CLASSES:
         assert float(rows[student]["score"]) == AUTOGRADED_TOTAL
     assert float(rows["empty"]["score"]) == 0.0

@@ -46,3 +46,21 @@ def test_deleted_duplicated_or_retyped_answer_cells_need_a_person(repo):
     problems = "; ".join(structure_problems(nb, release))
     assert "answer cell gae_answer changed from code to markdown" in problems
     assert "dpo_values appears 2 times" in problems and "ppo_gradient was deleted" in problems
+
+
+def test_written_answers_stay_the_students_and_a_retyped_one_needs_a_person(repo):
+    """Part 4's markdown answer cells are the student's, like the code answers: restoring keeps their text
+    (and puts back edited points); turning one into a code cell is a state for a person."""
+    release = _release(repo)
+    nb = copy.deepcopy(release)
+    cells = notebooks.cells_by_grade_id(nb)
+    cells["lab_question_3"].source = "Both fall; the rejected one falls faster."
+    cells["lab_question_3"].metadata["nbgrader"]["points"] = 20
+    assert structure_problems(nb, release) == []
+    assert restore_from_release(nb, release) == [
+        "lab_question_3: nbgrader metadata points was edited (restored from the release)"]
+    after = notebooks.cells_by_grade_id(nb)["lab_question_3"]
+    assert after.source == "Both fall; the rejected one falls faster." and after.metadata["nbgrader"]["points"] == 2
+    retyped = copy.deepcopy(release)
+    notebooks.cells_by_grade_id(retyped)["lab_question_1"].cell_type = "code"
+    assert "answer cell lab_question_1 changed from markdown to code" in "; ".join(structure_problems(retyped, release))

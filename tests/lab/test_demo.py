@@ -58,6 +58,17 @@ def test_dpo_widens_margin_and_accuracy_and_improves_gold(result):
 
 
 @pytest.mark.slow
+def test_dpo_lowers_both_implicit_rewards_while_the_margin_widens(result):
+    """Part 4's third question says so: both beta * log(pi / pi_ref) fall, the rejected one faster."""
+    chosen_start, chosen_end = early_late(result.dpo_history, "chosen_implicit_reward")
+    rejected_start, rejected_end = early_late(result.dpo_history, "rejected_implicit_reward")
+    assert result.dpo_history[0]["chosen_implicit_reward"] == 0.0  # the policy starts as the reference
+    assert chosen_end < chosen_start - 1.0      # measured: about -3.9 after 120 steps
+    assert rejected_end < rejected_start - 2.0  # measured: about -6.6
+    assert rejected_end < chosen_end - 1.0
+
+
+@pytest.mark.slow
 def test_seeded_runs_repeat_exactly(reference_functions):
     first = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
     second = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
