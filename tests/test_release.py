@@ -106,6 +106,7 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     # Validate agrees with grading: a correct answer that emits a warning passes (the locked setup
     # cell prints warnings on stdout; Validate would count them on stderr as a failure).
     answers = pipeline.answers_for(course, ())
+    answers.update(notebooks.written_solutions(notebooks.read(course / "source" / ASSIGNMENT / NOTEBOOK)))
     answers["dpo_answer"] = answers["dpo_answer"].replace(
         "def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)

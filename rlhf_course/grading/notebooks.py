@@ -40,6 +40,12 @@ def solution_answers(source_nb) -> dict[str, str]:
             for cell in source_nb.cells if is_answer_cell(cell)}
 
 
+def written_solutions(source_nb) -> dict[str, str]:
+    """The instructor's model answers to the written questions, solution markers removed: grade_id -> text."""
+    return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source).strip("\n")
+            for cell in source_nb.cells if is_written_answer(cell)}
+
+
 def solution_lines(source_nb) -> list[str]:
     """Every non-blank line inside a ``### BEGIN/END SOLUTION`` block, stripped."""
     lines = []
@@ -58,14 +64,14 @@ def hidden_test_lines(source_nb) -> list[str]:
 
 
 def fill_answers(release_nb, answers: Mapping[str, str]):
-    """A copy of a student notebook with the named answer cells replaced, as a student would."""
+    """A copy of a student notebook with the named answer cells (code or written) replaced, as a student would."""
     nb = nbformat.from_dict(release_nb)
     cells = cells_by_grade_id(nb)
     unknown = set(answers) - set(cells)
     if unknown:
         raise KeyError(f"no answer cell with grade_id {sorted(unknown)}")
     for cell_id, source in answers.items():
-        if not is_answer_cell(cells[cell_id]):
+        if not (is_answer_cell(cells[cell_id]) or is_written_answer(cells[cell_id])):
             raise ValueError(f"cell {cell_id!r} is not an answer cell")
         cells[cell_id].source = source.strip("\n")
     return nb

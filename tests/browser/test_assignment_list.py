@@ -48,8 +48,11 @@ def test_fetch_from_assignment_list_then_validate(student_lab, browser, artifact
     fetched = home / ASSIGNMENT / NOTEBOOK
     assert fetched.is_file()
 
-    # The student completes the notebook (here: the reference answers), opens it and validates.
-    completed = notebooks.fill_answers(notebooks.read(fetched), pipeline.answers_for(repo, ()))
+    # The student completes the notebook (here: the reference answers and Part 4's model written
+    # answers; Validate reports a written answer left as released), opens it and validates.
+    source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    answers = {**pipeline.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    completed = notebooks.fill_answers(notebooks.read(fetched), answers)
     import nbformat
     nbformat.write(completed, str(fetched))
     page.goto(server.url(f"lab/tree/{ASSIGNMENT}/{NOTEBOOK}"))

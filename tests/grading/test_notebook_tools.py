@@ -13,6 +13,13 @@ def test_solution_answers_strip_markers(repo):
         compile(source, "answer", "exec")
 
 
+def test_written_solutions_are_the_model_answers(repo):
+    source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    written = notebooks.written_solutions(source)
+    assert set(written) == {"lab_question_1", "lab_question_2", "lab_question_3"}
+    assert all("SOLUTION" not in text and len(text) > 100 for text in written.values())
+
+
 def test_fill_answers_replaces_only_answer_cells(repo):
     release = notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK)
     filled = notebooks.fill_answers(release, {"dpo_answer": "def dpo_loss(*a):\n    return 1"})
@@ -21,6 +28,10 @@ def test_fill_answers_replaces_only_answer_cells(repo):
     assert "NotImplementedError" in before["dpo_answer"].source  # the original is untouched
     with pytest.raises(ValueError):
         notebooks.fill_answers(release, {"dpo_visible_tests": "pass"})
+    with pytest.raises(ValueError):  # a question's prompt is not the student's to edit
+        notebooks.fill_answers(release, {"lab_question_1_prompt": "pass"})
+    written = notebooks.fill_answers(release, {"lab_question_1": "The repeat penalty."})
+    assert notebooks.cells_by_grade_id(written)["lab_question_1"].source == "The repeat penalty."
     with pytest.raises(KeyError):
         notebooks.fill_answers(release, {"no_such_cell": "pass"})
 
