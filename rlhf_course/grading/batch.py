@@ -175,11 +175,12 @@ _EXPORTER = None
 
 def _exporter():
     """One HTML exporter for the batch (building it loads templates), sanitising what the
-    student wrote: no script, event handler or iframe from a notebook reaches the page."""
+    student wrote: no script, event handler or iframe from a notebook reaches the page.  It
+    renders the release's cells once per batch (see :mod:`feedback_html`)."""
     global _EXPORTER
     if _EXPORTER is None:
-        from nbconvert import HTMLExporter
-        _EXPORTER = HTMLExporter(template_name="lab", sanitize_html=True)
+        from rlhf_course.grading.feedback_html import make_exporter
+        _EXPORTER = make_exporter()
     return _EXPORTER
 
 
