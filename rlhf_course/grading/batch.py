@@ -139,11 +139,12 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
             gb.add_submission(ASSIGNMENT, result.student, timestamp=timestamp)
+    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
+    grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
     for cell in result.cells.values():
-        grade = gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
+        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
-    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
     submission_nb.flagged = needs_look
     duedate = gb.find_assignment(ASSIGNMENT).duedate
     seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0

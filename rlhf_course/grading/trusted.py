@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import os
 import stat
@@ -265,8 +266,19 @@ def grade_submission(course_root: Path, student: str, checks_module, slot: int =
     return result
 
 
+def _release(path: Path):
+    """The release notebook, read once per batch (per version of the file); never modified here."""
+    info = path.stat()
+    return _read_release(str(path), info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_release(path: str, mtime_ns: int, size: int):
+    return notebooks.read(path)
+
+
 def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResult:
-    release_nb = notebooks.read(course_root / "release" / ASSIGNMENT / NOTEBOOK)
+    release_nb = _release(course_root / "release" / ASSIGNMENT / NOTEBOOK)
     points = {check.id: check.points for check in checks_module.CHECKS.values()}
     try:
         text = read_submitted_notebook(course_root, student)
