@@ -106,4 +106,6 @@ def make_exporter():
                 return str(soup), resources
             return focusable(html), resources
 
-    return FeedbackExporter(template_name="lab", sanitize_html=True)
+    # optimistic_validation: the notebook is validated once after the preprocessors, not after each
+    # of them (twelve schema validations a page otherwise).
+    return FeedbackExporter(template_name="lab", sanitize_html=True, optimistic_validation=True)
