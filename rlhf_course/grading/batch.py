@@ -190,8 +190,10 @@ def _student_notebook(result: SubmissionResult):
     if not result.executed_notebook:
         return None
     try:  # written inside the sandbox: untrusted, maybe not even a notebook
-        nb = nbformat.reads(result.executed_notebook, as_version=4)
-        nbformat.validate(nb)
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
         if len(nb.cells) > MAX_CELLS:
             raise ValueError(f"{len(nb.cells)} cells")
         for cell in nb.cells:  # only the output types a feedback page shows

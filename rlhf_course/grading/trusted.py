@@ -285,8 +285,10 @@ def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResul
     except Unreadable as exc:
         return _unscored(student, exc.state, str(exc), points)
     try:
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
     except Exception as exc:
         return _unscored(student, MALFORMED, f"the notebook cannot be read: {type(exc).__name__}: {exc}"[:500], points)
     if len(nb.cells) > MAX_CELLS:
