@@ -13,9 +13,10 @@ figures of one run, and read the load averages printed with them):
                  trusted (one batch; the seconds each took its worker) and stock (one ``autograde
                  --student`` each, with the course's cell timeout); attacks that would act on this
                  machine under stock grading (fork bombs, stray processes, 6 GiB, writing outside the
-                 course) are not run under stock.
+                 course) are not run under stock; for the two infinite loops stock's cost is computed
+                 (every cell calling the function waits the whole cell timeout: half an hour each).
 
-    python bench/grading.py [--size 24] [--workers 2] [--no-hostile]
+    python bench/grading.py [--size 24] [--workers 2] [--no-hostile | --hostile-only]
 
 Targets (issue #16): trusted at most 1.3x the floor and at most 0.25x stock autograde alone.
 """
@@ -46,6 +47,19 @@ UNSAFE_UNDER_STOCK = {
     "allocates_6_gib": "6 GiB of the shared machine's memory",
     "writes_other_students_and_gradebook": "writes /work/gradebook.db on the host",
 }
+LOOPING = ("infinite_loop", "loop_ignoring_sigint")  # stock: every cell calling the function waits its timeout
+
+
+def stock_loop_estimate(course: Path) -> str:
+    """What a looping PPO answer costs stock autograde, computed: nbgrader interrupts each cell at its
+    timeout and goes on (allow_errors), so every cell that calls the function waits the whole timeout."""
+    from rlhf_course.grading import notebooks
+    release = notebooks.read(course / "release" / "rlhf" / NOTEBOOK)
+    cells = [notebooks.grade_id(c) for c in release.cells if c.cell_type == "code"
+             and (notebooks.grade_id(c) or "").startswith("ppo_") and not notebooks.is_answer_cell(c)]
+    timeout = pipeline.course_config(course).Execute.timeout
+    return (f"not run: {len(cells)} cells call the looping function, each waits the {timeout} s cell timeout: "
+            f">= {len(cells) * timeout / 60:.0f} min (computed)")
 
 
 def new_course(course: Path) -> None:
@@ -144,12 +158,25 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=24, help="honest submissions (at least 16: every style)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-hostile", action="store_true", help="skip the hostile submissions")
+    parser.add_argument("--hostile-only", action="store_true", help="only the hostile submissions")
     parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-grading-"))
     nbgrader = [sys.executable, "-m", "nbgrader"]
     print(f"load average at the start: {load()} ({os.cpu_count()} cores)", flush=True)
+    if not args.hostile_only:
+        honest(args, scratch, nbgrader)
+    if not args.no_hostile:
+        hostile(args, scratch, nbgrader)
+    print(f"load average at the end: {load()}")
+    if args.keep:
+        print(f"scratch courses kept in {scratch}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
 
+
+def honest(args, scratch: Path, nbgrader: list[str]) -> None:
     students = build_honest(scratch / "stock", args.size)
     build_honest(scratch / "ours", args.size)
     size = len(students)
@@ -187,30 +214,28 @@ def main() -> int:
     for stage, seconds in stage_breakdown(rows).items():
         print(f"  {stage:<36} {seconds:6.3f}")
 
-    if not args.no_hostile:
-        hostile = build_hostile(scratch / "hostile-ours")
-        build_hostile(scratch / "hostile-stock")
-        ours_hostile = trusted_batch(scratch / "hostile-ours", args.workers)
-        per_student = {r["student"]: r for r in report_rows(scratch / "hostile-ours")}
-        print(f"\nhostile: {len(hostile)} submissions (answer_catalogue.ADVERSARIAL); trusted batch, {args.workers} workers: "
-              f"{ours_hostile:.1f} s ({load()} load)")
-        print(f"{'submission':<36}{'trusted s':>10}  {'state':<20}{'stock s':>9}  (stock: one autograde --student, "
-              f"cell timeout of nbgrader_config.py)")
-        for student in hostile:
-            row = per_student[student]
-            if student in UNSAFE_UNDER_STOCK:
-                stock_text = f"{'-':>9}  not run: {UNSAFE_UNDER_STOCK[student]}"
-            else:
-                seconds = timed(nbgrader + ["autograde", "rlhf", "--force", f"--student={student}"],
-                                scratch / "hostile-stock", must_succeed=False)
-                stock_text = f"{seconds:>9.1f}"
-            print(f"{student:<36}{float(row['seconds']):>10.1f}  {row['state']:<20}{stock_text}", flush=True)
-    print(f"load average at the end: {load()}")
-    if args.keep:
-        print(f"scratch courses kept in {scratch}")
-    else:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return 0
+
+
+def hostile(args, scratch: Path, nbgrader: list[str]) -> None:
+    hostile = build_hostile(scratch / "hostile-ours")
+    build_hostile(scratch / "hostile-stock")
+    ours_hostile = trusted_batch(scratch / "hostile-ours", args.workers)
+    per_student = {r["student"]: r for r in report_rows(scratch / "hostile-ours")}
+    print(f"\nhostile: {len(hostile)} submissions (answer_catalogue.ADVERSARIAL); trusted batch, {args.workers} workers: "
+          f"{ours_hostile:.1f} s ({load()} load)")
+    print(f"{'submission':<36}{'trusted s':>10}  {'state':<20}{'stock s':>9}  (stock: one autograde --student, "
+          f"cell timeout of nbgrader_config.py)")
+    for student in hostile:
+        row = per_student[student]
+        if student in UNSAFE_UNDER_STOCK:
+            stock_text = f"{'-':>9}  not run: {UNSAFE_UNDER_STOCK[student]}"
+        elif student in LOOPING:
+            stock_text = f"{'-':>9}  {stock_loop_estimate(scratch / 'hostile-stock')}"
+        else:
+            seconds = timed(nbgrader + ["autograde", "rlhf", "--force", f"--student={student}"],
+                            scratch / "hostile-stock", must_succeed=False)
+            stock_text = f"{seconds:>9.1f}"
+        print(f"{student:<36}{float(row['seconds']):>10.1f}  {row['state']:<20}{stock_text}", flush=True)
 
 
 if __name__ == "__main__":
