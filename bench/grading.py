@@ -1,19 +1,29 @@
-"""Stock ``nbgrader autograde`` against our trusted, sandboxed batch grader, side by side.
+"""Stock ``nbgrader autograde`` against our trusted, sandboxed batch grader, and the floor, side by side.
 
-Both grade the same batch of the real assignment (correct, wrong and broken submissions) in
-two fresh copies of the course, then write feedback and export grades:
+Everything is measured in one run on the same machine (others may share its CPU: compare the
+figures of one run, and read the load averages printed with them):
 
-    stock: nbgrader autograde + nbgrader generate_feedback + nbgrader export   (one at a time)
-    ours:  python -m rlhf_course.grading.batch --workers N                     (sandboxed, parallel)
+    honest mix   correct answers, every wrong-answer style of ``instructor/answer_catalogue.py``,
+                 a partly wrong and an untouched (empty) notebook; no hostile code
+      stock      nbgrader autograde; then + generate_feedback + export        (one at a time, as nbgrader does)
+      trusted    python -m rlhf_course.grading.batch --workers N              (sandboxed, parallel;
+                 feedback pages, autograded copies, gradebook and grades.csv included)
+      floor      N fresh sandboxes (same bwrap, uids, cgroups, limits) that only start Python and import torch
+    hostile      every ``ADVERSARIAL`` submission of the catalogue, timed separately per submission:
+                 trusted (one batch; the seconds each took its worker) and stock (one ``autograde
+                 --student`` each, with the course's cell timeout); attacks that would act on this
+                 machine under stock grading (fork bombs, stray processes, 6 GiB, writing outside the
+                 course) are not run under stock; for the two infinite loops stock's cost is computed
+                 (every cell calling the function waits the whole cell timeout: half an hour each).
 
-    python bench/grading.py [--size 24] [--workers 2]
+    python bench/grading.py [--size 24] [--workers 2] [--no-hostile | --hostile-only]
 
-Target: ours at most 0.33x the stock wall time on 2 cores.  Hanging submissions are left out of
-the batch: stock nbgrader would spend its whole cell timeout on each.
+Targets (issue #16): trusted at most 1.3x the floor and at most 0.25x stock autograde alone.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import subprocess
@@ -30,30 +40,62 @@ import answer_catalogue  # noqa: E402
 from rlhf_course import NOTEBOOK  # noqa: E402
 from rlhf_course.grading import course as pipeline  # noqa: E402
 
-BROKEN = ("patches_comparisons", "custom_exception_handler", "os_exit", "allocates_6_gib",
-          "tampered_visible_test", "invalid_json")
+# Under stock nbgrader these run as the instructor, on this machine: not started by the bench.
+UNSAFE_UNDER_STOCK = {
+    "fork_bomb_is_capped": "500 processes left sleeping on the host",
+    "stray_background_processes": "processes left sleeping on the host",
+    "allocates_6_gib": "6 GiB of the shared machine's memory",
+    "writes_other_students_and_gradebook": "writes /work/gradebook.db on the host",
+}
+LOOPING = ("infinite_loop", "loop_ignoring_sigint")  # stock: every cell calling the function waits its timeout
 
 
-def build_class(course: Path, size: int) -> list[str]:
+def stock_loop_estimate(course: Path) -> str:
+    """What a looping PPO answer costs stock autograde, computed: nbgrader interrupts each cell at its
+    timeout and goes on (allow_errors), so every cell that calls the function waits the whole timeout."""
+    from rlhf_course.grading import notebooks
+    release = notebooks.read(course / "release" / "rlhf" / NOTEBOOK)
+    cells = [notebooks.grade_id(c) for c in release.cells if c.cell_type == "code"
+             and (notebooks.grade_id(c) or "").startswith("ppo_") and not notebooks.is_answer_cell(c)]
+    timeout = pipeline.course_config(course).Execute.timeout
+    return (f"not run: {len(cells)} cells call the looping function, each waits the {timeout} s cell timeout: "
+            f">= {len(cells) * timeout / 60:.0f} min (computed)")
+
+
+def new_course(course: Path) -> None:
+    course.mkdir(parents=True)
     for name in ("source", "instructor", "nbgrader_config.py"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, course / name)
     pipeline.generate_release(course)
-    plan = [("correct", None)] * 8 + [(w.name, "wrong") for w in answer_catalogue.WRONG_ANSWERS[:10]] + \
-        [(name, "broken") for name in BROKEN]
-    plan = (plan * (size // len(plan) + 1))[:size]
-    attacks = {a.name: a for a in answer_catalogue.ADVERSARIAL}
+
+
+def honest_plan(size: int) -> list[tuple[str, tuple[str, ...] | None]]:
+    """(label, wrong answers) per submission: every wrong-answer style once, one partly wrong, one
+    untouched release, the rest correct (so ``size`` is at least the number of styles + 2)."""
+    styles = [(w.name, (w.name,)) for w in answer_catalogue.WRONG_ANSWERS]
+    styles += [("partly_wrong", ("ppo_clip_without_min", "dpo_naive_log_sigmoid")), ("empty", None)]
+    return styles + [("correct", ())] * max(0, size - len(styles))
+
+
+def build_honest(course: Path, size: int) -> list[str]:
+    new_course(course)
     students = []
-    for i, (name, kind) in enumerate(plan):
-        student = f"s{i:03d}_{name}"
-        if kind == "broken":
-            attack = attacks[name]
-            folder = pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **attack.answers})
-            if attack.tamper:
-                answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
-        else:
-            pipeline.write_submission(course, student, pipeline.answers_for(course, (name,) if kind else ()))
+    for i, (label, wrong) in enumerate(honest_plan(size)):
+        student = f"s{i:03d}_{label}"
+        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
         students.append(student)
+    return students
+
+
+def build_hostile(course: Path) -> list[str]:
+    new_course(course)
+    students = []
+    for attack in answer_catalogue.ADVERSARIAL:
+        folder = pipeline.write_submission(course, attack.name, {**pipeline.answers_for(course, ()), **attack.answers})
+        if attack.tamper:
+            answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+        students.append(attack.name)
     return students
 
 
@@ -64,26 +106,27 @@ def timed(command: list[str], cwd: Path, must_succeed: bool = True) -> float:
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode and must_succeed:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
-    if proc.returncode:  # stock nbgrader exits 1 when a submission could not be graded (invalid JSON)
-        print(f"note: {' '.join(command[2:4])} exited {proc.returncode}")
     return time.perf_counter() - start
 
 
 def floor_seconds(count: int, workers: int) -> float:
     """The floor on this machine: ``count`` fresh sandboxes that only start Python and import torch,
-    ``workers`` at a time, as the grader starts them (same bwrap, limits and uids)."""
+    ``workers`` at a time, as the grader starts them (same bwrap, limits, uids and cgroups)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rlhf_course.grading.sandbox import CGROUPS, Limits, bwrap_command, limited_command, sandbox_env
+    from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, Limits, bwrap_command, claim_slot, limited_command, sandbox_env
 
     limits = Limits()
     program = [os.path.join(sys.prefix, "bin", "python"), "-c", "import torch"]
 
     def one(index: int) -> None:
-        slot = index % workers
-        command = limited_command(bwrap_command(61000 + slot, sandbox_env(), limits, program), limits,
-                                  CGROUPS.prepare(slot, limits))
-        subprocess.run(command, check=True, capture_output=True)
+        slot, fd = claim_slot(index % workers)
+        try:
+            command = limited_command(bwrap_command(FIRST_UID + slot, sandbox_env(), limits, program), limits,
+                                      CGROUPS.prepare(slot, limits))
+            subprocess.run(command, check=True, capture_output=True)
+        finally:
+            os.close(fd)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -91,46 +134,108 @@ def floor_seconds(count: int, workers: int) -> float:
     return time.perf_counter() - start
 
 
-def stage_breakdown(course: Path) -> dict[str, float]:
-    """Mean seconds per stage of a trusted submission, from the grading report."""
-    import csv
+def report_rows(course: Path) -> list[dict]:
     with open(course / "grading_report.csv") as handle:
-        rows = list(csv.DictReader(handle))
+        return list(csv.DictReader(handle))
+
+
+def stage_breakdown(rows: list[dict]) -> dict[str, float]:
+    """Mean seconds per stage of a trusted submission, from the grading report."""
     stages = [k for k in rows[0] if k.startswith("s: ")]
     return {k[3:]: sum(float(r[k] or 0) for r in rows) / len(rows) for k in stages}
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def trusted_batch(course: Path, workers: int) -> float:
+    return timed([sys.executable, "-m", "rlhf_course.grading.batch", "--workers", str(workers)], course)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=24)
+    parser.add_argument("--size", type=int, default=24, help="honest submissions (at least 16: every style)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-hostile", action="store_true", help="skip the hostile submissions")
+    parser.add_argument("--hostile-only", action="store_true", help="only the hostile submissions")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-grading-"))
-    stock_course, our_course = scratch / "stock", scratch / "ours"
-    stock_course.mkdir(), our_course.mkdir()
-    build_class(stock_course, args.size)
-    build_class(our_course, args.size)
     nbgrader = [sys.executable, "-m", "nbgrader"]
-    stock = {
-        "autograde": timed(nbgrader + ["autograde", "rlhf", "--force"], stock_course, must_succeed=False),
-        "feedback": timed(nbgrader + ["generate_feedback", "rlhf", "--force"], stock_course, must_succeed=False),
-        "export": timed(nbgrader + ["export"], stock_course),
-    }
-    ours = timed([sys.executable, "-m", "rlhf_course.grading.batch", "--workers", str(args.workers)], our_course)
-    floor = floor_seconds(args.size, args.workers)
-    stock_total = sum(stock.values())
-    print(f"batch: {args.size} submissions of the real assignment (8 correct, 10 wrong, 6 broken per 24)")
-    print(f"stock nbgrader, one at a time: autograde {stock['autograde']:.1f} s + feedback {stock['feedback']:.1f} s "
-          f"+ export {stock['export']:.1f} s = {stock_total:.1f} s ({stock_total / args.size:.2f} s per submission)")
-    print(f"ours, sandboxed, {args.workers} workers: {ours:.1f} s ({ours / args.size:.2f} s per submission)")
-    print(f"wall-time ratio ours / stock: {ours / stock_total:.2f}x  (autograde alone: {ours / stock['autograde']:.2f}x)")
-    print(f"floor, {args.size} sandboxes that only import torch, {args.workers} at a time: {floor:.1f} s "
-          f"({floor / args.size:.2f} s per submission); ours / floor: {ours / floor:.2f}x")
-    print("one trusted submission, mean seconds per stage (worker time; the last two in the main process):")
-    for stage, seconds in stage_breakdown(our_course).items():
-        print(f"  {stage:<32} {seconds:6.2f}")
-    shutil.rmtree(scratch, ignore_errors=True)
+    print(f"load average at the start: {load()} ({os.cpu_count()} cores)", flush=True)
+    if not args.hostile_only:
+        honest(args, scratch, nbgrader)
+    if not args.no_hostile:
+        hostile(args, scratch, nbgrader)
+    print(f"load average at the end: {load()}")
+    if args.keep:
+        print(f"scratch courses kept in {scratch}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def honest(args, scratch: Path, nbgrader: list[str]) -> None:
+    students = build_honest(scratch / "stock", args.size)
+    build_honest(scratch / "ours", args.size)
+    size = len(students)
+    stock = {"autograde": timed(nbgrader + ["autograde", "rlhf", "--force"], scratch / "stock", must_succeed=False)}
+    stock["feedback"] = timed(nbgrader + ["generate_feedback", "rlhf", "--force"], scratch / "stock", must_succeed=False)
+    stock["export"] = timed(nbgrader + ["export"], scratch / "stock")
+    load_stock = load()
+    ours = trusted_batch(scratch / "ours", args.workers)
+    load_ours = load()
+    floor = floor_seconds(size, args.workers)
+    load_floor = load()
+    rows = report_rows(scratch / "ours")
+    states = {}
+    for row in rows:
+        states[row["state"]] = states.get(row["state"], 0) + 1
+
+    stock_all = sum(stock.values())
+    wrong = len(answer_catalogue.WRONG_ANSWERS)
+    print(f"\nhonest mix: {size} submissions of the real assignment ({wrong} wrong-answer styles, 1 partly wrong, "
+          f"1 empty, {size - wrong - 2} correct); trusted outcomes: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
+    print(f"{'':<46}{'total s':>9}{'s/sub':>8}{'x floor':>9}{'x stock ag':>11}  load (1/5/15 min)")
+
+    def line(name: str, seconds: float, at_load: str = "") -> None:
+        print(f"{name:<46}{seconds:>9.1f}{seconds / size:>8.2f}{seconds / floor:>9.2f}"
+              f"{seconds / stock['autograde']:>11.2f}  {at_load}")
+    line("stock autograde alone (one at a time)", stock["autograde"])
+    line("stock autograde + feedback + export", stock_all, load_stock)
+    line(f"trusted, {args.workers} workers (feedback + export incl.)", ours, load_ours)
+    line(f"floor: sandboxes importing torch, {args.workers} at a time", floor, load_floor)
+    print(f"trusted / floor: {ours / floor:.2f}x (target <= 1.3)   trusted / stock autograde: "
+          f"{ours / stock['autograde']:.2f}x (target <= 0.25)   trusted / stock with feedback + export: "
+          f"{ours / stock_all:.2f}x")
+    print("one trusted submission, mean seconds per stage (worker time; the last two in the main process):")
+    for stage, seconds in stage_breakdown(rows).items():
+        print(f"  {stage:<36} {seconds:6.3f}")
+
+
+
+def hostile(args, scratch: Path, nbgrader: list[str]) -> None:
+    hostile = build_hostile(scratch / "hostile-ours")
+    build_hostile(scratch / "hostile-stock")
+    ours_hostile = trusted_batch(scratch / "hostile-ours", args.workers)
+    per_student = {r["student"]: r for r in report_rows(scratch / "hostile-ours")}
+    print(f"\nhostile: {len(hostile)} submissions (answer_catalogue.ADVERSARIAL); trusted batch, {args.workers} workers: "
+          f"{ours_hostile:.1f} s ({load()} load)")
+    print(f"{'submission':<36}{'trusted s':>10}  {'state':<20}{'stock s':>9}  (stock: one autograde --student, "
+          f"cell timeout of nbgrader_config.py)")
+    for student in hostile:
+        row = per_student[student]
+        if student in UNSAFE_UNDER_STOCK:
+            stock_text = f"{'-':>9}  not run: {UNSAFE_UNDER_STOCK[student]}"
+        elif student in LOOPING:
+            stock_text = f"{'-':>9}  {stock_loop_estimate(scratch / 'hostile-stock')}"
+        else:
+            seconds = timed(nbgrader + ["autograde", "rlhf", "--force", f"--student={student}"],
+                            scratch / "hostile-stock", must_succeed=False)
+            stock_text = f"{seconds:>9.1f}"
+        print(f"{student:<36}{float(row['seconds']):>10.1f}  {row['state']:<20}{stock_text}", flush=True)
 
 
 if __name__ == "__main__":

@@ -139,12 +139,13 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
             gb.add_submission(ASSIGNMENT, result.student, timestamp=timestamp)
+    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
+    grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
     for cell in result.cells.values():
-        grade = gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
+        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
     record_written_answers(gb, result, notebook)
-    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
     submission_nb.flagged = needs_look
     duedate = gb.find_assignment(ASSIGNMENT).duedate
     seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
@@ -196,11 +197,12 @@ _EXPORTER = None
 
 def _exporter():
     """One HTML exporter for the batch (building it loads templates), sanitising what the
-    student wrote: no script, event handler or iframe from a notebook reaches the page."""
+    student wrote: no script, event handler or iframe from a notebook reaches the page.  It
+    renders the release's cells once per batch (see :mod:`feedback_html`)."""
     global _EXPORTER
     if _EXPORTER is None:
-        from nbconvert import HTMLExporter
-        _EXPORTER = HTMLExporter(template_name="lab", sanitize_html=True)
+        from rlhf_course.grading.feedback_html import make_exporter
+        _EXPORTER = make_exporter()
     return _EXPORTER
 
 
@@ -209,8 +211,10 @@ def _student_notebook(result: SubmissionResult):
     if not result.executed_notebook:
         return None
     try:  # written inside the sandbox: untrusted, maybe not even a notebook
-        nb = nbformat.reads(result.executed_notebook, as_version=4)
-        nbformat.validate(nb)
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
         if len(nb.cells) > MAX_CELLS:
             raise ValueError(f"{len(nb.cells)} cells")
         for cell in nb.cells:  # only the output types a feedback page shows

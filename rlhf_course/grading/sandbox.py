@@ -46,6 +46,22 @@ SLOT_COUNT = 1024
 
 # One-byte reply kinds: the first byte of every frame the sandbox sends.
 READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
+# One-byte request kinds: the first byte of every frame the grader sends (the supervisor reads it
+# without unpickling anything; a call's body goes to the child untouched).
+REQUEST_KINDS = {"job": b"J", "feedback": b"B", "define": b"E", "call": b"C"}
+TORCH_REQUEST = b"T"  # any other request: a torch archive of the payload
+
+
+def encode_request(payload: dict) -> bytes:
+    kind = payload.get("kind")
+    if kind == "call" and {"function", "args", "grad_wrt"} <= set(payload):
+        from rlhf_course.grading.observe import encode_call
+        return REQUEST_KINDS["call"] + encode_call(payload["function"], payload["args"], payload["grad_wrt"])
+    if kind in ("feedback", "define"):
+        return REQUEST_KINDS[kind]
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return (REQUEST_KINDS["job"] if kind == "job" else TORCH_REQUEST) + buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -296,6 +312,7 @@ def wait_until_gone(uid: int, seconds: float = 10.0) -> None:
     """Kill and wait out every process of a sandbox uid, so that the next sandbox of this slot
     starts with its whole process allowance (a dying fork bomb still counts against it)."""
     deadline = time.monotonic() + seconds
+    pause = 0.002  # a killed interpreter is usually gone within milliseconds: poll fast, then back off
     while time.monotonic() < deadline:
         pids = processes_of(uid)
         if not pids:
@@ -305,7 +322,8 @@ def wait_until_gone(uid: int, seconds: float = 10.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class Sandbox:
@@ -432,9 +450,7 @@ class Sandbox:
     def request(self, payload: dict, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:
         """Send one request; return the reply's body (without its kind byte).  The reply must be
         of ``kind`` and at most ``cap`` bytes, and arrive within ``seconds`` and the budget."""
-        buffer = io.BytesIO()
-        torch.save(payload, buffer)
-        self._send(buffer.getvalue())
+        self._send(encode_request(payload))
         deadline = time.monotonic() + seconds
         if self.deadline < deadline:
             deadline, budget = self.deadline, "submission"

@@ -17,8 +17,9 @@ to the supervisor over a pipe of its own, whose replies the supervisor caps and 
 4. ``call``: each request is one test case for one function, each reply the
    :class:`~rlhf_course.grading.observe.Observation` of that call (no judging happens here).
 
-Frames are an 8-byte length and a payload; requests are ``torch.save`` payloads, replies start
-with a one-byte kind (see :mod:`sandbox`).
+Frames are an 8-byte length and a payload; requests and replies start with a one-byte kind (see
+:mod:`sandbox`): the job is a ``torch.save`` payload, a call plain data the supervisor relays
+untouched (:func:`~rlhf_course.grading.observe.decode_call` in the child).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import sys
 import traceback
 
 READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
+JOB, FEEDBACK, DEFINE, CALL = b"J", b"B", b"E", b"C"  # request kinds (sandbox.REQUEST_KINDS)
 PR_SET_DUMPABLE = 4
 
 
@@ -126,9 +128,7 @@ def define_functions(job: dict) -> tuple[dict, dict]:
 
 def serve_calls(job: dict, requests: int, replies: int) -> None:
     """The child that runs the answer cells, then one test case per request."""
-    import torch
-
-    from rlhf_course.grading.observe import Case, Observation, observe, to_wire
+    from rlhf_course.grading.observe import Case, Observation, decode_call, observe, to_wire
 
     namespace, errors = define_functions(job)
     write_frame(replies, DEFINED + json.dumps(errors).encode())
@@ -136,13 +136,13 @@ def serve_calls(job: dict, requests: int, replies: int) -> None:
         frame = read_frame(requests)
         if frame is None:
             return
-        request = torch.load(io.BytesIO(frame), weights_only=True)
-        function = namespace.get(request["function"])
+        name, args, grad_wrt = decode_call(frame)
+        function = namespace.get(name)
         if not callable(function):
             why = "; ".join(f"cell {k} raised {v}" for k, v in errors.items()) or "it is not defined"
-            observation = Observation(error=f"{request['function']} is not available ({why})")
+            observation = Observation(error=f"{name} is not available ({why})")
         else:
-            observation = observe(function, Case(tuple(request["args"]), tuple(request["grad_wrt"])))
+            observation = observe(function, Case(tuple(args), tuple(grad_wrt)))
         write_frame(replies, OBSERVATION + to_wire(observation))
 
 
@@ -203,9 +203,9 @@ def supervise(proto_in: int, proto_out: int) -> None:
     import torch
 
     frame = read_frame(proto_in)
-    if frame is None:
+    if frame is None or frame[:1] != JOB:
         return
-    job = torch.load(io.BytesIO(frame), weights_only=True)["job"]
+    job = torch.load(io.BytesIO(frame[1:]), weights_only=True)["job"]
     # Everything the children need is imported here, once, before any fork.
     import IPython.core.interactiveshell  # noqa: F401
     import IPython.utils.capture  # noqa: F401
@@ -218,9 +218,8 @@ def supervise(proto_in: int, proto_out: int) -> None:
         frame = read_frame(proto_in)
         if frame is None:
             return
-        request = torch.load(io.BytesIO(frame), weights_only=True)
-        kind = request["kind"]
-        if kind == "feedback" and calls is None and not fed_back:
+        kind = frame[:1]
+        if kind == FEEDBACK and calls is None and not fed_back:
             fed_back = True
             child = Child(lambda r, w: run_feedback(job, r, w), keep_closed)
             os.close(child.requests)
@@ -238,12 +237,12 @@ def supervise(proto_in: int, proto_out: int) -> None:
                 write_frame(proto_out, FAILED + f"the notebook run ended early: {status}".encode())
             else:
                 write_frame(proto_out, NOTEBOOK + data)
-        elif kind == "define" and calls is None:
+        elif kind == DEFINE and calls is None:
             calls = Child(lambda r, w: serve_calls(job, r, w), keep_closed)
             _relay(calls, None, proto_out, 64 * 1024)
-        elif kind == "call" and calls is not None:
+        elif kind == CALL and calls is not None:
             try:
-                write_frame(calls.requests, frame)
+                write_frame(calls.requests, frame[1:])
             except OSError:
                 pass  # the child is gone: reported below
             _relay(calls, None, proto_out, job["reply_cap"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import os
 import stat
@@ -278,16 +279,29 @@ def grade_submission(course_root: Path, student: str, checks_module, slot: int =
     return result
 
 
+def _release(path: Path):
+    """The release notebook, read once per batch (per version of the file); never modified here."""
+    info = path.stat()
+    return _read_release(str(path), info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_release(path: str, mtime_ns: int, size: int):
+    return notebooks.read(path)
+
+
 def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResult:
-    release_nb = notebooks.read(course_root / "release" / ASSIGNMENT / NOTEBOOK)
+    release_nb = _release(course_root / "release" / ASSIGNMENT / NOTEBOOK)
     points = {check.id: check.points for check in checks_module.CHECKS.values()}
     try:
         text = read_submitted_notebook(course_root, student)
     except Unreadable as exc:
         return _unscored(student, exc.state, str(exc), points)
     try:
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
     except Exception as exc:
         return _unscored(student, MALFORMED, f"the notebook cannot be read: {type(exc).__name__}: {exc}"[:500], points)
     if len(nb.cells) > MAX_CELLS:

@@ -1,0 +1,111 @@
+"""The feedback page's HTML exporter: nbconvert's ``lab`` template, sanitised, built once per batch,
+with the work it repeats for every student done once.
+
+Every feedback page of a batch renders the same release: the same markdown, the same locked and test
+cells.  nbconvert renders, highlights and sanitises each of them again for every page (bleach and
+pygments are most of a page's cost), then parses the whole page (about 370 kB, most of it the lab
+theme's CSS) with BeautifulSoup only to make cells focusable and give images an ``alt`` text.  Here:
+
+* ``markdown2html``, ``highlight_code`` and ``clean_html`` are pure functions of their input (a
+  markdown cell with attachments excepted, which is rendered afresh): a bounded cache returns the
+  same HTML for the same text, so the release's cells are rendered once per batch.  A cache entry is
+  keyed by the exact text, so no page ever receives anything but what its own text renders to.
+* The focusable cells get ``tabindex="0"`` by a substitution on the template's own ``<div class=``
+  tags; any page with an ``<img>`` (plots) goes through nbconvert's BeautifulSoup pass unchanged.
+
+The page is the one ``HTMLExporter(template_name="lab", sanitize_html=True)`` writes (same template,
+same sanitiser), byte for byte apart from BeautifulSoup's re-serialisation of the markup.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+_FOCUSABLE = re.compile(r'<div class="(?:jp-Cell-inputWrapper|[^"<>]*\bjp-OutputArea-output\b[^"<>]*)"')
+CACHED_TEXT_CHARS = 16_384  # longer texts (a student's big cell) are rendered without caching
+CACHE_ENTRIES = 1024
+
+
+def _cached(function):
+    """``function(text, *key)`` memoised for short texts, bounded in entries."""
+    cached = functools.lru_cache(maxsize=CACHE_ENTRIES)(function)
+
+    def call(text, *key):
+        if isinstance(text, str) and len(text) <= CACHED_TEXT_CHARS:
+            return cached(text, *key)
+        return function(text, *key)
+    return call
+
+
+def focusable(html: str) -> str:
+    """What nbconvert's HTMLExporter does with BeautifulSoup, for a page without images: cell
+    inputs and outputs focusable (``tabindex="0"``).  Student markup has been sanitised by then
+    (bleach escapes ``<`` in text and ``"`` in attribute values), so only real tags match."""
+    return _FOCUSABLE.sub(lambda m: m.group(0) + ' tabindex="0"', html)
+
+
+def make_exporter():
+    from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters import clean_html
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+
+    try:
+        from jinja2 import pass_context
+    except ImportError:  # jinja2 < 3
+        from jinja2 import contextfilter as pass_context
+
+    class FeedbackExporter(HTMLExporter):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self._clean_html = _cached(clean_html)
+            self._markdown = _cached(lambda source: HTMLExporter.markdown2html(self, {}, source))
+            self._highlighters = {}
+
+        def default_filters(self):
+            yield from super().default_filters()
+            yield ("clean_html", lambda element: self._clean_html(element))
+            yield ("markdown2html", self._markdown2html)
+
+        @pass_context
+        def _markdown2html(self, context, source):
+            cell = context.get("cell", {})
+            if cell.get("attachments") or context.get("resources", {}).get("metadata", {}).get("path"):
+                return HTMLExporter.markdown2html(self, context, source)
+            return self._markdown(source)
+
+        def _highlighter(self, lexer):
+            if lexer not in self._highlighters:
+                highlight = Highlight2HTML(pygments_lexer=lexer, parent=self)
+                cached = _cached(lambda source, language, magics: highlight(
+                    source, language, {"magics_language": magics} if magics else None))
+                self._highlighters[lexer] = lambda source, language=None, metadata=None: cached(
+                    source, language, (metadata or {}).get("magics_language"))
+            return self._highlighters[lexer]
+
+        def from_notebook_node(self, nb, resources=None, **kw):
+            # HTMLExporter.from_notebook_node, with a cached highlighter and without BeautifulSoup
+            # for pages that have no images.
+            langinfo = nb.metadata.get("language_info", {})
+            lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+            self.register_filter("highlight_code", self.filters.get("highlight_code", self._highlighter(lexer)))
+            resources = self._init_resources(resources)
+            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            if "<img" in html:
+                from bs4 import BeautifulSoup
+                soup = BeautifulSoup(html, features="html.parser")
+                for elem in soup.select("img:not([alt])"):
+                    elem.attrs["alt"] = "No description has been provided for this image"
+                for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
+                    elem.attrs["tabindex"] = "0"
+                for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
+                    elem.attrs["tabindex"] = "0"
+                return str(soup), resources
+            return focusable(html), resources
+
+    # optimistic_validation: the notebook is validated once after the preprocessors, not after each
+    # of them (twelve schema validations a page otherwise).
+    return FeedbackExporter(template_name="lab", sanitize_html=True, optimistic_validation=True)

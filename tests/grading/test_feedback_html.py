@@ -1,0 +1,50 @@
+"""The batch's feedback exporter (cached filters, no BeautifulSoup pass for pages without images)
+writes the page nbconvert's sanitising lab exporter writes, for hostile notebooks too.  Fast, no root."""
+from __future__ import annotations
+
+import base64
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbconvert import HTMLExporter
+
+from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from rlhf_course.grading.feedback_html import make_exporter
+
+PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                                     "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()
+
+
+def _hostile_notebook(with_image: bool):
+    nb = nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    v4 = nbformat.v4
+    nb.cells.insert(0, v4.new_markdown_cell('# Hi <script>alert(1)</script>\n<img src=x onerror="alert(2)">\n'
+                                            '<a href="javascript:alert(3)" title=\'<div class="jp-Cell-inputWrapper"\'>x</a>'))
+    code = v4.new_code_cell("display(HTML('<b onclick=\"alert(4)\">bold</b>'))")
+    code.outputs = [v4.new_output("display_data", data={"text/html": '<iframe src="https://evil"></iframe><b>ok</b>',
+                                                          "text/plain": "x"}),
+                    v4.new_output("stream", name="stdout", text='\x1b[31m<div class="jp-OutputArea-output">\x1b[0m'),
+                    v4.new_output("error", ename="E", evalue="<script>", traceback=["\x1b[31m<script>x</script>"])]
+    if with_image:
+        code.outputs.append(v4.new_output("display_data", data={"image/png": PNG, "text/plain": "fig"}))
+    nb.cells.insert(1, code)
+    nb.cells.insert(2, v4.new_markdown_cell("same text twice"))
+    nb.cells.insert(3, v4.new_markdown_cell("same text twice"))
+    return nb
+
+
+@pytest.mark.parametrize("with_image", [False, True])
+def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
+    stock = HTMLExporter(template_name="lab", sanitize_html=True)
+    ours = make_exporter()
+    for _ in range(2):  # the second page is rendered from the caches
+        nb = _hostile_notebook(with_image)
+        expected, _ = stock.from_notebook_node(nb)
+        page, _ = ours.from_notebook_node(nb)
+        assert str(BeautifulSoup(page, features="html.parser")) == expected
+        soup = BeautifulSoup(page, features="html.parser")
+        assert not [s for s in soup.find_all("script") if "alert" in s.get_text()] and not soup.find_all("iframe")
+        assert not [(t.name, a) for t in soup.find_all(True) for a in t.attrs if a.startswith("on")]
+        assert "javascript:" not in str(soup.find_all("a"))
+        assert ('alt="No description has been provided for this image"' in page) == with_image
