@@ -7,139 +7,27 @@ Each check is plain data plus two small functions:
   expected value computed here independently, in float64, and returns ``None`` (pass) or a
   short description of what was wrong.
 
-Calling the student's function is kept apart from judging it (:func:`observe`), so the same
-checks can run inside the notebook kernel (``run_check``, used by the hidden test cells) or
-with the call made in a sandboxed process and the judging done by a trusted grader.
+The harness that runs them (``Check``, judging, comparison helpers) is the package's
+:mod:`rlhf_course.grading.checks`: the same checks run inside the notebook kernel (``run_check``,
+used by the hidden test cells) or with the call made in a sandboxed process and the judging done
+by the trusted grader, which reads only ``CHECKS`` from here.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from rlhf_course.grading.observe import Case, Observation, observe
-
-# --------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Check:
-    id: str
-    function: str
-    points: int
-    message: str
-    cases: Callable[[], list[Case]]
-    judge: Callable[[Case, Observation, "Recall"], str | None]
-    visible: bool = False  # the notebook's visible test cell, re-decided outside the kernel
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-Recall = Callable[[Case], Observation]
-"""Calls the student's function again on another case (self-consistency checks use it)."""
-
-
-def evaluate(check: Check, function: Callable) -> str | None:
-    """Run every case of ``check``; return None when all pass, else what went wrong first."""
-    def recall(case: Case) -> Observation:
-        return observe(function, case)
-
-    for case in check.cases():
-        detail = judge_observation(check, case, recall(case), recall)
-        if detail is not None:
-            return detail
-    return None
-
-
-def judge_observation(check: Check, case: Case, observation: Observation,
-                      recall: Recall) -> str | None:
-    """Decide one case from what the call produced; only trusted code runs here."""
-    if observation.error is not None:
-        return observation.error
-    if type(observation.value) is not torch.Tensor:
-        return f"must return a torch.Tensor, got {observation.value_type}"
-    detail = check.judge(case, observation, recall)
-    if detail is not None and case.note:
-        detail = f"{detail} ({case.note})"
-    return detail
+from rlhf_course.grading.checks import (Check, CheckFailed, Recall, by_id, changed_input, compare,  # noqa: F401
+                                        evaluate, generator, gradients, judge_observation, run, short, uniform,
+                                        unmodified, unmodified_only)
+from rlhf_course.grading.observe import Case, Observation
 
 
 def run_check(check_id: str, function: Callable) -> None:
     """Used by a hidden test cell: raise ``CheckFailed`` naming the property when it fails."""
-    check = CHECKS[check_id]
-    detail = evaluate(check, function)
-    if detail is not None:
-        raise CheckFailed(f"{check.message}. What went wrong: {detail}")
-    print(f"passed: {check.message}")
-
-
-# --------------------------------------------------------------------------------------
-# Comparison helpers
-# --------------------------------------------------------------------------------------
-
-
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def _uniform(gen: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
-    return low + (high - low) * torch.rand(shape, generator=gen, dtype=torch.float64)
-
-
-def _compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
-             what: str = "value") -> str | None:
-    expected = torch.as_tensor(expected, dtype=torch.float64)
-    if tuple(got.shape) != tuple(expected.shape):
-        return f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
-    if not got.dtype.is_floating_point:
-        return f"{what} has dtype {got.dtype}, expected a floating-point tensor"
-    got64 = got.to(torch.float64)
-    if not torch.isfinite(got64).all():
-        return f"{what} is not finite: {_short(got64)}"
-    bad = (got64 - expected).abs() > atol + rtol * expected.abs()
-    if bad.any():
-        return f"{what} {_short(got64)}, expected {_short(expected)}"
-    return None
-
-
-def _short(t: torch.Tensor) -> str:
-    flat = t.detach().reshape(-1)
-    text = ", ".join(f"{v:.6g}" for v in flat[:6].tolist())
-    if flat.numel() > 6:
-        text += ", ..."
-    return f"[{text}]" if t.dim() > 0 else text
-
-
-def _unmodified(case: Case, observation: Observation, names: tuple[str, ...],
-                recall: Recall) -> str | None:
-    changed = _changed_input(case, observation, names)
-    if changed:
-        return f"the input `{changed}` was changed in place"
-    # A function that ignores its inputs leaves them alone too: that earns nothing here.
-    moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
-    if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
-        return f"the result does not depend on `{names[0]}`"
-    return None
-
-
-def _gradients(case: Case, observation: Observation, expected: dict[int, torch.Tensor],
-               names: tuple[str, ...]) -> str | None:
-    if observation.grad_error is not None:
-        return f"backward() failed: {observation.grad_error}"
-    for index, want in expected.items():
-        got = observation.grads.get(index)
-        if got is None:
-            return f"no gradient reached `{names[index]}` (is the graph detached?)"
-        detail = _compare(got, want, rtol=1e-4, atol=1e-6, what=f"d/d{names[index]}")
-        if detail is not None:
-            return detail
-    return None
+    run(CHECKS[check_id], function)
 
 
 # --------------------------------------------------------------------------------------
@@ -180,9 +68,9 @@ def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, ep
     test the per-token formula without depending on the reduction.  ``log_scale`` spreads the
     ratios over orders of magnitude (1e-3 to 1e3): objectives that differ from PPO's only for
     large or tiny ratios (dual-clip PPO's extra bound for A < 0) must not pass."""
-    gen = _generator(seed)
-    r = (_log_uniform(gen, r_low, r_high, count) if log_scale else _uniform(gen, r_low, r_high, count)).float()
-    a = (a_sign * _uniform(gen, 0.2, 3.0, count)).float()
+    gen = generator(seed)
+    r = (_log_uniform(gen, r_low, r_high, count) if log_scale else uniform(gen, r_low, r_high, count)).float()
+    a = (a_sign * uniform(gen, 0.2, 3.0, count)).float()
     return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or f"ratio={r[i]:.4g}, A={a[i]:.3f}, eps={eps:g}")
             for i in range(count)]
 
@@ -194,7 +82,7 @@ def _ppo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     per_token = ppo_reference(ratio, advantage, eps)
     # float32 rounding of the terms (up to 3e3 in size) may survive in a mean that cancels
     scale = float(per_token.abs().mean())
-    return _compare(obs.value, per_token.mean(), rtol=1e-5, atol=1e-6 + 1e-5 * scale, what="objective")
+    return compare(obs.value, per_token.mean(), rtol=1e-5, atol=1e-6 + 1e-5 * scale, what="objective")
 
 
 def _ppo_eps_cases() -> list[Case]:
@@ -208,7 +96,7 @@ def _ppo_eps_cases() -> list[Case]:
 
 
 def _ppo_mixed_cases() -> list[Case]:
-    gen = _generator(21)
+    gen = generator(21)
     cases = []
     for eps in (0.1, 0.2, 0.3):
         r = _log_uniform(gen, 1e-3, 1e3, 64)[torch.randperm(64, generator=gen)].float()
@@ -218,7 +106,7 @@ def _ppo_mixed_cases() -> list[Case]:
 
 
 def _ppo_zero_advantage_cases() -> list[Case]:
-    gen = _generator(31)
+    gen = generator(31)
     r = _log_uniform(gen, 1e-3, 1e3, 9).float()
     return [Case((r, torch.zeros(9), 0.2), grad_wrt=(0,), note="A = 0 for all tokens")]
 
@@ -226,15 +114,15 @@ def _ppo_zero_advantage_cases() -> list[Case]:
 def _ppo_zero_advantage_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     detail = _ppo_value_judge(case, obs, recall)
     if detail is None:
-        detail = _gradients(case, obs, {0: torch.zeros(9, dtype=torch.float64)}, PPO_ARGS)
+        detail = gradients(case, obs, {0: torch.zeros(9, dtype=torch.float64)}, PPO_ARGS)
     return detail
 
 
 def _ppo_reduction_cases() -> list[Case]:
-    gen = _generator(41)
+    gen = generator(41)
     cases = []
     for count in (7, 50):
-        r = _uniform(gen, 0.3, 2.2, count).float()
+        r = uniform(gen, 0.3, 2.2, count).float()
         a = torch.randn(count, generator=gen, dtype=torch.float64).float()
         cases.append(Case((r, a, 0.2), note=f"{count} tokens"))
     return cases
@@ -255,13 +143,13 @@ def _ppo_reduction_judge(case: Case, obs: Observation, recall: Recall) -> str | 
     if torch.all(per_token == per_token[0]):
         return "the objective does not depend on the ratio and advantage"
     expected = per_token.mean()
-    return _compare(obs.value, expected, rtol=1e-5, atol=1e-6,
+    return compare(obs.value, expected, rtol=1e-5, atol=1e-6,
                     what="objective on the batch (vs the mean of its per-token objectives)")
 
 
 def _ppo_broadcast_cases() -> list[Case]:
-    gen = _generator(51)
-    r = _uniform(gen, 0.3, 2.2, 4, 6).float()
+    gen = generator(51)
+    r = uniform(gen, 0.3, 2.2, 4, 6).float()
     a = torch.randn(4, 1, generator=gen, dtype=torch.float64).float()
     return [Case((r, a, 0.2), note="ratio (4, 6), advantage (4, 1): one advantage per sequence")]
 
@@ -278,7 +166,7 @@ def _ppo_broadcast_judge(case: Case, obs: Observation, recall: Recall) -> str | 
     moved = recall(Case((ratio * 0.8, advantage, eps)))
     if type(moved.value) is torch.Tensor and torch.equal(moved.value, obs.value):
         return "the objective does not depend on the ratio"
-    return _compare(obs.value, flat.value.to(torch.float64), rtol=1e-5, atol=1e-6,
+    return compare(obs.value, flat.value.to(torch.float64), rtol=1e-5, atol=1e-6,
                     what="objective for (B, T) ratios with (B, 1) advantages "
                          "(vs the same tokens flattened)")
 
@@ -295,23 +183,23 @@ def _ppo_gradient_cases() -> list[Case]:
 
 def _ppo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     ratio, advantage, eps = case.args
-    return _gradients(case, obs, {0: ppo_reference_grad(ratio, advantage, eps)}, PPO_ARGS)
+    return gradients(case, obs, {0: ppo_reference_grad(ratio, advantage, eps)}, PPO_ARGS)
 
 
 def _ppo_unmodified_cases() -> list[Case]:
-    gen = _generator(61)
-    r = _uniform(gen, 0.2, 3.0, 12).float()
+    gen = generator(61)
+    r = uniform(gen, 0.2, 3.0, 12).float()
     a = torch.randn(12, generator=gen, dtype=torch.float64).float()
     return [Case((r, a, 0.2))]
 
 
 def _ppo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, PPO_ARGS, recall)
+    return unmodified(case, obs, PPO_ARGS, recall)
 
 
 def _ppo_float64_cases() -> list[Case]:
-    gen = _generator(71)
-    r = _uniform(gen, 0.3, 2.2, 10)
+    gen = generator(71)
+    r = uniform(gen, 0.3, 2.2, 10)
     a = torch.randn(10, generator=gen, dtype=torch.float64)
     return [Case((r, a, 0.2), note="float64 inputs")]
 
@@ -320,7 +208,7 @@ def _ppo_float64_judge(case: Case, obs: Observation, recall: Recall) -> str | No
     if obs.value.dtype != torch.float64:
         return f"float64 inputs gave a {obs.value.dtype} result"
     ratio, advantage, eps = case.args
-    return _compare(obs.value, ppo_reference(ratio, advantage, eps).mean(),
+    return compare(obs.value, ppo_reference(ratio, advantage, eps).mean(),
                     rtol=1e-12, atol=1e-12, what="objective")
 
 
@@ -340,7 +228,7 @@ def dpo_reference(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta) -> torch.Ten
 
 def _dpo_batch(seed: int, shape: tuple[int, ...], beta: float, dtype=torch.float32,
                scale: float = 3.0, note: str = "") -> Case:
-    gen = _generator(seed)
+    gen = generator(seed)
     tensors = tuple((-2.0 - scale * torch.rand(shape, generator=gen, dtype=torch.float64)).to(dtype)
                     for _ in range(4))
     return Case(tensors + (beta,), note=note)
@@ -348,11 +236,11 @@ def _dpo_batch(seed: int, shape: tuple[int, ...], beta: float, dtype=torch.float
 
 def _dpo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     expected = dpo_reference(*case.args)
-    return _compare(obs.value, expected, rtol=1e-4, atol=1e-5, what="loss")
+    return compare(obs.value, expected, rtol=1e-4, atol=1e-5, what="loss")
 
 
 def _dpo_zero_margin_cases() -> list[Case]:
-    gen = _generator(101)
+    gen = generator(101)
     cases = []
     for beta in (0.1, 1.0, 5.0):
         lp = (-1 - 4 * torch.rand(5, generator=gen)).float()
@@ -363,7 +251,7 @@ def _dpo_zero_margin_cases() -> list[Case]:
 
 
 def _dpo_zero_margin_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _compare(obs.value, torch.full((5,), math.log(2.0), dtype=torch.float64),
+    return compare(obs.value, torch.full((5,), math.log(2.0), dtype=torch.float64),
                     rtol=1e-5, atol=1e-6, what="loss at zero margin (should be ln 2)")
 
 
@@ -392,7 +280,7 @@ def _dpo_swap_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if swapped.value.shape != obs.value.shape:
         return "swapping chosen and rejected changed the output shape"
     h = (lp_w.double() - ref_w.double()) - (lp_l.double() - ref_l.double())
-    return _compare(swapped.value.double() - obs.value.double(), beta * h, rtol=1e-4, atol=1e-5,
+    return compare(swapped.value.double() - obs.value.double(), beta * h, rtol=1e-4, atol=1e-5,
                     what="L(swapped) - L(original), which should equal beta * margin,")
 
 
@@ -410,7 +298,7 @@ def _dpo_shift_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     other_margin = recall(Case((lp_w + 1.0, lp_l, ref_w, ref_l, beta)))
     if type(other_margin.value) is torch.Tensor and torch.equal(other_margin.value, obs.value):
         return "the loss does not depend on the log-probabilities"
-    return _compare(shifted.value, obs.value.double(), rtol=1e-4, atol=1e-5,
+    return compare(shifted.value, obs.value.double(), rtol=1e-4, atol=1e-5,
                     what="loss after adding a constant to a (policy, reference) pair")
 
 
@@ -424,7 +312,7 @@ def _dpo_stability_cases() -> list[Case]:
 
 
 def _dpo_stability_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    detail = _compare(obs.value, dpo_reference(*case.args), rtol=1e-4, atol=1e-6, what="loss")
+    detail = compare(obs.value, dpo_reference(*case.args), rtol=1e-4, atol=1e-6, what="loss")
     if detail is None:
         detail = _dpo_gradient_judge(case, obs, recall)
     return detail
@@ -447,12 +335,12 @@ def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | N
     weight = beta * torch.sigmoid(-beta * h)  # how hard this pair is still pushed
     signs = {0: -1.0, 1: +1.0, 2: +1.0, 3: -1.0}
     policy = {i: signs[i] * weight for i in case.grad_wrt if i in (0, 1)}
-    detail = _gradients(case, obs, policy, DPO_ARGS)
+    detail = gradients(case, obs, policy, DPO_ARGS)
     if detail is not None:
         return detail
     # No gradient is owed to the reference; one that does reach it must still be the right one.
     reached = {i: signs[i] * weight for i in case.grad_wrt if i in (2, 3) and obs.grads.get(i) is not None}
-    return _gradients(case, obs, reached, DPO_ARGS)
+    return gradients(case, obs, reached, DPO_ARGS)
 
 
 def _dpo_shape_cases() -> list[Case]:
@@ -474,7 +362,7 @@ def _dpo_unmodified_cases() -> list[Case]:
 
 
 def _dpo_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, DPO_ARGS, recall)
+    return unmodified(case, obs, DPO_ARGS, recall)
 
 
 # --------------------------------------------------------------------------------------
@@ -496,10 +384,10 @@ def gae_reference(rewards, values, next_value, gamma, lam) -> torch.Tensor:
 
 def _gae_episode(seed: int, length: int, *, sparse: bool = False, next_value: float = 0.0,
                  gamma: float = 0.99, lam: float = 0.95, note: str = "") -> Case:
-    gen = _generator(seed)
+    gen = generator(seed)
     if sparse:
         rewards = torch.zeros(length)
-        rewards[-1] = float(_uniform(gen, -2.0, 2.0, 1))
+        rewards[-1] = float(uniform(gen, -2.0, 2.0, 1))
     else:
         rewards = torch.randn(length, generator=gen, dtype=torch.float64).float()
     values = torch.randn(length, generator=gen, dtype=torch.float64).float()
@@ -508,7 +396,7 @@ def _gae_episode(seed: int, length: int, *, sparse: bool = False, next_value: fl
 
 
 def _gae_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _compare(obs.value, gae_reference(*case.args), rtol=1e-4, atol=1e-4, what="advantages")
+    return compare(obs.value, gae_reference(*case.args), rtol=1e-4, atol=1e-4, what="advantages")
 
 
 def _gae_value_cases() -> list[Case]:
@@ -527,7 +415,7 @@ def _gae_lambda_one_judge(case: Case, obs: Observation, recall: Recall) -> str |
         ret = reward + gamma * ret
         returns.append(ret)
     expected = torch.tensor(returns[::-1], dtype=torch.float64) - values.double()
-    return _compare(obs.value, expected, rtol=1e-4, atol=1e-4,
+    return compare(obs.value, expected, rtol=1e-4, atol=1e-4,
                     what="advantages with lambda=1 (return minus value)")
 
 
@@ -542,7 +430,7 @@ def _td_residuals(rewards, values, next_value, gamma) -> torch.Tensor:
 
 def _gae_lambda_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     rewards, values, next_value, gamma, _ = case.args
-    return _compare(obs.value, _td_residuals(rewards, values, next_value, gamma), rtol=1e-4,
+    return compare(obs.value, _td_residuals(rewards, values, next_value, gamma), rtol=1e-4,
                     atol=1e-5, what="advantages with lambda=0 (the TD residuals)")
 
 
@@ -552,7 +440,7 @@ def _gae_gamma_zero_cases() -> list[Case]:
 
 def _gae_gamma_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     rewards, values, *_ = case.args
-    return _compare(obs.value, rewards.double() - values.double(), rtol=1e-4, atol=1e-5,
+    return compare(obs.value, rewards.double() - values.double(), rtol=1e-4, atol=1e-5,
                     what="advantages with gamma=0 (r_t - V(s_t))")
 
 
@@ -569,7 +457,7 @@ def _gae_next_value_cases() -> list[Case]:
 
 
 def _gae_random_length_cases() -> list[Case]:
-    gen = _generator(261)
+    gen = generator(261)
     lengths = torch.randint(2, 40, (5,), generator=gen).tolist()
     return [_gae_episode(262 + i, n, gamma=0.98, lam=0.9) for i, n in enumerate(lengths)]
 
@@ -592,7 +480,7 @@ def _gae_unmodified_cases() -> list[Case]:
 
 
 def _gae_unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return _unmodified(case, obs, GAE_ARGS, recall)
+    return unmodified(case, obs, GAE_ARGS, recall)
 
 
 # --------------------------------------------------------------------------------------
@@ -613,8 +501,8 @@ def _ppo_visible_cases() -> list[Case]:
 def _ppo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dim() != 0:
         return "return a 0-d tensor: the mean over tokens"
-    detail = _compare(obs.value, ppo_reference(*case.args).mean(), rtol=0, atol=1e-4, what="objective")
-    return detail or _unmodified_only(case, obs, PPO_ARGS)
+    detail = compare(obs.value, ppo_reference(*case.args).mean(), rtol=0, atol=1e-4, what="objective")
+    return detail or unmodified_only(case, obs, PPO_ARGS)
 
 
 def _dpo_visible_cases() -> list[Case]:
@@ -627,12 +515,12 @@ def _dpo_visible_cases() -> list[Case]:
 
 def _dpo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     atol = 1e-3 if case.grad_wrt else 1e-4  # as the cell's asserts
-    detail = _compare(obs.value.reshape(()), dpo_reference(*case.args), rtol=0, atol=atol, what="loss")
+    detail = compare(obs.value.reshape(()), dpo_reference(*case.args), rtol=0, atol=atol, what="loss")
     if detail is None and case.grad_wrt:
         grad = obs.grads.get(0)
         if grad is None or not bool(torch.isfinite(grad).all()):
             detail = "the gradient must reach log_p_w and stay finite (use F.logsigmoid)"
-    return detail or _unmodified_only(case, obs, DPO_ARGS)
+    return detail or unmodified_only(case, obs, DPO_ARGS)
 
 
 def _gae_visible_cases() -> list[Case]:
@@ -643,23 +531,10 @@ def _gae_visible_cases() -> list[Case]:
 def _gae_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if tuple(obs.value.shape) != (5,):
         return "one advantage per step"
-    detail = _compare(obs.value, gae_reference(*case.args), rtol=0, atol=1e-3, what="advantages")
+    detail = compare(obs.value, gae_reference(*case.args), rtol=0, atol=1e-3, what="advantages")
     if detail is None and not bool((obs.value > 0).all()):
         detail = "the terminal reward must reach every step"
     return detail
-
-
-def _unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
-    changed = _changed_input(case, obs, names)
-    return changed and f"the input `{changed}` was changed in place, so the cell's next call sees other inputs"
-
-
-def _changed_input(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
-    """The name of the first tensor argument the call changed in place, if any."""
-    for name, before, after in zip(names, case.args, obs.args_after):
-        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-            return name
-    return None
 
 
 # --------------------------------------------------------------------------------------
@@ -777,8 +652,7 @@ _ALL = [
           _gae_unmodified_cases, _gae_unmodified_judge),
 ]
 
-CHECKS: dict[str, Check] = {check.id: check for check in _ALL}
-assert len(CHECKS) == len(_ALL), "check ids must be unique"
+CHECKS: dict[str, Check] = by_id(_ALL)
 
 
 def checks_for(function_name: str, *, hidden_only: bool = True) -> list[Check]:

@@ -22,6 +22,7 @@ import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import notebooks
+from rlhf_course.grading.checks import judge_observation
 from rlhf_course.grading.observe import Case, Observation, from_wire
 from rlhf_course.grading.sandbox import Limits, ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout
 
@@ -251,7 +252,7 @@ class _Session:
         for case in check.cases():
             observation = recall(case)
             try:
-                detail = checks_module.judge_observation(check, case, observation, recall)
+                detail = judge_observation(check, case, observation, recall)
             except (SandboxTimeout, SandboxDied):
                 raise
             except Exception as exc:  # a judge that cannot decide: a person must

@@ -1,0 +1,167 @@
+"""The harness every assignment's hidden checks are written with.
+
+An assignment's instructor module (``instructor/<name>.py``, never released) holds only what is
+particular to it: its cases, its reference implementations and a list of :class:`Check`. Everything
+that runs them lives here, so the trusted grader (:mod:`rlhf_course.grading.trusted`) depends on this
+module and on the instructor module's ``CHECKS`` only, never on its helpers:
+
+* :func:`evaluate` / :func:`run` call the student's function in this process (the notebook kernel's
+  hidden test cells, the instructors' in-process tests);
+* :func:`judge_observation` decides one case from an :class:`Observation`, wherever the call was
+  made (the trusted grader makes it in a sandbox and judges here);
+* comparison helpers give the short, specific messages students read in their feedback.
+
+Nothing here knows the assignment's answers: it holds no reference implementation and no case.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import torch
+
+from rlhf_course.grading.observe import Case, Observation, observe
+
+Recall = Callable[[Case], Observation]
+"""Calls the student's function again on another case (self-consistency checks use it)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One hidden test: ``id`` is the grade cell's grade_id, ``function`` the student's function it
+    calls, ``points`` what the cell is worth, ``message`` the property in one line (students see it),
+    ``cases()`` the inputs and ``judge(case, observation, recall)`` None (pass) or what was wrong."""
+
+    id: str
+    function: str
+    points: int
+    message: str
+    cases: Callable[[], list[Case]]
+    judge: Callable[[Case, Observation, Recall], str | None]
+    visible: bool = False  # the notebook's visible test cell, re-decided outside the kernel
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def by_id(checks: Iterable[Check]) -> dict[str, Check]:
+    """The checks keyed by grade id; two with one id are a mistake in the instructor module."""
+    table: dict[str, Check] = {}
+    for check in checks:
+        if check.id in table:
+            raise ValueError(f"two checks have the id {check.id!r}")
+        table[check.id] = check
+    return table
+
+
+def judge_observation(check: Check, case: Case, observation: Observation, recall: Recall) -> str | None:
+    """Decide one case from what the call produced; only trusted code runs here."""
+    if observation.error is not None:
+        return observation.error
+    if type(observation.value) is not torch.Tensor:
+        return f"must return a torch.Tensor, got {observation.value_type}"
+    detail = check.judge(case, observation, recall)
+    if detail is not None and case.note:
+        detail = f"{detail} ({case.note})"
+    return detail
+
+
+def evaluate(check: Check, function: Callable) -> str | None:
+    """Run every case of ``check`` on ``function`` in this process; None when all pass, else what
+    went wrong first."""
+    def recall(case: Case) -> Observation:
+        return observe(function, case)
+
+    for case in check.cases():
+        detail = judge_observation(check, case, recall(case), recall)
+        if detail is not None:
+            return detail
+    return None
+
+
+def run(check: Check, function: Callable) -> None:
+    """What a hidden test cell does: raise :class:`CheckFailed` naming the property when it fails."""
+    detail = evaluate(check, function)
+    if detail is not None:
+        raise CheckFailed(f"{check.message}. What went wrong: {detail}")
+    print(f"passed: {check.message}")
+
+
+# ----------------------------------------------------------------------------- comparison helpers
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def uniform(gen: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
+    """float64 samples uniform in [low, high), of the given shape."""
+    return low + (high - low) * torch.rand(shape, generator=gen, dtype=torch.float64)
+
+
+def short(t: torch.Tensor) -> str:
+    """At most six values of a tensor, for a message."""
+    flat = t.detach().reshape(-1)
+    text = ", ".join(f"{v:.6g}" for v in flat[:6].tolist())
+    if flat.numel() > 6:
+        text += ", ..."
+    return f"[{text}]" if t.dim() > 0 else text
+
+
+def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
+            what: str = "value") -> str | None:
+    """None when ``got`` has ``expected``'s shape, a floating dtype, finite values and
+    |got - expected| <= atol + rtol * |expected| everywhere (in float64); else what differs."""
+    expected = torch.as_tensor(expected, dtype=torch.float64)
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    if not got.dtype.is_floating_point:
+        return f"{what} has dtype {got.dtype}, expected a floating-point tensor"
+    got64 = got.to(torch.float64)
+    if not torch.isfinite(got64).all():
+        return f"{what} is not finite: {short(got64)}"
+    bad = (got64 - expected).abs() > atol + rtol * expected.abs()
+    if bad.any():
+        return f"{what} {short(got64)}, expected {short(expected)}"
+    return None
+
+
+def changed_input(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
+    """The name of the first tensor argument the call changed in place, if any."""
+    for name, before, after in zip(names, case.args, obs.args_after):
+        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            return name
+    return None
+
+
+def unmodified(case: Case, observation: Observation, names: tuple[str, ...], recall: Recall) -> str | None:
+    """None when no input was changed in place and the result depends on the first argument."""
+    changed = changed_input(case, observation, names)
+    if changed:
+        return f"the input `{changed}` was changed in place"
+    # A function that ignores its inputs leaves them alone too: that earns nothing here.
+    moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
+    if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
+        return f"the result does not depend on `{names[0]}`"
+    return None
+
+
+def unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
+    """None when no input was changed in place (a visible test's calls must see the inputs it built)."""
+    changed = changed_input(case, obs, names)
+    return changed and f"the input `{changed}` was changed in place, so the cell's next call sees other inputs"
+
+
+def gradients(case: Case, observation: Observation, expected: dict[int, torch.Tensor],
+              names: tuple[str, ...]) -> str | None:
+    """None when backward() worked and each argument index in ``expected`` got that gradient."""
+    if observation.grad_error is not None:
+        return f"backward() failed: {observation.grad_error}"
+    for index, want in expected.items():
+        got = observation.grads.get(index)
+        if got is None:
+            return f"no gradient reached `{names[index]}` (is the graph detached?)"
+        detail = compare(got, want, rtol=1e-4, atol=1e-6, what=f"d/d{names[index]}")
+        if detail is not None:
+            return detail
+    return None
