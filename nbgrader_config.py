@@ -41,8 +41,11 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.Execute.timeout = 120
 
 # Hidden test cells import the instructor-only checks; the kernels nbgrader starts inherit this.
+# nbgrader loads this file several times in one process: add each folder once.
+_search_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(COURSE_ROOT / "instructor"), str(COURSE_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    [folder for folder in (str(COURSE_ROOT / "instructor"), str(COURSE_ROOT)) if folder not in _search_path]
+    + _search_path)
 
 # A warning printed by a test cell must not zero a correct answer (nbgrader scores stderr as 0).
 c.Autograde.autograde_preprocessors = [
