@@ -15,6 +15,7 @@ import os
 import re
 import resource
 import stat
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict
@@ -376,10 +377,10 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
               show_progress: bool = True) -> list[SubmissionResult]:
     problem = sandbox_available()
     if problem:
-        raise RuntimeError(f"cannot sandbox student code: {problem}")
+        raise NotReady(f"cannot sandbox student code: {problem}")
     students = students or submitted_students(course_root)
     db_url = pipeline.gradebook_url(course_root)
-    _ensure_assignment_in_gradebook(course_root, db_url)
+    require_assignment_in_gradebook(db_url)
     workers = workers or os.cpu_count() or 1
     source = (grade_on_dask(course_root, students, dask_address, limits) if dask_address
               else grade_locally(course_root, students, workers, limits))
@@ -420,15 +421,27 @@ def hand_back_outputs(course_root: Path) -> None:
             os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
-def _ensure_assignment_in_gradebook(course_root: Path, db_url: str) -> None:
+class NotReady(RuntimeError):
+    """Grading cannot start; the message says what to do first."""
+
+
+def shown_url(db_url: str) -> str:
+    """The gradebook URL as it may be printed: without its password."""
+    from sqlalchemy.engine import make_url
+    return make_url(db_url).render_as_string(hide_password=True)
+
+
+def require_assignment_in_gradebook(db_url: str) -> None:
+    """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
+    regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
     from nbgrader.api import Gradebook, MissingEntry
     with Gradebook(db_url) as gb:
         try:
             gb.find_assignment(ASSIGNMENT)
-            return
         except MissingEntry:
-            pass
-    pipeline.generate_release(course_root)  # records the assignment and its grade cells
+            raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {ASSIGNMENT!r}: record it first "
+                           f"with `make release` (nbgrader generate_assignment {ASSIGNMENT}) in the course root, "
+                           f"with the same RLHF_GRADEBOOK_URL") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,9 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limits = Limits(call_seconds=args.call_seconds, feedback_seconds=args.feedback_seconds,
                     submission_seconds=args.submission_seconds)
-    results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask, limits)
+    try:
+        results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask, limits)
+    except NotReady as exc:
+        print(f"grading did not start: {exc}", file=sys.stderr)
+        return 2
     print(format_table(results))
-    print(f"gradebook: {pipeline.gradebook_url(args.course_root)}; report: {args.course_root / REPORT}; "
+    print(f"gradebook: {shown_url(pipeline.gradebook_url(args.course_root))}; report: {args.course_root / REPORT}; "
           f"feedback: {args.course_root / 'feedback'}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"grader peak memory: {peak:.0f} MB")

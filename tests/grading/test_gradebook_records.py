@@ -207,3 +207,27 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     assert "It gave up variety" in page  # the student's text, as it ran
     graded = (course / "autograded" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
     assert "It gave up variety" in graded
+
+
+def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothing(tmp_path, capsys, repo):
+    """A fresh clone: release/ committed, no gradebook yet."""
+    import shutil
+
+    from tests.conftest import copy_course
+    root = copy_course(tmp_path / "fresh")
+    shutil.copytree(repo / "release", root / "release")
+    pipeline.write_submission(root, "ada", pipeline.answers_for(root, ()))
+    with pytest.raises(batch.NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
+        batch.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}")
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert batch.main(["--course-root", str(root)]) == 2  # as `make grade` would, root or not
+    said = capsys.readouterr().err
+    assert said.startswith("grading did not start: ") and ("make release" in said or "cannot sandbox" in said)
+    after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "gradebook.db")
+    assert after == before  # no release/ generated, no feedback, no report
+
+
+def test_printed_gradebook_urls_hide_the_password():
+    assert batch.shown_url("postgresql+psycopg2://grader:s3cret@db-host/rlhf") == \
+        "postgresql+psycopg2://grader:***@db-host/rlhf"
+    assert batch.shown_url("sqlite:////srv/course/gradebook.db") == "sqlite:////srv/course/gradebook.db"
