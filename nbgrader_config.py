@@ -36,6 +36,11 @@ c.PenaltyPerHour.zero_after_hours = 72.0
 c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COURSE_ROOT / 'gradebook.db'}")
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
 
+# Trusted grading (`sudo make grade`); its command-line options win over these.  Every setting, with
+# its default: python -m rlhf_course.grading.batch --help-all
+c.TrustedGrading.workers = 0  # sandboxes at a time on this machine; 0: one per CPU
+c.TrustedGrading.submission_seconds = 300.0  # all calls plus the feedback run of one submission
+
 # Seconds a single cell may run under autograde/validate.  nbgrader's own default is 30 s
 # (generate_config shows nbconvert's instead); the slowest cell here takes a few seconds.
 c.Execute.timeout = 120

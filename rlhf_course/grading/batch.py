@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import settings
 from rlhf_course.grading.sandbox import Limits, sandbox_available
 from rlhf_course.grading.trusted import MAX_CELLS, SCORED_STATES, SubmissionResult, grade_submission
 
@@ -444,21 +445,38 @@ def require_assignment_in_gradebook(db_url: str) -> None:
                            f"with the same RLHF_GRADEBOOK_URL") from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course-root", type=Path, default=Path.cwd(), help="default: the current directory, as for nbgrader")
-    parser.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default: CPU count)")
-    parser.add_argument("--dask", default=None, help="address of a Dask scheduler to send grading tasks to")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="parallel sandboxes (default: c.TrustedGrading.workers, else the CPU count)")
+    parser.add_argument("--dask", default=None,
+                        help="address of a Dask scheduler to send grading tasks to (default: c.TrustedGrading.dask_address)")
     parser.add_argument("--student", action="append", help="grade only these students")
-    defaults = Limits()
-    for name in ("call_seconds", "feedback_seconds", "submission_seconds"):
-        parser.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
-                            help=f"default: {getattr(defaults, name):g}")
-    args = parser.parse_args(argv)
-    limits = Limits(call_seconds=args.call_seconds, feedback_seconds=args.feedback_seconds,
-                    submission_seconds=args.submission_seconds)
+    for name in settings.BUDGETS:
+        parser.add_argument("--" + name.replace("_", "-"), type=float, default=None,
+                            help=f"default: c.TrustedGrading.{name}, else {getattr(Limits, name):g}")
+    parser.add_argument("--help-all", action="store_true",
+                        help="list the settings nbgrader_config.py can give (c.TrustedGrading, c.RlhfCourse) and exit")
+    return parser.parse_args(argv)
+
+
+def grading_options(args: argparse.Namespace) -> tuple[Limits, int | None, str | None]:
+    """Limits, workers and Dask address: the command line's where given, else nbgrader_config.py's."""
+    grading = settings.load(args.course_root.resolve())[1]
+    budgets = {name: getattr(args, name) if getattr(args, name) is not None else getattr(grading, name)
+               for name in settings.BUDGETS}
+    return Limits(**budgets), args.workers or grading.workers or None, args.dask or grading.dask_address or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    if args.help_all:
+        print(settings.help_text())
+        return 0
+    limits, workers, dask = grading_options(args)
     try:
-        results = grade_all(args.course_root.resolve(), args.workers, args.student, args.dask, limits)
+        results = grade_all(args.course_root.resolve(), workers, args.student, dask, limits)
     except NotReady as exc:
         print(f"grading did not start: {exc}", file=sys.stderr)
         return 2

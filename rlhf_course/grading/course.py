@@ -46,7 +46,8 @@ def course_config(course_root: Path):
 
 def generate_release(course_root: Path = COURSE_ROOT) -> Path:
     """Record the assignment and its due date in the gradebook, then source/ -> release/."""
-    due_date = course_config(course_root).RlhfCourse.get("due_date")
+    from rlhf_course.grading import settings
+    due_date = settings.load(course_root)[0].due_date
     if due_date:
         nbgrader(course_root, "db", "assignment", "add", ASSIGNMENT, f"--duedate={due_date}")
     nbgrader(course_root, "generate_assignment", ASSIGNMENT, "--force")
@@ -144,7 +145,8 @@ def grade_examples(course_root: Path = COURSE_ROOT) -> str:
     generate_release(course_root)
     # The examples were handed in on time, whenever the demo runs.
     from nbgrader.utils import parse_utc
-    due = course_config(course_root).RlhfCourse.get("due_date")
+    from rlhf_course.grading import settings
+    due = settings.load(course_root)[0].due_date
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None
     for student, wrong in catalogue.EXAMPLE_SUBMISSIONS.items():
         write_submission(course_root, student, answers_for(course_root, wrong), timestamp=on_time)
