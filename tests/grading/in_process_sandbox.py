@@ -1,0 +1,76 @@
+"""A test double of :class:`rlhf_course.grading.sandbox.Sandbox` that runs the job in this process.
+
+It has no isolation at all, so it lives in tests only and grades only the submissions the tests
+write (reference answers and the catalogue's wrong ones, never hostile code). It goes through the
+same steps as the real runner (the runner's own ``define_functions``, the call arguments through
+``encode_call``/``decode_call``, the observation through ``to_wire``) so that everything the
+trusted grader does around the sandbox (scoring, states, severity, gradebook, feedback pages,
+review flags, structure checks) runs without root in a few seconds.
+
+The feedback copy comes back as submitted (not executed): executing a notebook is the real
+runner's business and has its own tests.
+"""
+from __future__ import annotations
+
+import json
+
+from rlhf_course.grading.observe import Case, Observation, decode_call, encode_call, observe, to_wire
+from rlhf_course.grading.sandbox import Limits, SandboxDied
+from rlhf_course.grading.sandbox_runner import define_functions
+
+
+class _Process:
+    """What the grader asks of the sandbox's process: whether it still runs."""
+
+    def __init__(self):
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+
+class InProcessSandbox:
+    started = 0  # how many "sandboxes" the grader asked for, across instances (tests read it)
+
+    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None):
+        self.job, self.slot, self.limits = job, slot, limits
+        self.process: _Process | None = None
+        self.namespace: dict | None = None
+        self.errors: dict[str, str] = {}
+
+    def start(self) -> "InProcessSandbox":
+        type(self).started += 1
+        self.process = _Process()
+        return self
+
+    def __enter__(self) -> "InProcessSandbox":
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.returncode = -9
+
+    def log(self) -> str:
+        return ""
+
+    def feedback(self) -> bytes:
+        return json.dumps(json.loads(self.job["notebook_json"])).encode()
+
+    def define(self) -> dict[str, str]:
+        self.namespace, self.errors = define_functions(self.job)
+        return self.errors
+
+    def call(self, function: str, args: list, grad_wrt: list) -> bytes:
+        if self.process is None or self.process.returncode is not None:
+            raise SandboxDied("the sandbox is not running", "")
+        name, args, grad_wrt = decode_call(encode_call(function, args, grad_wrt))  # the plain-data path
+        target = self.namespace.get(name)
+        if not callable(target):
+            why = "; ".join(f"cell {k} raised {v}" for k, v in self.errors.items()) or "it is not defined"
+            return to_wire(Observation(error=f"{name} is not available ({why})"))
+        return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
