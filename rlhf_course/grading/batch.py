@@ -1,7 +1,10 @@
 """Grade every submission in ``submitted/``: sandboxed, judged outside the student's process,
 in parallel, written into nbgrader's gradebook, with feedback and a table of every outcome.
 
-    python -m rlhf_course.grading.batch [--workers N] [--dask tcp://scheduler:8786] [--student S ...]
+    python -m rlhf_course.grading.batch [ASSIGNMENT ...] [--workers N] [--dask tcp://scheduler:8786] [--student S ...]
+
+Every notebook of every named assignment (default: each released one with submissions) is graded
+by the checks in ``instructor/<assignment>_hidden_checks.py``, one per autograded cell.
 
 The gradebook is nbgrader's (``RLHF_GRADEBOOK_URL`` or sqlite in the course root), so
 ``nbgrader export``, formgrader and the exchange keep working.  Only this process writes to it.
@@ -18,7 +21,7 @@ import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from queue import Queue
 
@@ -34,44 +37,84 @@ from rlhf_course.grading.trusted import MAX_CELLS, SCORED_STATES, SubmissionResu
 REPORT = "grading_report.csv"
 
 
-def submitted_students(course_root: Path) -> list[str]:
+def submitted_students(course_root: Path, assignment: str = ASSIGNMENT) -> list[str]:
     folder = course_root / "submitted"
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if (p / ASSIGNMENT).is_dir())
+    return sorted(p.name for p in folder.iterdir() if (p / assignment).is_dir())
 
 
-def _checks(course_root: Path):
-    return pipeline.load_instructor_module(course_root, "rlhf_hidden_checks")
+def released_assignments(course_root: Path) -> list[str]:
+    """The assignments with a student version in ``release/``."""
+    folder = course_root / "release"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))) if folder.is_dir() else []
+
+
+def released_notebooks(course_root: Path, assignment: str) -> list[str]:
+    return sorted(p.name for p in (course_root / "release" / assignment).glob("*.ipynb"))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One student's copy of one notebook of one assignment: what a worker grades."""
+    assignment: str
+    notebook: str
+    student: str
+
+
+def grading_tasks(course_root: Path, assignments: list[str], students: list[str] | None) -> list[Task]:
+    """Every released notebook of each assignment, for each student who submitted that assignment
+    (of ``students``, when given: a named student's missing folder is graded, and so refused, as such)."""
+    tasks = []
+    for assignment in assignments:
+        submitted = submitted_students(course_root, assignment)
+        chosen = submitted if students is None else [
+            s for s in students if s in submitted or len(assignments) == 1]
+        tasks += [Task(assignment, notebook, student)
+                  for notebook in released_notebooks(course_root, assignment) for student in chosen]
+    return tasks
+
+
+def checks_module_name(assignment: str) -> str:
+    """The documented rule: an assignment's checks are ``instructor/<assignment>_hidden_checks.py``."""
+    return f"{assignment}_hidden_checks"
+
+
+def _checks(course_root: Path, assignment: str = ASSIGNMENT):
+    path = course_root / "instructor" / f"{checks_module_name(assignment)}.py"
+    if not path.is_file():
+        raise NotReady(f"assignment {assignment!r} has no checks: {path} is missing")
+    return pipeline.load_instructor_module(course_root, checks_module_name(assignment))
 
 
 # ----------------------------------------------------------------------------- running
 
-def grade_locally(course_root: Path, students: list[str], workers: int, limits: Limits):
+def grade_locally(course_root: Path, tasks: list[Task], workers: int, limits: Limits):
     """Yield results as they finish; each worker slot has its own sandbox uid."""
     import torch
     # The judging here is a few tiny tensor ops per case.  Several threads each driving an
     # OpenMP pool spin against the sandboxes for the cores (measured: 2 workers 3x slower).
     torch.set_num_threads(1)
-    checks = _checks(course_root)
+    checks = {assignment: _checks(course_root, assignment) for assignment in {t.assignment for t in tasks}}
     slots: Queue = Queue()
     for slot in range(workers):
         slots.put(slot)
 
-    def task(student: str) -> SubmissionResult:
+    def grade(task: Task) -> SubmissionResult:
         slot = slots.get()
         try:
-            return grade_submission(course_root, student, checks, slot=slot, limits=limits)
+            return grade_submission(course_root, task.student, checks[task.assignment], slot=slot, limits=limits,
+                                    assignment=task.assignment, notebook=task.notebook)
         finally:
             slots.put(slot)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(task, s) for s in students]
+        futures = [pool.submit(grade, task) for task in tasks]
         for future in as_completed(futures):
             yield future.result()
 
 
-def _grade_on_dask_worker(course_root: str, student: str, limits: Limits) -> dict:
+def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:
     """Runs on a Dask worker: the course directory is on shared storage at the same path."""
     import zlib
 
@@ -82,16 +125,17 @@ def _grade_on_dask_worker(course_root: str, student: str, limits: Limits) -> dic
     # A stable uid per worker process (process limits count per uid); workers on other
     # machines may reuse a number, which only shares that count between them.
     slot = zlib.crc32(get_worker().address.encode()) % 1000
-    result = grade_submission(Path(course_root), student, _checks(Path(course_root)), slot=slot, limits=limits)
+    result = grade_submission(Path(course_root), task.student, _checks(Path(course_root), task.assignment),
+                              slot=slot, limits=limits, assignment=task.assignment, notebook=task.notebook)
     return asdict(result)
 
 
-def grade_on_dask(course_root: Path, students: list[str], address: str, limits: Limits):
+def grade_on_dask(course_root: Path, tasks: list[Task], address: str, limits: Limits):
     from distributed import Client, as_completed as dask_completed
 
     with Client(address) as client:
-        futures = client.map(_grade_on_dask_worker, [str(course_root)] * len(students), students,
-                             [limits] * len(students), pure=False)
+        futures = client.map(_grade_on_dask_worker, [str(course_root)] * len(tasks), tasks,
+                             [limits] * len(tasks), pure=False)
         for future in dask_completed(futures):
             yield _result_from_dict(future.result())
 
@@ -104,10 +148,10 @@ def _result_from_dict(data: dict) -> SubmissionResult:
 
 # ----------------------------------------------------------------------------- recording
 
-def submission_timestamp(course_root: Path, student: str):
+def submission_timestamp(course_root: Path, student: str, assignment: str = ASSIGNMENT):
     """When the student submitted, from nbgrader's timestamp.txt (None if absent or unreadable)."""
     from nbgrader.utils import parse_utc
-    path = course_root / "submitted" / student / ASSIGNMENT / "timestamp.txt"
+    path = course_root / "submitted" / student / assignment / "timestamp.txt"
     try:
         return parse_utc(path.read_text().strip())
     except (OSError, ValueError):
@@ -131,25 +175,25 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     from nbgrader.api import MissingEntry
     from sqlalchemy.exc import SAWarning
 
-    notebook = NOTEBOOK.removesuffix(".ipynb")
+    notebook, assignment = result.notebook.removesuffix(".ipynb"), result.assignment
     needs_look = result.state not in SCORED_STATES or bool(result.flags)
     gb.update_or_create_student(result.student)
     try:
-        submission = gb.find_submission(ASSIGNMENT, result.student)
+        submission = gb.find_submission(assignment, result.student)
         submission.timestamp = timestamp
     except MissingEntry:
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
-            gb.add_submission(ASSIGNMENT, result.student, timestamp=timestamp)
-    submission_nb = gb.find_submission_notebook(notebook, ASSIGNMENT, result.student)
+            gb.add_submission(assignment, result.student, timestamp=timestamp)
+    submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
     grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
     for cell in result.cells.values():
-        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, ASSIGNMENT, result.student)
+        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
     record_written_answers(gb, result, notebook)
     submission_nb.flagged = needs_look
-    duedate = gb.find_assignment(ASSIGNMENT).duedate
+    duedate = gb.find_assignment(assignment).duedate
     seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
@@ -166,11 +210,11 @@ def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
     a person's manual score and comments are never touched, and an answer they scored stays off the
     to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
     ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
-    for cell in gb.find_notebook(notebook, ASSIGNMENT).grade_cells:
+    for cell in gb.find_notebook(notebook, result.assignment).grade_cells:
         if cell.cell_type != "markdown":
             continue
         answered = result.written.get(cell.name, {}).get("answered")
-        grade = gb.find_grade(cell.name, notebook, ASSIGNMENT, result.student)
+        grade = gb.find_grade(cell.name, notebook, result.assignment, result.student)
         grade.auto_score = 0.0 if answered is False else None
         grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
         comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
@@ -249,13 +293,13 @@ def _small_regular_file(path: Path, limit: int = 4096) -> str | None:
     return text if text.strip().isprintable() else None
 
 
-def submission_files(course_root: Path, student: str) -> dict[str, str]:
+def submission_files(course_root: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, str]:
     """``timestamp.txt`` and ``submission_secret.txt`` as nbgrader expects them beside a feedback page
     (the secret names the page in the exchange; a submission that never went through the exchange
     gets a fresh one, so that ``nbgrader release_feedback`` never stops on it)."""
     import datetime as dt
     import secrets
-    folder = course_root / "submitted" / student / ASSIGNMENT
+    folder = course_root / "submitted" / student / assignment
     files = {name: _small_regular_file(folder / name) for name in SUBMISSION_FILES}
     if not files["timestamp.txt"]:
         files["timestamp.txt"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
@@ -272,7 +316,7 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
         f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
         for c in result.cells.values())
     written_score, written_points, written_rows = written_answer_rows(result)
-    summary = (f"<h2>{html.escape(ASSIGNMENT)}: {result.score + written_score:g} / "
+    summary = (f"<h2>{html.escape(result.assignment)}: {result.score + written_score:g} / "
                f"{result.max_score + written_points:g}</h2>"
                f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
                f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
@@ -287,16 +331,16 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
         nb = nbformat.v4.new_notebook()
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
     body, _ = _exporter().from_notebook_node(nb)
-    out = course_root / "feedback" / result.student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
+    out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(body)
-    graded = course_root / "autograded" / result.student / ASSIGNMENT
+    graded = course_root / "autograded" / result.student / result.assignment
     graded.mkdir(parents=True, exist_ok=True)
-    for name, text in submission_files(course_root, result.student).items():
+    for name, text in submission_files(course_root, result.student, result.assignment).items():
         for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
             (folder / name).write_text(text)
     if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
-        (graded / NOTEBOOK).write_text(result.executed_notebook)
+        (graded / result.notebook).write_text(result.executed_notebook)
     return out
 
 
@@ -345,12 +389,14 @@ def _one_line(text: str) -> str:
 
 
 def format_table(results: list[SubmissionResult]) -> str:
-    lines = [f"{'student':<24} {'state':<20} {'score':>11}  {'s':>5}  note"]
-    for r in sorted(results, key=lambda r: r.student):
+    several = len({(r.assignment, r.notebook) for r in results}) > 1
+    lines = [(f"{'notebook':<28} " if several else "") + f"{'student':<24} {'state':<20} {'score':>11}  {'s':>5}  note"]
+    for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
         note = (r.detail.splitlines()[0] if r.detail else "")[:60]
         if r.flags:
             note = (note + "; " if note else "") + f"REVIEW: {r.flags[0]}" + (f" (+{len(r.flags) - 1})" if len(r.flags) > 1 else "")
-        lines.append(f"{_one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
+        where = f"{r.assignment}/{r.notebook.removesuffix('.ipynb')}"
+        lines.append((f"{where:<28} " if several else "") + f"{_one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
                      f"{_one_line(note)}")
     counts = {}
     for r in results:
@@ -364,10 +410,10 @@ def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         stages = sorted({stage for r in results for stage in r.timings})
-        writer.writerow(["student", "state", "score", "max_score", "seconds", "review_flags", "detail",
+        writer.writerow(["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail",
                          *[f"s: {stage}" for stage in stages]])
-        for r in sorted(results, key=lambda r: r.student):
-            writer.writerow([_one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
+        for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
+            writer.writerow([r.assignment, r.notebook, _one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
                              _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500]),
                              *[round(r.timings.get(stage, 0.0), 3) for stage in stages]])
     return path
@@ -375,25 +421,35 @@ def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
 
 def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits = Limits(), export: bool = True,
-              show_progress: bool = True) -> list[SubmissionResult]:
+              show_progress: bool = True, assignments: list[str] | None = None) -> list[SubmissionResult]:
+    """Grade every notebook of ``assignments`` (default: each released one with submissions) for
+    ``students`` (default: everyone who submitted it); record, write feedback, report and export."""
     problem = sandbox_available()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
-    students = students or submitted_students(course_root)
+    if assignments is None:
+        assignments = [a for a in released_assignments(course_root) if submitted_students(course_root, a)]
+    unknown = [a for a in assignments if a not in released_assignments(course_root)]
+    if unknown:
+        raise NotReady(f"no release of {', '.join(map(repr, unknown))} in {course_root / 'release'}: "
+                       f"run `make release` first")
     db_url = pipeline.gradebook_url(course_root)
-    require_assignment_in_gradebook(db_url)
+    require_assignment_in_gradebook(db_url, assignments)
+    for assignment in assignments:
+        _checks(course_root, assignment)  # a missing checks module stops the batch before any grading
+    tasks = grading_tasks(course_root, assignments, students)
     workers = workers or os.cpu_count() or 1
-    source = (grade_on_dask(course_root, students, dask_address, limits) if dask_address
-              else grade_locally(course_root, students, workers, limits))
+    source = (grade_on_dask(course_root, tasks, dask_address, limits) if dask_address
+              else grade_locally(course_root, tasks, workers, limits))
     from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
 
     results = []
     policy = late_policy(course_root)
     with Gradebook(db_url) as gb:  # the only writer
-        for result in tqdm(source, total=len(students), desc="grading", disable=not show_progress):
+        for result in tqdm(source, total=len(tasks), desc="grading", disable=not show_progress):
             clock = time.monotonic()
-            record_in_gradebook(gb, result, submission_timestamp(course_root, result.student), policy)
+            record_in_gradebook(gb, result, submission_timestamp(course_root, result.student, result.assignment), policy)
             clock = result.timed("gradebook writes", clock)
             try:
                 write_feedback(course_root, result)
@@ -432,21 +488,23 @@ def shown_url(db_url: str) -> str:
     return make_url(db_url).render_as_string(hide_password=True)
 
 
-def require_assignment_in_gradebook(db_url: str) -> None:
+def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIGNMENT,)) -> None:
     """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
     regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
     from nbgrader.api import Gradebook, MissingEntry
     with Gradebook(db_url) as gb:
-        try:
-            gb.find_assignment(ASSIGNMENT)
-        except MissingEntry:
-            raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {ASSIGNMENT!r}: record it first "
-                           f"with `make release` (nbgrader generate_assignment {ASSIGNMENT}) in the course root, "
-                           f"with the same RLHF_GRADEBOOK_URL") from None
+        for assignment in assignments:
+            try:
+                gb.find_assignment(assignment)
+            except MissingEntry:
+                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
+                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
+                               f"course root, with the same RLHF_GRADEBOOK_URL") from None
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("assignment", nargs="*", help="assignments to grade (default: each released one with submissions)")
     parser.add_argument("--course-root", type=Path, default=Path.cwd(), help="default: the current directory, as for nbgrader")
     parser.add_argument("--workers", type=int, default=None,
                         help="parallel sandboxes (default: c.TrustedGrading.workers, else the CPU count)")
@@ -476,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     limits, workers, dask = grading_options(args)
     try:
-        results = grade_all(args.course_root.resolve(), workers, args.student, dask, limits)
+        results = grade_all(args.course_root.resolve(), workers, args.student, dask, limits,
+                            assignments=args.assignment or None)
     except NotReady as exc:
         print(f"grading did not start: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """The instructor's pipeline, built on nbgrader's own commands and gradebook.
 
-    python -m rlhf_course.grading.course release      # source/ -> release/
+    python -m rlhf_course.grading.course release      # source/<assignment>/ -> release/<assignment>/, each one
     python -m rlhf_course.grading.course examples     # grade the bundled example class, print a summary
 
 nbgrader is run as a subprocess from the course root, exactly as an instructor would run it,
@@ -44,14 +44,25 @@ def course_config(course_root: Path):
     return PyFileConfigLoader("nbgrader_config.py", path=str(course_root)).load_config()
 
 
-def generate_release(course_root: Path = COURSE_ROOT) -> Path:
-    """Record the assignment and its due date in the gradebook, then source/ -> release/."""
+def source_assignments(course_root: Path) -> list[str]:
+    """The assignments an instructor wrote: the folders of ``source/`` holding notebooks."""
+    folder = course_root / "source"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def generate_release(course_root: Path = COURSE_ROOT, assignments: list[str] | None = None) -> list[Path]:
+    """For each assignment (default: all of ``source/``): record it and its due date in the gradebook,
+    then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells).  Returns the
+    released notebooks."""
     from rlhf_course.grading import settings
     due_date = settings.load(course_root)[0].due_date
-    if due_date:
-        nbgrader(course_root, "db", "assignment", "add", ASSIGNMENT, f"--duedate={due_date}")
-    nbgrader(course_root, "generate_assignment", ASSIGNMENT, "--force")
-    return course_root / "release" / ASSIGNMENT / NOTEBOOK
+    released = []
+    for assignment in assignments or source_assignments(course_root):
+        if due_date:
+            nbgrader(course_root, "db", "assignment", "add", assignment, f"--duedate={due_date}")
+        nbgrader(course_root, "generate_assignment", assignment, "--force")
+        released += sorted((course_root / "release" / assignment).glob("*.ipynb"))
+    return released
 
 
 def load_instructor_module(course_root: Path, name: str):
@@ -80,22 +91,23 @@ def answers_for(course_root: Path, wrong_names: tuple[str, ...] | None) -> dict[
 
 
 def write_submission(course_root: Path, student: str, answers: dict[str, str],
-                     timestamp: dt.datetime | None = None) -> Path:
+                     timestamp: dt.datetime | None = None, assignment: str = ASSIGNMENT,
+                     notebook: str = NOTEBOOK) -> Path:
     """Lay out ``submitted/<student>/<assignment>/`` as ``nbgrader collect`` would."""
-    release_nb = notebooks.read(course_root / "release" / ASSIGNMENT / NOTEBOOK)
-    folder = course_root / "submitted" / student / ASSIGNMENT
+    release_nb = notebooks.read(course_root / "release" / assignment / notebook)
+    folder = course_root / "submitted" / student / assignment
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    nbformat.write(notebooks.fill_answers(release_nb, answers), str(folder / NOTEBOOK))
+    nbformat.write(notebooks.fill_answers(release_nb, answers), str(folder / notebook))
     stamp = timestamp or dt.datetime.now(dt.timezone.utc)
     stamp = stamp.replace(tzinfo=dt.timezone.utc) if stamp.tzinfo is None else stamp.astimezone(dt.timezone.utc)
     (folder / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
     return folder
 
 
-def autograde(course_root: Path, student: str | None = None) -> subprocess.CompletedProcess:
-    args = ["autograde", ASSIGNMENT, "--force"]
+def autograde(course_root: Path, student: str | None = None, assignment: str = ASSIGNMENT) -> subprocess.CompletedProcess:
+    args = ["autograde", assignment, "--force"]
     if student:
         args.append(f"--student={student}")
     # Stock in-kernel autograde, deliberately: the example class and the comparisons with trusted grading.
@@ -115,12 +127,12 @@ class CellScore:
     max_score: float
 
 
-def cell_scores(db_url: str, student: str) -> dict[str, CellScore]:
+def cell_scores(db_url: str, student: str, assignment: str = ASSIGNMENT, notebook: str = NOTEBOOK) -> dict[str, CellScore]:
     """Per grade cell scores of one student's submission, straight from the gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(db_url) as gb:
-        nb = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)
+        nb = gb.find_submission_notebook(notebook.removesuffix(".ipynb"), assignment, student)
         return {g.name: CellScore(g.name, float(g.score), float(g.max_score)) for g in nb.grades}
 
 
@@ -164,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course-root", type=Path, default=Path.cwd(), help="default: the current directory, as for nbgrader")
     args = parser.parse_args(argv)
     if args.command == "release":
-        print("generated", generate_release(args.course_root))
+        for path in generate_release(args.course_root):
+            print("generated", path)
     else:
         print(grade_examples(args.course_root))
     return 0

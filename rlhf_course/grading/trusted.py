@@ -1,7 +1,7 @@
 """Trusted grading of one submission: scores are decided here, outside the student's process.
 
 The student's answer cells run only in the sandbox (:mod:`sandbox_runner`), which returns plain
-observations; the instructor's checks (``instructor/rlhf_hidden_checks.py``) judge them in this
+observations; the assignment's checks (``instructor/<assignment>_hidden_checks.py``) judge them in this
 process.  Nothing the student's code does (patched comparison functions, IPython input
 transformers, custom exception handlers) can reach the judging.
 """
@@ -48,6 +48,8 @@ class CellResult:
 class SubmissionResult:
     student: str
     state: str
+    assignment: str = ASSIGNMENT
+    notebook: str = NOTEBOOK  # the file name, e.g. rlhf_building_blocks.ipynb
     cells: dict[str, CellResult] = field(default_factory=dict)
     detail: str = ""
     flags: list[str] = field(default_factory=list)
@@ -197,12 +199,13 @@ class Unreadable(Exception):
         self.state = state
 
 
-def read_submitted_notebook(course_root: Path, student: str) -> str:
+def read_submitted_notebook(course_root: Path, student: str, assignment: str = ASSIGNMENT,
+                            notebook: str = NOTEBOOK) -> str:
     """The submitted notebook's text, opened as a regular file without following any link (a
     student's symlink never makes the grader read another file) and refused above the size limit."""
     submitted = course_root / "submitted"
-    path = submitted / student / ASSIGNMENT / NOTEBOOK
-    for part in (submitted / student, submitted / student / ASSIGNMENT):
+    path = submitted / student / assignment / notebook
+    for part in (submitted / student, submitted / student / assignment):
         if part.is_symlink():
             raise Unreadable(MALFORMED, f"{part.relative_to(course_root)} is a symbolic link")
     try:
@@ -246,7 +249,7 @@ class _Session:
             self.memory_errors += 1
         return observation
 
-    def evaluate(self, checks_module, check) -> str | None:
+    def evaluate(self, check) -> str | None:
         def recall(case: Case) -> Observation:
             return self.observe(check.function, case)
         for case in check.cases():
@@ -266,16 +269,33 @@ class JudgeError(Exception):
     """A check raised while judging an observation (a bug of ours, or a reply we failed to foresee)."""
 
 
+def notebook_checks(checks_module, release_nb) -> dict:
+    """The checks that decide this notebook's autograded cells, in the instructor module's order: one
+    per code grade cell of the release, named by its grade id.  A cell without a check is a mistake in
+    the course (``checks_module.CHECKS`` lacks it), never a reason to award or withhold its points."""
+    cells = [notebooks.grade_id(cell) for cell in release_nb.cells
+             if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    missing = [gid for gid in cells if gid not in checks_module.CHECKS]
+    if missing:
+        raise ValueError(f"{checks_module.__name__} has no check for the grade cell(s) {', '.join(missing)}")
+    return {gid: check for gid, check in checks_module.CHECKS.items() if gid in cells}
+
+
 def grade_submission(course_root: Path, student: str, checks_module, slot: int = 0,
-                     limits: Limits = Limits()) -> SubmissionResult:
-    """Grade one student's submission; never raises for anything the submission contains.
-    Nothing is written on the host: the sandbox's writable folders are its own tmpfs."""
+                     limits: Limits = Limits(), assignment: str = ASSIGNMENT,
+                     notebook: str = NOTEBOOK) -> SubmissionResult:
+    """Grade one student's copy of one notebook of an assignment; never raises for anything the
+    submission contains.  Nothing is written on the host: the sandbox's writable folders are its own tmpfs."""
     start = time.monotonic()
-    points = {check.id: check.points for check in checks_module.CHECKS.values()}
+    points: dict[str, int] = {}
     try:
-        result = _grade(course_root, student, checks_module, slot, limits)
+        release_nb = _release(course_root / "release" / assignment / notebook)
+        checks = notebook_checks(checks_module, release_nb)
+        points = {check.id: check.points for check in checks.values()}
+        result = _grade(course_root, student, checks, release_nb, slot, limits, assignment, notebook)
     except Exception as exc:  # a bug of ours: make it visible, write zeros, keep the batch going
         result = _unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points)
+    result.assignment, result.notebook = assignment, notebook
     result.seconds = time.monotonic() - start
     return result
 
@@ -291,11 +311,10 @@ def _read_release(path: str, mtime_ns: int, size: int):
     return notebooks.read(path)
 
 
-def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResult:
-    release_nb = _release(course_root / "release" / ASSIGNMENT / NOTEBOOK)
-    points = {check.id: check.points for check in checks_module.CHECKS.values()}
+def _grade(course_root, student, checks, release_nb, slot, limits, assignment, notebook) -> SubmissionResult:
+    points = {check.id: check.points for check in checks.values()}
     try:
-        text = read_submitted_notebook(course_root, student)
+        text = read_submitted_notebook(course_root, student, assignment, notebook)
     except Unreadable as exc:
         return _unscored(student, exc.state, str(exc), points)
     try:
@@ -313,24 +332,25 @@ def _grade(course_root, student, checks_module, slot, limits) -> SubmissionResul
     restored = restore_from_release(nb, release_nb)  # nothing a student edited counts, nothing earned is lost
 
     answers = {notebooks.grade_id(c): c.source for c in nb.cells if notebooks.is_answer_cell(c)}
-    setup = notebooks.cells_by_grade_id(release_nb)["setup"].source  # ours, not the student's copy
+    setup_cell = notebooks.cells_by_grade_id(release_nb).get("setup")  # ours, not the student's copy
+    setup = setup_cell.source if setup_cell is not None else ""
     result = SubmissionResult(student, GRADED, flags=restored + review_flags(student_code(nb)))
     result.written = {gid: {"answered": answered} for gid, answered in written_answers(nb, release_nb).items()}
-    job = {"setup": setup, "answer_cells": answers, "notebook_name": NOTEBOOK,
+    job = {"setup": setup, "answer_cells": answers, "notebook_name": notebook,
            "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}
-    _score_all(result, checks_module, job, slot, limits)
+    _score_all(result, checks, job, slot, limits)
     if result.state == GRADED and result.score < result.max_score:
         result.state = FAILED_TESTS
     return result
 
 
-def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, limits: Limits) -> None:
+def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, limits: Limits) -> None:
     """The feedback run first (before any hidden input exists in the sandbox), then every check.
     A call that hangs or kills the sandbox costs the rest of that function's checks; a fresh
     sandbox grades the other functions.  Nothing runs past the submission's budget."""
     deadline = time.monotonic() + limits.submission_seconds
-    pending = list(checks_module.CHECKS.values())
+    pending = list(checks.values())
     broken: dict[str, str] = {}  # function -> why its remaining checks were not run
     memory_errors = 0
     feedback_pending = True
@@ -372,7 +392,7 @@ def _score_all(result: SubmissionResult, checks_module, job: dict, slot: int, li
                                                         f"{check.message}: not run, {broken[check.function]}")
                     continue
                 try:
-                    detail = session.evaluate(checks_module, check)
+                    detail = session.evaluate(check)
                 except SandboxTimeout as exc:
                     if exc.budget == "submission":
                         pending.insert(0, check)
