@@ -26,9 +26,10 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 ## Trusted batch grading of submitted/: sandboxed (bubblewrap, as root), parallel, into the
-## gradebook; then feedback/ and grades.csv.  WORKERS=N, DASK=tcp://host:8786 to use a cluster.
+## gradebook; then feedback/ and grades.csv.  ASSIGNMENT=name (default: every released one with
+## submissions), WORKERS=N, DASK=tcp://host:8786 to use a cluster.
 grade: $(STAMP)
-	$(PY) -m rlhf_course.grading.batch $(if $(WORKERS),--workers $(WORKERS)) $(if $(DASK),--dask $(DASK))
+	$(PY) -m rlhf_course.grading.batch $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DASK),--dask $(DASK))
 
 ## source/ -> release/ (commit the result).
 release: $(STAMP)
