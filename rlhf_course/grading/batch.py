@@ -12,12 +12,8 @@ The gradebook is nbgrader's (``RLHF_GRADEBOOK_URL`` or sqlite in the course root
 from __future__ import annotations
 
 import argparse
-import csv
-import html
 import os
-import re
 import resource
-import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -25,16 +21,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from queue import Queue
 
-import nbformat
 from tqdm.auto import tqdm
 
-from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
+from rlhf_course import ASSIGNMENT, COURSE_ROOT
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import settings
+from rlhf_course.grading.feedback import write_feedback
+from rlhf_course.grading.gradebook import (NotReady, late_policy, record_in_gradebook, require_assignment_in_gradebook,
+                                           shown_url, submission_timestamp)
+from rlhf_course.grading.report import REPORT, format_table, write_report
 from rlhf_course.grading.sandbox import Limits, sandbox_available
-from rlhf_course.grading.trusted import MAX_CELLS, SCORED_STATES, SubmissionResult, grade_submission
-
-REPORT = "grading_report.csv"
+from rlhf_course.grading.trusted import SubmissionResult, grade_submission
 
 
 def submitted_students(course_root: Path, assignment: str = ASSIGNMENT) -> list[str]:
@@ -146,279 +143,6 @@ def _result_from_dict(data: dict) -> SubmissionResult:
     return SubmissionResult(cells=cells, **data)
 
 
-# ----------------------------------------------------------------------------- recording
-
-def submission_timestamp(course_root: Path, student: str, assignment: str = ASSIGNMENT):
-    """When the student submitted, from nbgrader's timestamp.txt (None if absent or unreadable)."""
-    from nbgrader.utils import parse_utc
-    path = course_root / "submitted" / student / assignment / "timestamp.txt"
-    try:
-        return parse_utc(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def late_policy(course_root: Path):
-    """The late-submission plugin nbgrader's autograde would use, from the course's config."""
-    from traitlets.utils.importstring import import_item
-    config = pipeline.course_config(course_root)
-    plugin_class = config.AssignLatePenalties.get("plugin_class", "nbgrader.plugins.LateSubmissionPlugin")
-    plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
-    return plugin_class(config=config)
-
-
-def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:
-    """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
-    submission that needs a person."""
-    import warnings
-
-    from nbgrader.api import MissingEntry
-    from sqlalchemy.exc import SAWarning
-
-    notebook, assignment = result.notebook.removesuffix(".ipynb"), result.assignment
-    needs_look = result.state not in SCORED_STATES or bool(result.flags)
-    gb.update_or_create_student(result.student)
-    try:
-        submission = gb.find_submission(assignment, result.student)
-        submission.timestamp = timestamp
-    except MissingEntry:
-        with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
-            warnings.simplefilter("ignore", SAWarning)
-            gb.add_submission(assignment, result.student, timestamp=timestamp)
-    submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
-    grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
-    for cell in result.cells.values():
-        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
-        grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
-        grade.needs_manual_grade = result.state not in SCORED_STATES
-    record_written_answers(gb, result, notebook)
-    submission_nb.flagged = needs_look
-    duedate = gb.find_assignment(assignment).duedate
-    seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
-    submission_nb.late_submission_penalty = (
-        policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
-        if (policy is not None and seconds_late > 0) else None)
-    names = [comment.name for comment in submission_nb.comments]
-    for comment in submission_nb.comments:
-        comment.auto_comment = cell_note(result, comment.name, names)
-    gb.db.commit()
-
-
-def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
-    """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
-    released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
-    a person's manual score and comments are never touched, and an answer they scored stays off the
-    to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
-    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
-    for cell in gb.find_notebook(notebook, result.assignment).grade_cells:
-        if cell.cell_type != "markdown":
-            continue
-        answered = result.written.get(cell.name, {}).get("answered")
-        grade = gb.find_grade(cell.name, notebook, result.assignment, result.student)
-        grade.auto_score = 0.0 if answered is False else None
-        grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
-        comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
-        result.written[cell.name] = {
-            "answered": answered, "points": float(cell.max_score),
-            "score": grade.manual_score if grade.manual_score is not None else grade.auto_score,
-            "comment": (comment.manual_comment if comment is not None else None) or ""}
-
-
-def cell_note(result: SubmissionResult, cell: str, cells: list[str]) -> str | None:
-    """The automatic comment the Formgrader shows under one answer cell: the review flags about
-    this cell's code, plus what concerns the whole submission (its state when a person must look,
-    flags about code outside the answer cells)."""
-    lines = []
-    if result.state not in SCORED_STATES:
-        lines.append(f"[{result.state}] {result.detail}".strip())
-    for flag in result.flags:
-        where = flag.split(":", 1)[0]
-        if where == cell or where not in cells:
-            lines.append(f"review: {flag}")
-    return printable("\n".join(lines))[:2000] or None
-
-
-_EXPORTER = None
-
-
-def _exporter():
-    """One HTML exporter for the batch (building it loads templates), sanitising what the
-    student wrote: no script, event handler or iframe from a notebook reaches the page.  It
-    renders the release's cells once per batch (see :mod:`feedback_html`)."""
-    global _EXPORTER
-    if _EXPORTER is None:
-        from rlhf_course.grading.feedback_html import make_exporter
-        _EXPORTER = make_exporter()
-    return _EXPORTER
-
-
-def _student_notebook(result: SubmissionResult):
-    """The executed notebook that came back from the sandbox, if it is a notebook of bounded size."""
-    if not result.executed_notebook:
-        return None
-    try:  # written inside the sandbox: untrusted, maybe not even a notebook
-        invalid: dict = {}  # reads validates; one validation, not two
-        nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
-        if invalid:
-            raise invalid["ValidationError"]
-        if len(nb.cells) > MAX_CELLS:
-            raise ValueError(f"{len(nb.cells)} cells")
-        for cell in nb.cells:  # only the output types a feedback page shows
-            for output in cell.get("outputs", []):
-                if "data" in output:
-                    output["data"] = {k: v for k, v in output["data"].items()
-                                      if k in ("text/plain", "text/html", "text/markdown", "image/png")}
-        return nb
-    except Exception:
-        result.executed_notebook = None
-        return None
-
-
-SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's release_feedback reads
-
-
-def _small_regular_file(path: Path, limit: int = 4096) -> str | None:
-    """A short text file the student submitted, read without following links (None otherwise)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        return None
-    text = data.decode("utf-8", errors="replace")
-    return text if text.strip().isprintable() else None
-
-
-def submission_files(course_root: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, str]:
-    """``timestamp.txt`` and ``submission_secret.txt`` as nbgrader expects them beside a feedback page
-    (the secret names the page in the exchange; a submission that never went through the exchange
-    gets a fresh one, so that ``nbgrader release_feedback`` never stops on it)."""
-    import datetime as dt
-    import secrets
-    folder = course_root / "submitted" / student / assignment
-    files = {name: _small_regular_file(folder / name) for name in SUBMISSION_FILES}
-    if not files["timestamp.txt"]:
-        files["timestamp.txt"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    if not files["submission_secret.txt"]:
-        files["submission_secret.txt"] = secrets.token_hex(64)
-    return files
-
-
-def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
-    """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
-    then the student's notebook as it ran; never the hidden tests' code."""
-    rows = "".join(
-        f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
-        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
-        for c in result.cells.values())
-    written_score, written_points, written_rows = written_answer_rows(result)
-    summary = (f"<h2>{html.escape(result.assignment)}: {result.score + written_score:g} / "
-               f"{result.max_score + written_points:g}</h2>"
-               f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
-               f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
-               f"<p>Tests: {result.score:g} / {result.max_score:g}.</p>"
-               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>"
-               + written_rows)
-    nb = _student_notebook(result)
-    if nb is not None:
-        annotate_grade_cells(nb, result)
-        result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
-    else:
-        nb = nbformat.v4.new_notebook()
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
-    body, _ = _exporter().from_notebook_node(nb)
-    out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body)
-    graded = course_root / "autograded" / result.student / result.assignment
-    graded.mkdir(parents=True, exist_ok=True)
-    for name, text in submission_files(course_root, result.student, result.assignment).items():
-        for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
-            (folder / name).write_text(text)
-    if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
-        (graded / result.notebook).write_text(result.executed_notebook)
-    return out
-
-
-def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
-    """The written answers' scores so far, their points, and a table of them for the feedback page."""
-    if not result.written:
-        return 0.0, 0.0, ""
-    score = sum(w.get("score") or 0.0 for w in result.written.values())
-    points = sum(w.get("points", 0.0) for w in result.written.values())
-    rows = "".join(
-        f"<tr><td><code>{html.escape(gid)}</code></td>"
-        + (f"<td>{w['score']:g} / {w.get('points', 0):g}</td>" if w.get("score") is not None
-           else f"<td>? / {w.get('points', 0):g}</td>")
-        + f"<td>{'graded' if w.get('score') is not None else 'awaiting a person'}</td>"
-        f"<td>{html.escape(printable(w.get('comment') or ''))}</td></tr>"
-        for gid, w in result.written.items())
-    table = (f"<p>Written answers, graded by a person: {score:g} / {points:g} so far.</p>"
-             f"<table><tr><th>answer</th><th>points</th><th>status</th><th>comment</th></tr>{rows}</table>")
-    return score, points, table
-
-
-def annotate_grade_cells(nb, result: SubmissionResult) -> None:
-    """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
-    in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
-    from rlhf_course.grading import notebooks
-    for cell in nb.cells:
-        graded = result.cells.get(notebooks.grade_id(cell) or "")
-        if graded is None or cell.cell_type != "code":
-            continue
-        verdict = "passed" if graded.score == graded.points else "FAILED"
-        text = f"[trusted grader] {verdict} ({graded.score:g} / {graded.points:g}): {printable(graded.message)}\n"
-        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
-    escapes included) become '?', line breaks stay."""
-    return _CONTROL.sub("?", text or "")
-
-
-def _one_line(text: str) -> str:
-    return printable(text).replace("\n", " ").replace("\t", " ")
-
-
-def format_table(results: list[SubmissionResult]) -> str:
-    several = len({(r.assignment, r.notebook) for r in results}) > 1
-    lines = [(f"{'notebook':<28} " if several else "") + f"{'student':<24} {'state':<20} {'score':>11}  {'s':>5}  note"]
-    for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
-        note = (r.detail.splitlines()[0] if r.detail else "")[:60]
-        if r.flags:
-            note = (note + "; " if note else "") + f"REVIEW: {r.flags[0]}" + (f" (+{len(r.flags) - 1})" if len(r.flags) > 1 else "")
-        where = f"{r.assignment}/{r.notebook.removesuffix('.ipynb')}"
-        lines.append((f"{where:<28} " if several else "") + f"{_one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
-                     f"{_one_line(note)}")
-    counts = {}
-    for r in results:
-        counts[r.state] = counts.get(r.state, 0) + 1
-    lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    return "\n".join(lines)
-
-
-def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
-    path = course_root / REPORT
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        stages = sorted({stage for r in results for stage in r.timings})
-        writer.writerow(["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail",
-                         *[f"s: {stage}" for stage in stages]])
-        for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
-            writer.writerow([r.assignment, r.notebook, _one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
-                             _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500]),
-                             *[round(r.timings.get(stage, 0.0), 3) for stage in stages]])
-    return path
-
-
 def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits = Limits(), export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None) -> list[SubmissionResult]:
@@ -476,30 +200,6 @@ def hand_back_outputs(course_root: Path) -> None:
             continue
         for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
             os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
-
-
-class NotReady(RuntimeError):
-    """Grading cannot start; the message says what to do first."""
-
-
-def shown_url(db_url: str) -> str:
-    """The gradebook URL as it may be printed: without its password."""
-    from sqlalchemy.engine import make_url
-    return make_url(db_url).render_as_string(hide_password=True)
-
-
-def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIGNMENT,)) -> None:
-    """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
-    regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(db_url) as gb:
-        for assignment in assignments:
-            try:
-                gb.find_assignment(assignment)
-            except MissingEntry:
-                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
-                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root, with the same RLHF_GRADEBOOK_URL") from None
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:

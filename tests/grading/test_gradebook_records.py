@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import batch, trusted
+from rlhf_course.grading import batch, feedback, gradebook, trusted
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading.trusted import GRADER_ERROR, CellResult, SubmissionResult
 
@@ -31,7 +31,7 @@ def _full_marks(checks, student="ada") -> SubmissionResult:
 def _record(course, result):
     from nbgrader.api import Gradebook
     with Gradebook(pipeline.gradebook_url(course)) as gb:
-        batch.record_in_gradebook(gb, result)
+        gradebook.record_in_gradebook(gb, result)
 
 
 def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
@@ -96,7 +96,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     result.cells["dpo_gradient"].score = 0.0
     result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
     result.executed_notebook = (course / "submitted" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
-    batch.write_feedback(course, result)
+    feedback.write_feedback(course, result)
     graded = nbformat.read(str(course / "autograded" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb"), 4)
     cell = notebooks.cells_by_grade_id(graded)["dpo_gradient"]
     assert "FAILED" in cell.outputs[-1].text and "no gradient reached log_p_w" in cell.outputs[-1].text
@@ -184,7 +184,7 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
         result.written = {g: {"answered": a} for g, a in trusted.written_answers(nb, release).items()}
         result.executed_notebook = (course / "submitted" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
         _record(course, result)
-        return batch.write_feedback(course, result)
+        return feedback.write_feedback(course, result)
 
     grade_again()
     with Gradebook(pipeline.gradebook_url(course)) as gb:

@@ -13,7 +13,8 @@ import zipfile
 import pytest
 import torch
 
-from rlhf_course.grading.batch import format_table, printable
+from rlhf_course.grading.feedback import printable
+from rlhf_course.grading.report import format_table
 from rlhf_course.grading.observe import Case, Observation, from_wire, to_wire
 from rlhf_course.grading.sandbox import Limits, ProtocolViolation, Sandbox, SandboxTimeout, check_archive
 from rlhf_course.grading.trusted import MALFORMED, TOO_LARGE, SubmissionResult, Unreadable, read_submitted_notebook

@@ -1,0 +1,165 @@
+"""What a student reads back: the feedback page (each test's name, points and message, the written
+answers' scores, then the notebook as it ran; never the hidden tests' code), the autograded copy
+the Formgrader shows, and the files ``nbgrader release_feedback`` expects beside them."""
+from __future__ import annotations
+
+import html
+import os
+import re
+import stat
+from pathlib import Path
+
+import nbformat
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.grading.trusted import MAX_CELLS, SubmissionResult
+
+
+_EXPORTER = None
+
+
+def _exporter():
+    """One HTML exporter for the batch (building it loads templates), sanitising what the
+    student wrote: no script, event handler or iframe from a notebook reaches the page.  It
+    renders the release's cells once per batch (see :mod:`feedback_html`)."""
+    global _EXPORTER
+    if _EXPORTER is None:
+        from rlhf_course.grading.feedback_html import make_exporter
+        _EXPORTER = make_exporter()
+    return _EXPORTER
+
+
+def _student_notebook(result: SubmissionResult):
+    """The executed notebook that came back from the sandbox, if it is a notebook of bounded size."""
+    if not result.executed_notebook:
+        return None
+    try:  # written inside the sandbox: untrusted, maybe not even a notebook
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
+        if len(nb.cells) > MAX_CELLS:
+            raise ValueError(f"{len(nb.cells)} cells")
+        for cell in nb.cells:  # only the output types a feedback page shows
+            for output in cell.get("outputs", []):
+                if "data" in output:
+                    output["data"] = {k: v for k, v in output["data"].items()
+                                      if k in ("text/plain", "text/html", "text/markdown", "image/png")}
+        return nb
+    except Exception:
+        result.executed_notebook = None
+        return None
+
+
+SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's release_feedback reads
+
+
+def _small_regular_file(path: Path, limit: int = 4096) -> str | None:
+    """A short text file the student submitted, read without following links (None otherwise)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return text if text.strip().isprintable() else None
+
+
+def submission_files(course_root: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, str]:
+    """``timestamp.txt`` and ``submission_secret.txt`` as nbgrader expects them beside a feedback page
+    (the secret names the page in the exchange; a submission that never went through the exchange
+    gets a fresh one, so that ``nbgrader release_feedback`` never stops on it)."""
+    import datetime as dt
+    import secrets
+    folder = course_root / "submitted" / student / assignment
+    files = {name: _small_regular_file(folder / name) for name in SUBMISSION_FILES}
+    if not files["timestamp.txt"]:
+        files["timestamp.txt"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    if not files["submission_secret.txt"]:
+        files["submission_secret.txt"] = secrets.token_hex(64)
+    return files
+
+
+def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
+    """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
+    then the student's notebook as it ran; never the hidden tests' code."""
+    rows = "".join(
+        f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
+        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
+        for c in result.cells.values())
+    written_score, written_points, written_rows = written_answer_rows(result)
+    summary = (f"<h2>{html.escape(result.assignment)}: {result.score + written_score:g} / "
+               f"{result.max_score + written_points:g}</h2>"
+               f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
+               f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
+               f"<p>Tests: {result.score:g} / {result.max_score:g}.</p>"
+               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>"
+               + written_rows)
+    nb = _student_notebook(result)
+    if nb is not None:
+        annotate_grade_cells(nb, result)
+        result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
+    else:
+        nb = nbformat.v4.new_notebook()
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
+    body, _ = _exporter().from_notebook_node(nb)
+    out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(body)
+    graded = course_root / "autograded" / result.student / result.assignment
+    graded.mkdir(parents=True, exist_ok=True)
+    for name, text in submission_files(course_root, result.student, result.assignment).items():
+        for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
+            (folder / name).write_text(text)
+    if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
+        (graded / result.notebook).write_text(result.executed_notebook)
+    return out
+
+
+def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
+    """The written answers' scores so far, their points, and a table of them for the feedback page."""
+    if not result.written:
+        return 0.0, 0.0, ""
+    score = sum(w.get("score") or 0.0 for w in result.written.values())
+    points = sum(w.get("points", 0.0) for w in result.written.values())
+    rows = "".join(
+        f"<tr><td><code>{html.escape(gid)}</code></td>"
+        + (f"<td>{w['score']:g} / {w.get('points', 0):g}</td>" if w.get("score") is not None
+           else f"<td>? / {w.get('points', 0):g}</td>")
+        + f"<td>{'graded' if w.get('score') is not None else 'awaiting a person'}</td>"
+        f"<td>{html.escape(printable(w.get('comment') or ''))}</td></tr>"
+        for gid, w in result.written.items())
+    table = (f"<p>Written answers, graded by a person: {score:g} / {points:g} so far.</p>"
+             f"<table><tr><th>answer</th><th>points</th><th>status</th><th>comment</th></tr>{rows}</table>")
+    return score, points, table
+
+
+def annotate_grade_cells(nb, result: SubmissionResult) -> None:
+    """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
+    in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
+    from rlhf_course.grading import notebooks
+    for cell in nb.cells:
+        graded = result.cells.get(notebooks.grade_id(cell) or "")
+        if graded is None or cell.cell_type != "code":
+            continue
+        verdict = "passed" if graded.score == graded.points else "FAILED"
+        text = f"[trusted grader] {verdict} ({graded.score:g} / {graded.points:g}): {printable(graded.message)}\n"
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
+    escapes included) become '?', line breaks stay."""
+    return _CONTROL.sub("?", text or "")
+
+
+def _one_line(text: str) -> str:
+    return printable(text).replace("\n", " ").replace("\t", " ")

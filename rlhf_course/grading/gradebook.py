@@ -1,0 +1,125 @@
+"""What trusted grading writes into nbgrader's gradebook (through nbgrader's own API), and what it
+needs there before it starts: scores per grade cell, written answers left to a person, flags and
+automatic comments, the late penalty by the course's nbgrader plugin."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.feedback import printable
+from rlhf_course.grading.trusted import SCORED_STATES, SubmissionResult
+
+
+class NotReady(RuntimeError):
+    """Grading cannot start; the message says what to do first."""
+
+
+def shown_url(db_url: str) -> str:
+    """The gradebook URL as it may be printed: without its password."""
+    from sqlalchemy.engine import make_url
+    return make_url(db_url).render_as_string(hide_password=True)
+
+
+def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIGNMENT,)) -> None:
+    """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
+    regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    with Gradebook(db_url) as gb:
+        for assignment in assignments:
+            try:
+                gb.find_assignment(assignment)
+            except MissingEntry:
+                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
+                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
+                               f"course root, with the same RLHF_GRADEBOOK_URL") from None
+
+
+def submission_timestamp(course_root: Path, student: str, assignment: str = ASSIGNMENT):
+    """When the student submitted, from nbgrader's timestamp.txt (None if absent or unreadable)."""
+    from nbgrader.utils import parse_utc
+    path = course_root / "submitted" / student / assignment / "timestamp.txt"
+    try:
+        return parse_utc(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def late_policy(course_root: Path):
+    """The late-submission plugin nbgrader's autograde would use, from the course's config."""
+    from traitlets.utils.importstring import import_item
+    config = pipeline.course_config(course_root)
+    plugin_class = config.AssignLatePenalties.get("plugin_class", "nbgrader.plugins.LateSubmissionPlugin")
+    plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
+    return plugin_class(config=config)
+
+
+def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:
+    """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
+    submission that needs a person."""
+    import warnings
+
+    from nbgrader.api import MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    notebook, assignment = result.notebook.removesuffix(".ipynb"), result.assignment
+    needs_look = result.state not in SCORED_STATES or bool(result.flags)
+    gb.update_or_create_student(result.student)
+    try:
+        submission = gb.find_submission(assignment, result.student)
+        submission.timestamp = timestamp
+    except MissingEntry:
+        with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
+            warnings.simplefilter("ignore", SAWarning)
+            gb.add_submission(assignment, result.student, timestamp=timestamp)
+    submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
+    grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
+    for cell in result.cells.values():
+        grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
+        grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
+        grade.needs_manual_grade = result.state not in SCORED_STATES
+    record_written_answers(gb, result, notebook)
+    submission_nb.flagged = needs_look
+    duedate = gb.find_assignment(assignment).duedate
+    seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
+    submission_nb.late_submission_penalty = (
+        policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
+        if (policy is not None and seconds_late > 0) else None)
+    names = [comment.name for comment in submission_nb.comments]
+    for comment in submission_nb.comments:
+        comment.auto_comment = cell_note(result, comment.name, names)
+    gb.db.commit()
+
+
+def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
+    """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
+    released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
+    a person's manual score and comments are never touched, and an answer they scored stays off the
+    to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
+    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
+    for cell in gb.find_notebook(notebook, result.assignment).grade_cells:
+        if cell.cell_type != "markdown":
+            continue
+        answered = result.written.get(cell.name, {}).get("answered")
+        grade = gb.find_grade(cell.name, notebook, result.assignment, result.student)
+        grade.auto_score = 0.0 if answered is False else None
+        grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
+        comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
+        result.written[cell.name] = {
+            "answered": answered, "points": float(cell.max_score),
+            "score": grade.manual_score if grade.manual_score is not None else grade.auto_score,
+            "comment": (comment.manual_comment if comment is not None else None) or ""}
+
+
+def cell_note(result: SubmissionResult, cell: str, cells: list[str]) -> str | None:
+    """The automatic comment the Formgrader shows under one answer cell: the review flags about
+    this cell's code, plus what concerns the whole submission (its state when a person must look,
+    flags about code outside the answer cells)."""
+    lines = []
+    if result.state not in SCORED_STATES:
+        lines.append(f"[{result.state}] {result.detail}".strip())
+    for flag in result.flags:
+        where = flag.split(":", 1)[0]
+        if where == cell or where not in cells:
+            lines.append(f"review: {flag}")
+    return printable("\n".join(lines))[:2000] or None
