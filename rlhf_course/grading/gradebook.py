@@ -71,7 +71,7 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     except MissingEntry:
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
-            gb.add_submission(assignment, result.student, timestamp=timestamp)
+            submission = gb.add_submission(assignment, result.student, timestamp=timestamp)
     submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
     grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
     for cell in result.cells.values():
@@ -80,8 +80,7 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         grade.needs_manual_grade = result.state not in SCORED_STATES
     record_written_answers(gb, result, notebook)
     submission_nb.flagged = needs_look
-    duedate = gb.find_assignment(assignment).duedate
-    seconds_late = (timestamp - duedate).total_seconds() if (timestamp and duedate) else 0.0
+    seconds_late = submission.total_seconds_late  # nbgrader's: due date plus any extension granted
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)

@@ -231,3 +231,28 @@ def test_printed_gradebook_urls_hide_the_password():
     assert batch.shown_url("postgresql+psycopg2://grader:s3cret@db-host/rlhf") == \
         "postgresql+psycopg2://grader:***@db-host/rlhf"
     assert batch.shown_url("sqlite:////srv/course/gradebook.db") == "sqlite:////srv/course/gradebook.db"
+
+
+def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
+    """PenaltyPerHour (2 points per started hour) on nbgrader's total_seconds_late: 90 minutes late
+    costs 4 points; with a 3-hour extension granted in the gradebook, nothing."""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    url = pipeline.gradebook_url(course)
+    with Gradebook(url) as gb:
+        due = gb.find_assignment(ASSIGNMENT).duedate
+    late = due + dt.timedelta(minutes=90)
+    policy = gradebook.late_policy(course)
+
+    def penalty():
+        with Gradebook(url) as gb:
+            gradebook.record_in_gradebook(gb, _full_marks(checks, "lena"), timestamp=late, policy=policy)
+            return gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "lena").late_submission_penalty
+
+    assert penalty() == 4.0
+    with Gradebook(url) as gb:
+        gb.find_submission(ASSIGNMENT, "lena").extension = dt.timedelta(hours=3)
+        gb.db.commit()
+    assert penalty() is None  # on time: no penalty recorded, as nbgrader does
