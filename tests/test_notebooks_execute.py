@@ -49,3 +49,31 @@ def test_release_notebook_runs_until_first_todo(repo):
     assert failing.metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
     for cell in executed[:-1]:
         assert not any(o.output_type == "error" for o in cell.outputs)
+
+
+@pytest.mark.slow
+def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(repo, instructor_path):
+    nb = execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "k3 per token: [0.1931, 0.3069, 0.0]" in text
+    assert text.count("passed: ") == 5
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    import re
+    found = re.search(r"exact KL ([\d.]+) \| mean k1 ([-\d.]+) \(negative samples: (\d+)%\) \| "
+                      r"mean k3 ([-\d.]+) \(negative samples: (\d+)%\)", text)
+    assert found, text
+    exact, mean_k1, k1_negative, mean_k3, k3_negative = map(float, found.groups())
+    assert abs(mean_k1 - exact) < 0.01 and abs(mean_k3 - exact) < 0.01  # 100 000 samples: both unbiased
+    assert k1_negative > 10 and k3_negative == 0
+
+
+@pytest.mark.slow
+def test_kl_penalty_release_runs_until_its_todo(repo):
+    path = repo / "release" / "kl_penalty" / "kl_penalty.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert info.value.ename == "NotImplementedError"
+    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    assert executed[-1].metadata["nbgrader"]["grade_id"] == "kl_visible_tests"

@@ -1,0 +1,75 @@
+"""The KL-penalty exercise's hidden checks, in-process: the reference passes all, each wrong answer loses
+exactly its cells, each correct variant none, and the notebook's hidden cells match the checks."""
+import math
+
+import pytest
+import torch
+
+from rlhf_course.grading import notebooks
+from rlhf_course.grading.checks import CheckFailed, evaluate
+from rlhf_course.grading.course import load_instructor_module
+from tests.conftest import REPO
+
+SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
+checks = load_instructor_module(REPO, "kl_penalty_hidden_checks")
+catalogue = load_instructor_module(REPO, "kl_penalty_catalogue")
+
+
+def function_from(cell_source: str):
+    namespace = {"torch": torch, "math": math}
+    exec(compile(cell_source, "answer", "exec"), namespace)
+    return namespace["kl_estimator_k3"]
+
+
+def lost_by(function) -> set[str]:
+    return {check.id for check in checks.CHECKS.values() if evaluate(check, function) is not None}
+
+
+def test_the_reference_passes_every_check():
+    reference = function_from(notebooks.solution_answers(notebooks.read(SOURCE))["kl_answer"])
+    assert lost_by(reference) == set()
+    checks.run_check("kl_values", reference)
+
+
+@pytest.mark.parametrize("wrong", catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+def test_each_wrong_answer_loses_exactly_its_cells(wrong):
+    assert lost_by(function_from(wrong.source)) == set(wrong.loses)
+
+
+@pytest.mark.parametrize("variant", catalogue.CORRECT_VARIANTS, ids=lambda v: v.name)
+def test_each_correct_variant_gets_full_marks(variant):
+    assert lost_by(function_from(variant.source)) == set()
+
+
+def test_a_failure_names_the_property():
+    naive = function_from(catalogue.WRONG_BY_NAME["kl_naive_exp_minus_one"].source)
+    with pytest.raises(CheckFailed, match="stays accurate in float32 .* What went wrong: k3 "):
+        checks.run_check("kl_stable_when_close", naive)
+
+
+def test_the_naive_form_is_really_inaccurate_in_float32():
+    """What the stability check rests on: at |d| = 1e-3, exp(d) - 1 - d in float32 is off by over 10 %."""
+    d = torch.tensor([1e-3, -1e-3, 3e-4])
+    exact = torch.expm1(d.double()) - d.double()
+    naive = (torch.exp(d) - 1 - d).double()
+    stable = (torch.expm1(d) - d).double()
+    assert ((naive - exact).abs() / exact).max() > 0.1
+    assert ((stable - exact).abs() / exact).max() < 1e-3
+
+
+def test_the_notebooks_hidden_cells_match_the_checks():
+    cells = notebooks.cells_by_grade_id(notebooks.read(SOURCE))
+    for check in checks.HIDDEN_CHECKS.values():
+        cell = cells[check.id]
+        assert cell.metadata["nbgrader"]["points"] == check.points and cell.metadata["nbgrader"]["grade"]
+        assert f'run_check("{check.id}", kl_estimator_k3)' in cell.source and "BEGIN HIDDEN TESTS" in cell.source
+    visible = checks.CHECKS["kl_visible_tests"]
+    assert cells["kl_visible_tests"].metadata["nbgrader"]["points"] == visible.points
+
+
+def test_the_visible_example_numbers():
+    r = torch.tensor([0.5, 2.0, 1.0], dtype=torch.float64)
+    k3 = (r - 1 - r.log()).tolist()
+    assert k3 == pytest.approx([0.19315, 0.30685, 0.0], abs=1e-5)
+    assert checks.kl_reference(torch.log(torch.tensor([0.5, 0.25, 0.25])),
+                               torch.log(torch.tensor([0.25, 0.5, 0.25]))).tolist() == pytest.approx(k3, abs=1e-6)

@@ -1,0 +1,116 @@
+"""Two assignments of one course, graded by one command into one gradebook: the RLHF notebook and the
+small KL-penalty exercise (source/kl_penalty/). Trusted grading runs through the in-process sandbox
+double (no root; the real sandbox grades both in tests/grading/test_scaling.py), stock nbgrader
+autograde through nbgrader itself; both agree with the KL checks cell by cell."""
+import csv
+
+import pytest
+
+from rlhf_course.grading import batch, notebooks, trusted
+from rlhf_course.grading import course as pipeline
+from tests.conftest import REPO, copy_course
+
+from .in_process_sandbox import InProcessSandbox
+
+pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignments, one stock autograde
+
+KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"
+RLHF = "rlhf"
+kl_checks = pipeline.load_instructor_module(REPO, batch.checks_module_name(KL))
+kl_catalogue = pipeline.load_instructor_module(REPO, "kl_penalty_catalogue")
+KL_TOTAL = sum(check.points for check in kl_checks.CHECKS.values())
+WRONG = kl_catalogue.WRONG_ANSWERS[0]
+
+
+def kl_answers(course, wrong=None) -> dict[str, str]:
+    answers = notebooks.solution_answers(notebooks.read(course / "source" / KL / KL_NOTEBOOK))
+    if wrong is not None:
+        answers[wrong.answer_cell] = wrong.source
+    return answers
+
+
+def make_class(course):
+    """ada: both right; bob: RLHF right, KL wrong; cy: only the KL exercise, right."""
+    pipeline.generate_release(course)
+    for student in ("ada", "bob"):
+        pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    for student, wrong in (("ada", None), ("bob", WRONG), ("cy", None)):
+        pipeline.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("two") / "course")
+    make_class(course)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(trusted, "Sandbox", InProcessSandbox)
+    patch.setattr(batch, "sandbox_available", lambda: None)
+    import torch
+    threads = torch.get_num_threads()
+    try:
+        results = batch.grade_all(course, workers=1, show_progress=False)  # every released assignment
+    finally:
+        patch.undo()
+        torch.set_num_threads(threads)
+    return course, {(r.assignment, r.student): r for r in results}
+
+
+def test_one_command_grades_every_notebook_of_every_assignment(graded):
+    _, results = graded
+    assert set(results) == {(RLHF, "ada"), (RLHF, "bob"), (KL, "ada"), (KL, "bob"), (KL, "cy")}
+    assert {r.notebook for (a, _), r in results.items() if a == KL} == {KL_NOTEBOOK}
+    for key in [(KL, "ada"), (KL, "cy")]:
+        assert (results[key].state, results[key].score, results[key].max_score) == ("graded", KL_TOTAL, KL_TOTAL)
+    wrong = results[(KL, "bob")]
+    assert wrong.state == "failed tests"
+    assert {c.grade_id for c in wrong.cells.values() if c.score < c.points} == set(WRONG.loses)
+    assert set(results[(RLHF, "ada")].cells) & set(wrong.cells) == set()  # each notebook its own checks
+
+
+def test_the_gradebook_and_export_hold_each_assignment(graded):
+    course, results = graded
+    url = pipeline.gradebook_url(course)
+    for (assignment, student), result in results.items():
+        cells = pipeline.cell_scores(url, student, assignment, result.notebook)
+        assert {g: cells[g].score for g in result.cells} == {g: c.score for g, c in result.cells.items()}
+    with open(course / "grades.csv") as handle:
+        rows = {(row["assignment"], row["student_id"]): row for row in csv.DictReader(handle)}
+    assert float(rows[(KL, "bob")]["raw_score"]) == results[(KL, "bob")].score
+    assert float(rows[(KL, "cy")]["raw_score"]) == KL_TOTAL and float(rows[(KL, "cy")]["max_score"]) == KL_TOTAL
+    assert float(rows[(RLHF, "ada")]["raw_score"]) == results[(RLHF, "ada")].score
+    assert float(rows[(RLHF, "cy")]["raw_score"]) == 0  # cy never submitted it: nbgrader's export says 0
+
+
+def test_feedback_and_report_name_the_assignment(graded):
+    course, results = graded
+    page = (course / "feedback" / "bob" / KL / "kl_penalty.html").read_text()
+    assert f"{KL}: {results[(KL, 'bob')].score:g} / {KL_TOTAL:g}" in page
+    assert "run_check" not in page and "kl_penalty_hidden_checks" not in page
+    assert (course / "feedback" / "bob" / RLHF / "rlhf_building_blocks.html").is_file()
+    with open(course / batch.REPORT) as handle:
+        report = {(row["assignment"], row["student"]): row for row in csv.DictReader(handle)}
+    assert set(report) == set(results) and report[(KL, "bob")]["notebook"] == KL_NOTEBOOK
+
+
+def test_grading_one_assignment_by_name_leaves_the_other_alone(graded):
+    course, _ = graded
+    patch = pytest.MonkeyPatch()
+    patch.setattr(trusted, "Sandbox", InProcessSandbox)
+    patch.setattr(batch, "sandbox_available", lambda: None)
+    try:
+        again = batch.grade_all(course, workers=1, show_progress=False, assignments=[KL], students=["cy"])
+    finally:
+        patch.undo()
+    assert [(r.assignment, r.student, r.score) for r in again] == [(KL, "cy", KL_TOTAL)]
+
+
+def test_stock_autograde_agrees_with_the_checks_on_the_kl_exercise(tmp_path):
+    course = copy_course(tmp_path / "course")
+    make_class(course)
+    pipeline.autograde(course, assignment=KL)
+    url = pipeline.gradebook_url(course)
+    for student, lost in (("ada", set()), ("bob", set(WRONG.loses)), ("cy", set())):
+        cells = pipeline.cell_scores(url, student, KL, KL_NOTEBOOK)
+        autograded = {g: s for g, s in cells.items() if g in kl_checks.CHECKS}
+        assert set(autograded) == set(kl_checks.CHECKS)
+        assert {g for g, s in autograded.items() if s.score < s.max_score} == lost, student
