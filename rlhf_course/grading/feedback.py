@@ -88,17 +88,17 @@ def submission_files(course_root: Path, student: str, assignment: str = ASSIGNME
 def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
     then the student's notebook as it ran; never the hidden tests' code."""
-    rows = "".join(
-        f"<tr><td><code>{html.escape(c.grade_id)}</code></td><td>{c.score:g} / {c.points:g}</td>"
-        f"<td>{'passed' if c.score == c.points else 'failed'}</td><td>{html.escape(printable(c.message))}</td></tr>"
-        for c in result.cells.values())
+    # Markdown, not HTML: the exporter sanitises a markdown cell's raw HTML and escapes headings,
+    # paragraphs and table headers (they showed as literal tags); Markdown renders them.
+    rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} | {'passed' if c.score == c.points else 'failed'} "
+                   f"| {table_text(c.message)} |\n" for c in result.cells.values())
     written_score, written_points, written_rows = written_answer_rows(result)
-    summary = (f"<h2>{html.escape(result.assignment)}: {result.score + written_score:g} / "
-               f"{result.max_score + written_points:g}</h2>"
-               f"<p>Outcome: <b>{html.escape(result.state)}</b>. "
-               f"{html.escape(printable(result.detail.splitlines()[0] if result.detail else ''))}</p>"
-               f"<p>Tests: {result.score:g} / {result.max_score:g}.</p>"
-               f"<table><tr><th>test</th><th>points</th><th>result</th><th>property</th></tr>{rows}</table>"
+    detail = table_text(result.detail.splitlines()[0] if result.detail else "")
+    summary = (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
+               f"{result.max_score + written_points:g}\n\n"
+               f"Outcome: **{result.state}**. {detail}\n\n"
+               f"Tests: {result.score:g} / {result.max_score:g}.\n\n"
+               f"| test | points | result | property |\n|---|---|---|---|\n{rows}"
                + written_rows)
     nb = _student_notebook(result)
     if nb is not None:
@@ -121,21 +121,27 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     return out
 
 
+def table_text(text: str) -> str:
+    """Text from a submission or a check, safe in one Markdown table cell: printable, one line,
+    HTML escaped (it shows as text, never as markup), pipes and emphasis characters escaped."""
+    text = html.escape(_one_line(text)[:2000], quote=False)
+    for char in "\\`*_|[]":  # the backslash first
+        text = text.replace(char, "\\" + char)
+    return text
+
+
 def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
-    """The written answers' scores so far, their points, and a table of them for the feedback page."""
+    """The written answers' scores so far, their points, and a Markdown table of them for the feedback page."""
     if not result.written:
         return 0.0, 0.0, ""
     score = sum(w.get("score") or 0.0 for w in result.written.values())
     points = sum(w.get("points", 0.0) for w in result.written.values())
     rows = "".join(
-        f"<tr><td><code>{html.escape(gid)}</code></td>"
-        + (f"<td>{w['score']:g} / {w.get('points', 0):g}</td>" if w.get("score") is not None
-           else f"<td>? / {w.get('points', 0):g}</td>")
-        + f"<td>{'graded' if w.get('score') is not None else 'awaiting a person'}</td>"
-        f"<td>{html.escape(printable(w.get('comment') or ''))}</td></tr>"
+        f"| `{gid}` | " + (f"{w['score']:g}" if w.get("score") is not None else "?") + f" / {w.get('points', 0):g} "
+        f"| {'graded' if w.get('score') is not None else 'awaiting a person'} | {table_text(w.get('comment') or '')} |\n"
         for gid, w in result.written.items())
-    table = (f"<p>Written answers, graded by a person: {score:g} / {points:g} so far.</p>"
-             f"<table><tr><th>answer</th><th>points</th><th>status</th><th>comment</th></tr>{rows}</table>")
+    table = (f"\nWritten answers, graded by a person: {score:g} / {points:g} so far.\n\n"
+             f"| answer | points | status | comment |\n|---|---|---|---|\n{rows}")
     return score, points, table
 
 

@@ -13,8 +13,11 @@ theme's CSS) with BeautifulSoup only to make cells focusable and give images an 
 * The focusable cells get ``tabindex="0"`` by a substitution on the template's own ``<div class=``
   tags; any page with an ``<img>`` (plots) goes through nbconvert's BeautifulSoup pass unchanged.
 
-The page is the one ``HTMLExporter(template_name="lab", sanitize_html=True)`` writes (same template,
-same sanitiser), byte for byte apart from BeautifulSoup's re-serialisation of the markup.
+The page is the one ``HTMLExporter(template_name="lab", sanitize_html=True)`` writes (same template),
+apart from BeautifulSoup's re-serialisation of the markup and the sanitiser's allowed tags: nbconvert's
+``clean_html`` keeps only bleach's defaults and a few more, so every heading, paragraph and table header
+a markdown cell renders to came out as literal text ("<h2 id=...>Part 1"). :func:`sanitize` keeps those
+structural tags too; scripts, event handlers, styles, iframes, forms and images in markup stay out.
 """
 from __future__ import annotations
 
@@ -44,10 +47,28 @@ def focusable(html: str) -> str:
     return _FOCUSABLE.sub(lambda m: m.group(0) + ' tabindex="0"', html)
 
 
+# The tags rendered Markdown produces, beyond bleach's defaults (a, abbr, acronym, b, blockquote, code,
+# em, i, li, ol, strong, ul): none of them runs code or loads anything.
+SAFE_TAGS = frozenset({"div", "pre", "code", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6",
+                       "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "del", "dl", "dt", "dd"})
+
+
+def sanitize(element) -> str:
+    """nbconvert's ``clean_html`` with the structural tags of rendered Markdown allowed."""
+    import bleach
+    from nbconvert.filters.strings import _get_default_css_sanitizer
+    element = element.decode() if isinstance(element, bytes) else str(element)
+    kwargs = {}
+    css_sanitizer = _get_default_css_sanitizer()
+    if css_sanitizer:
+        kwargs["css_sanitizer"] = css_sanitizer
+    return bleach.clean(element, tags=sorted(set(bleach.ALLOWED_TAGS) | SAFE_TAGS),
+                        attributes={**bleach.ALLOWED_ATTRIBUTES, "*": ["class", "id"]}, **kwargs)
+
+
 def make_exporter():
     from nbconvert import HTMLExporter
     from nbconvert.exporters.templateexporter import TemplateExporter
-    from nbconvert.filters import clean_html
     from nbconvert.filters.highlight import Highlight2HTML
     from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
@@ -59,7 +80,7 @@ def make_exporter():
     class FeedbackExporter(HTMLExporter):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
-            self._clean_html = _cached(clean_html)
+            self._clean_html = _cached(sanitize)
             self._markdown = _cached(lambda source: HTMLExporter.markdown2html(self, {}, source))
             self._highlighters = {}
 

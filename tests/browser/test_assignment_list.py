@@ -61,3 +61,69 @@ def test_fetch_from_assignment_list_then_validate(student_lab, browser, artifact
     dialog = page.locator(".jp-Dialog")
     dialog.get_by_text("Success! Your notebook passes all the tests.").wait_for(timeout=120_000)
     page.screenshot(path=str(artifacts / "validate_success.png"))
+
+
+@pytest.mark.slow
+def test_submit_in_the_lab_then_fetch_the_trusted_feedback(student_lab, browser, artifacts, repo, tmp_path):
+    """The whole loop in the student's JupyterLab: fetch; complete (a correct `dpo_loss` that emits a
+    torch-style warning); Validate says success, as grading will; Submit; the instructor collects, grades
+    with the trusted grader (the real sandbox) and releases feedback; Fetch Feedback; the page shows 44 / 44."""
+    import time
+
+    import nbformat
+
+    from rlhf_course.grading import batch
+    from rlhf_course.grading.sandbox import sandbox_available
+    server, home = student_lab
+    course = tmp_path / "course"
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+
+    def assignment_list():
+        page.goto(server.url("lab"))
+        page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+        page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+
+    assignment_list()
+    page.get_by_role("button", name="Fetch").click(timeout=60_000)
+    page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
+    fetched = home / ASSIGNMENT / NOTEBOOK
+    source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    answers = {**pipeline.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    answers["dpo_answer"] = answers["dpo_answer"].replace("def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
+        '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
+    nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
+
+    page.goto(server.url(f"lab/tree/{ASSIGNMENT}/{NOTEBOOK}"))
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Validate").first.click()
+    page.locator(".jp-Dialog").get_by_text("Success! Your notebook passes all the tests.").wait_for(timeout=120_000)
+    page.screenshot(path=str(artifacts / "validate_success_with_a_warning.png"))
+
+    problem = sandbox_available()
+    if problem:
+        pytest.skip(f"trusted grading needs the sandbox: {problem}")
+    assignment_list()
+    page.get_by_role("button", name="Submit").click(timeout=60_000)
+    inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
+    deadline = time.time() + 60
+    while not (inbound.is_dir() and any(inbound.iterdir())):
+        assert time.time() < deadline, "the submission never reached the exchange"
+        time.sleep(0.5)
+    page.screenshot(path=str(artifacts / "assignment_list_submitted.png"))
+
+    pipeline.nbgrader(course, "collect", ASSIGNMENT)  # the instructor, with the same exchange
+    [result] = batch.grade_all(course, workers=1, show_progress=False)
+    assert (result.state, result.score) == ("graded", 44), result.detail
+    pipeline.nbgrader(course, "release_feedback", ASSIGNMENT)
+
+    assignment_list()
+    page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)
+    page.get_by_text("(view feedback)").wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts / "assignment_list_feedback_fetched.png"))
+    [feedback] = list((home / ASSIGNMENT / "feedback").glob(f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
+    page.goto(server.url("files/" + str(feedback.relative_to(home))))
+    page.get_by_text("Tests: 44 / 44.").wait_for(timeout=60_000)
+    assert page.get_by_text(f"{ASSIGNMENT}: 44 / 50").count() == 1  # Part 4 awaits a person
+    assert page.get_by_text("awaiting a person").count() == 3
+    assert "run_check" not in page.content()
+    page.screenshot(path=str(artifacts / "feedback_page_in_the_lab.png"), full_page=False)

@@ -8,7 +8,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course
+from tests.conftest import copy_course, needs_sandbox
 
 from .conftest import LabServer
 
@@ -77,3 +77,34 @@ def test_formgrader_page_renders_latex_without_other_hosts(graded_course, browse
     page.screenshot(path=str(artifacts / "formgrader_submission_stock_cdn.png"))
     assert any("mathjax" in url.lower() for url in other_hosts(requests)), requests
     print("stock page, script errors:", errors)
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_formgrader_shows_why_a_hidden_test_scored_zero(tmp_path, repo, browser, artifacts, monkeypatch):
+    """Trusted grading (`make grade`, the real sandbox) of a PPO without the min: the instructor's Formgrader
+    page for that submission shows, under each failing test cell, the trusted verdict and its message."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading import batch
+    course = copy_course(tmp_path / "course")
+    shutil.copytree(repo / "jupyter", course / "jupyter")
+    pipeline.generate_release(course)
+    pipeline.write_submission(course, "bo", pipeline.answers_for(repo, ("ppo_clip_without_min",)))
+    [result] = batch.grade_all(course, workers=1, show_progress=False)
+    assert result.state == "failed tests"
+    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+        submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "bo").id
+    (tmp_path / "server").mkdir()
+    server = LabServer(course, tmp_path / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+    try:
+        page, _, _ = visit(browser, server.url(f"formgrader/submissions/{submission_id}/"))
+        verdict = page.get_by_text("[trusted grader] FAILED (0 / 2): clipping must not apply to r < 1 - eps when A > 0")
+        verdict.first.wait_for(timeout=60_000)
+        verdict.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "formgrader_trusted_verdict.png"))
+        assert page.get_by_text("[trusted grader] passed").count() > 5  # the cells it got right say so too
+        assert page.get_by_text("What went wrong:").count() >= len(
+            [c for c in result.cells.values() if c.score < c.points])
+    finally:
+        server.stop()

@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from rlhf_course.grading.feedback_html import make_exporter
+from rlhf_course.grading.feedback_html import make_exporter, sanitize
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()
@@ -37,6 +37,7 @@ def _hostile_notebook(with_image: bool):
 @pytest.mark.parametrize("with_image", [False, True])
 def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
     stock = HTMLExporter(template_name="lab", sanitize_html=True)
+    stock.register_filter("clean_html", sanitize)  # nbconvert's, with rendered Markdown's structural tags
     ours = make_exporter()
     for _ in range(2):  # the second page is rendered from the caches
         nb = _hostile_notebook(with_image)
@@ -48,3 +49,15 @@ def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
         assert not [(t.name, a) for t in soup.find_all(True) for a in t.attrs if a.startswith("on")]
         assert "javascript:" not in str(soup.find_all("a"))
         assert ('alt="No description has been provided for this image"' in page) == with_image
+
+
+def test_headings_paragraphs_and_tables_render_as_markup_not_as_text():
+    """With nbconvert's own clean_html every heading of the notebook read "<h2 id=...>" on the page."""
+    nb = _hostile_notebook(False)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("## rlhf: 44 / 50\n\nTests: 44 / 44.\n\n| test | points |\n|---|---|\n| `a` | 1 / 1 |"))
+    page, _ = make_exporter().from_notebook_node(nb)
+    soup = BeautifulSoup(page, features="html.parser")
+    assert "&lt;h2" not in page and "&lt;p&gt;" not in page and "&lt;th&gt;" not in page
+    assert [h.get_text() for h in soup.find_all("h2")][:2] == ["rlhf: 44 / 50¶", "Part 1: the PPO clipped objective on token probability ratios¶"]
+    assert soup.find("th").get_text() == "test"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=" in page  # markup from a student stays text
