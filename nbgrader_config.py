@@ -31,6 +31,11 @@ c.AssignLatePenalties.plugin_class = "rlhf_course.exchange.PenaltyPerHour"
 c.PenaltyPerHour.points_per_hour = 2.0
 c.PenaltyPerHour.zero_after_hours = 72.0
 
+# `nbgrader export`: one row per student and assignment, a language edition (i18n/, e.g. rlhf_zh)
+# folded into its assignment with an `edition` column (stock export would list the student twice).
+c.ExportApp.plugin_class = "rlhf_course.grading.export.EditionsCsvExport"
+c.EditionsCsvExport.course_root = str(COURSE_ROOT)
+
 # The gradebook: sqlite in the course root unless a SQLAlchemy URL says otherwise
 # (e.g. postgresql+psycopg2://grader@db-host/rlhf for a large course).
 c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COURSE_ROOT / 'gradebook.db'}")

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, gradients, run, uniform,
-                                        unmodified, unmodified_only)
+                                        translated_messages, unmodified, unmodified_only)
 from rlhf_course.grading.observe import Case, Observation
 
 KL_ARGS = ("log_p", "ref_log_p")
@@ -27,7 +27,7 @@ def kl_reference(log_p: torch.Tensor, ref_log_p: torch.Tensor) -> torch.Tensor:
 
 def run_check(check_id: str, function: Callable) -> None:
     """Used by a hidden test cell: raise ``CheckFailed`` naming the property when it fails."""
-    run(CHECKS[check_id], function)
+    run(CHECKS[check_id], function, translated_messages(__file__))
 
 
 def _log_probs(gen: torch.Generator, *shape: int) -> torch.Tensor:

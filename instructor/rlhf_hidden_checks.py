@@ -21,13 +21,13 @@ import torch
 
 from rlhf_course.grading.checks import (Check, CheckFailed, Recall, by_id, changed_input, compare,  # noqa: F401
                                         evaluate, generator, gradients, judge_observation, run, short, uniform,
-                                        unmodified, unmodified_only)
+                                        translated_messages, unmodified, unmodified_only)
 from rlhf_course.grading.observe import Case, Observation
 
 
 def run_check(check_id: str, function: Callable) -> None:
     """Used by a hidden test cell: raise ``CheckFailed`` naming the property when it fails."""
-    run(CHECKS[check_id], function)
+    run(CHECKS[check_id], function, translated_messages(__file__))
 
 
 # --------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from rlhf_course.i18n import plot_text as L, t
+
 CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
 
 
@@ -26,9 +28,10 @@ def _call(function: Callable, *args):
     try:
         return function(*args)
     except NotImplementedError:
-        raise NotReady(f"Implement {name} above to see this plot.") from None
+        raise NotReady(t("Implement {name} above to see this plot.", name=name)) from None
     except Exception as exc:
-        raise NotReady(f"{name} raised {type(exc).__name__}: {exc}. Fix it above to see this plot.") from None
+        raise NotReady(t("{name} raised {error}. Fix it above to see this plot.", name=name,
+                          error=f"{type(exc).__name__}: {exc}")) from None
 
 
 # ----------------------------------------------------------------------------- PPO
@@ -57,17 +60,17 @@ def plot_ppo_objective(ppo_clipped_objective: Callable, clip_epsilon: float = 0.
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
     drawn = {"ratio": ratios, "clip_epsilon": clip_epsilon}
-    for ax, sign, label in ((axes[0], +1, "A > 0"), (axes[1], -1, "A < 0")):
+    for ax, sign, label in ((axes[0], +1, L("A > 0")), (axes[1], -1, L("A < 0"))):
         a = sign * magnitude
         values, grads = ppo_curve(ppo_clipped_objective, ratios, a, clip_epsilon)
         flat = np.isclose(grads, 0.0)
-        ax.axvspan(1 - clip_epsilon, 1 + clip_epsilon, color=CLIP_COLOR, alpha=0.10, label="trust region [1-eps, 1+eps]")
-        ax.plot(ratios, ratios * a, "--", color=UNCLIPPED_COLOR, label="unclipped r * A")
-        ax.plot(ratios, values, color=CLIP_COLOR, lw=2.2, label="your L^CLIP")
-        ax.plot(ratios, np.where(flat, values, np.nan), color=FLAT_COLOR, lw=3.5, label="gradient = 0")
+        ax.axvspan(1 - clip_epsilon, 1 + clip_epsilon, color=CLIP_COLOR, alpha=0.10, label=L("trust region [1-eps, 1+eps]"))
+        ax.plot(ratios, ratios * a, "--", color=UNCLIPPED_COLOR, label=L("unclipped r * A"))
+        ax.plot(ratios, values, color=CLIP_COLOR, lw=2.2, label=L("your L^CLIP"))
+        ax.plot(ratios, np.where(flat, values, np.nan), color=FLAT_COLOR, lw=3.5, label=L("gradient = 0"))
         ax.axvline(1.0, color="black", lw=0.6)
-        ax.set(title=f"{label} (A = {a:+.2f}, eps = {clip_epsilon:.2f})", xlabel="probability ratio r = pi / pi_old",
-               ylabel="per-token objective")
+        ax.set(title=L("{label} (A = {a:+.2f}, eps = {eps:.2f})", label=label, a=a, eps=clip_epsilon),
+               xlabel=L("probability ratio r = pi / pi_old"), ylabel=L("per-token objective"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left" if sign > 0 else "lower left")
         key = "positive" if sign > 0 else "negative"
@@ -119,12 +122,12 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
         drawn[f"margin_at_same_loss@{b:g}"] = h_same = margin_at_loss(margins, loss)
         color = axes[0].get_lines()[-1].get_color()
         axes[0].plot([h_same], [SAME_LOSS], "o", color=color, mec="black", ms=7 if index == 0 else 5)
-    axes[0].axhline(SAME_LOSS, color="black", lw=0.6, ls=":", label=f"same loss, {SAME_LOSS:g} nats")
-    axes[0].set(title="Your DPO loss", ylabel="loss -log sigmoid(beta h) (nats)", ylim=(-0.2, 5.0))
-    axes[1].set(title="How hard each pair is pushed", ylabel="gradient weight sigmoid(-beta h)", ylim=(-0.05, 1.05))
-    axes[2].set(title="Implied reward difference", ylabel="r(y_w) - r(y_l) = beta h")
+    axes[0].axhline(SAME_LOSS, color="black", lw=0.6, ls=":", label=L("same loss, {loss:g} nats", loss=SAME_LOSS))
+    axes[0].set(title=L("Your DPO loss"), ylabel=L("loss -log sigmoid(beta h) (nats)"), ylim=(-0.2, 5.0))
+    axes[1].set(title=L("How hard each pair is pushed"), ylabel=L("gradient weight sigmoid(-beta h)"), ylim=(-0.05, 1.05))
+    axes[2].set(title=L("Implied reward difference"), ylabel="r(y_w) - r(y_l) = beta h")
     for ax in axes:
-        ax.set_xlabel("log-ratio margin h (nats)")
+        ax.set_xlabel(L("log-ratio margin h (nats)"))
         ax.axvline(0, color="black", lw=0.6)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -184,21 +187,21 @@ def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.9
         t = np.arange(len(rewards))
         advantages = gae_advantages(compute_gae, rewards, values, gamma, gae_lambda)
         ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 0.0), ":", color="tab:gray",
-                label="lambda = 0 (TD residual)")
+                label=L("lambda = 0 (TD residual)"))
         ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 1.0), "--", color="tab:gray",
-                label="lambda = 1 (return - V)")
+                label=L("lambda = 1 (return - V)"))
         ax.plot(t, advantages, "o-", color="tab:green", lw=2, label=f"lambda = {gae_lambda:.2f}")
-        ax.set(title=f"{'Guide example' if name == 'guide' else 'A 30-token response'}: reward 10 at the end",
-               xlabel="time step t (token)", ylabel="advantage A_t")
+        ax.set(title=L("Guide example: reward 10 at the end" if name == "guide" else "A 30-token response: reward 10 at the end"),
+               xlabel=L("time step t (token)"), ylabel=L("advantage A_t"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         drawn[f"advantages_{name}"] = advantages
     lambdas, bias, spread = _bias_variance(compute_gae, gamma)
     ax = axes[2]
-    ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label="|bias| of A_0")
-    ax.plot(lambdas, spread, "s-", color="tab:purple", label="spread (std) of A_0")
-    ax.axvline(gae_lambda, color="tab:green", lw=2, alpha=0.6, label="your lambda")
-    ax.set(title="Bias against variance", xlabel="lambda", ylabel="reward units")
+    ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label=L("|bias| of A_0"))
+    ax.plot(lambdas, spread, "s-", color="tab:purple", label=L("spread (std) of A_0"))
+    ax.axvline(gae_lambda, color="tab:green", lw=2, alpha=0.6, label=L("your lambda"))
+    ax.set(title=L("Bias against variance"), xlabel="lambda", ylabel=L("reward units"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     drawn.update(bias_lambdas=lambdas, bias=bias, spread=spread)
@@ -221,7 +224,7 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
     except NotReady as exc:
         return widgets.HTML(f"<b>{exc}</b>")
     if _under_nbgrader():  # validate and autograde stay fast; the plots are for the student
-        print("(explorer skipped while nbgrader runs this notebook)")
+        print(t("(explorer skipped while nbgrader runs this notebook)"))
         return None
 
     def redraw(**values):

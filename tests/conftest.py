@@ -20,7 +20,7 @@ os.environ.pop("RLHF_EXCHANGE_ROOT", None)
 # Submissions made by the tests are on time whatever today's date; the late-policy test sets its own.
 os.environ["RLHF_DUE_DATE"] = "2100-01-01 00:00:00 UTC"
 
-COURSE_FILES = ("source", "instructor", "nbgrader_config.py")
+COURSE_FILES = ("source", "instructor", "i18n", "nbgrader_config.py")
 
 
 def copy_course(destination: Path) -> Path:

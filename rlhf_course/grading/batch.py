@@ -20,12 +20,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from queue import Queue
+from types import SimpleNamespace
 
 from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT
 from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import settings
+from rlhf_course.grading import editions, settings
 from rlhf_course.grading.feedback import write_feedback
 from rlhf_course.grading.gradebook import (NotReady, late_policy, record_in_gradebook, require_assignment_in_gradebook,
                                            shown_url, submission_timestamp)
@@ -78,10 +79,17 @@ def checks_module_name(assignment: str) -> str:
 
 
 def _checks(course_root: Path, assignment: str = ASSIGNMENT):
-    path = course_root / "instructor" / f"{checks_module_name(assignment)}.py"
+    """The checks that grade ``assignment``: its own, or for a language edition its base's, with the
+    messages students read in the edition's language."""
+    edition = editions.edition_of(course_root, assignment)
+    base = edition.base if edition else assignment
+    path = course_root / "instructor" / f"{checks_module_name(base)}.py"
     if not path.is_file():
         raise NotReady(f"assignment {assignment!r} has no checks: {path} is missing")
-    return pipeline.load_instructor_module(course_root, checks_module_name(assignment))
+    module = pipeline.load_instructor_module(course_root, checks_module_name(base))
+    if edition is None:
+        return module
+    return SimpleNamespace(__name__=module.__name__, CHECKS=editions.localized_checks(module.CHECKS, edition))
 
 
 # ----------------------------------------------------------------------------- running
@@ -166,7 +174,7 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
     source = (grade_on_dask(course_root, tasks, dask_address, limits) if dask_address
               else grade_locally(course_root, tasks, workers, limits))
     from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
+    from rlhf_course.grading.export import EditionsCsvExport
 
     results = []
     policy = late_policy(course_root)
@@ -182,8 +190,8 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
             result.timed("feedback page (HTML)", clock)
             results.append(result)
         write_report(course_root, results)
-        if export:  # nbgrader's own CSV export plugin, as `nbgrader export` runs it
-            CsvExportPlugin(to=str(course_root / "grades.csv")).export(gb)
+        if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)
+            EditionsCsvExport(to=str(course_root / "grades.csv"), course_root=str(course_root)).export(gb)
     hand_back_outputs(course_root)
     return results
 

@@ -20,7 +20,9 @@ from typing import Callable, Iterable
 
 import torch
 
+from rlhf_course import i18n
 from rlhf_course.grading.observe import Case, Observation, observe
+from rlhf_course.i18n import t
 
 Recall = Callable[[Case], Observation]
 """Calls the student's function again on another case (self-consistency checks use it)."""
@@ -80,12 +82,33 @@ def evaluate(check: Check, function: Callable) -> str | None:
     return None
 
 
-def run(check: Check, function: Callable) -> None:
-    """What a hidden test cell does: raise :class:`CheckFailed` naming the property when it fails."""
+def run(check: Check, function: Callable, messages: dict[str, str] | None = None) -> None:
+    """What a hidden test cell does: raise :class:`CheckFailed` naming the property when it fails.
+    ``messages``: the checks' messages in the notebook's language, by check id (English if absent)."""
+    message = (messages or {}).get(check.id, check.message)
     detail = evaluate(check, function)
     if detail is not None:
-        raise CheckFailed(f"{check.message}. What went wrong: {detail}")
-    print(f"passed: {check.message}")
+        raise CheckFailed(f"{message}{t('. What went wrong: ')}{detail}")
+    print(f"{t('passed')}: {message}")
+
+
+def translated_messages(checks_file: str) -> dict[str, str]:
+    """The messages of the checks in ``instructor/<base>_hidden_checks.py`` in the kernel's language
+    (:func:`rlhf_course.i18n.set_language`), from the course's ``i18n/<base>.<language>.json``; {} in
+    English or when the course has no such file."""
+    import json
+    from pathlib import Path
+
+    language = i18n.language()
+    if language == i18n.ENGLISH:
+        return {}
+    path = Path(checks_file).resolve()
+    base = path.stem.removesuffix("_hidden_checks")
+    table_path = path.parent.parent / "i18n" / f"{base}.{language}.json"
+    if not table_path.is_file():
+        return {}
+    table = json.loads(table_path.read_text(encoding="utf-8"))
+    return {cid: entry["text"] for cid, entry in table.get("messages", {}).items()}
 
 
 # ----------------------------------------------------------------------------- comparison helpers

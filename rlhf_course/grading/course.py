@@ -52,10 +52,14 @@ def source_assignments(course_root: Path) -> list[str]:
 
 def generate_release(course_root: Path = COURSE_ROOT, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of ``source/``): record it and its due date in the gradebook,
-    then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells).  Returns the
-    released notebooks."""
-    from rlhf_course.grading import settings
+    then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells).  Language
+    editions (``i18n/``) are built into source/ first.  Returns the released notebooks."""
+    from rlhf_course.grading import editions, settings
     due_date = settings.load(course_root)[0].due_date
+    for edition in editions.editions(course_root):  # source/<base> + i18n/ -> source/<edition> first
+        if assignments is None or edition.assignment in assignments:
+            checks = load_instructor_module(course_root, f"{edition.base}_hidden_checks").CHECKS
+            editions.build_source(course_root, edition, checks)
     released = []
     for assignment in assignments or source_assignments(course_root):
         if due_date:

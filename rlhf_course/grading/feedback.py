@@ -12,7 +12,9 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course import ASSIGNMENT
+from rlhf_course.grading import editions
 from rlhf_course.grading.trusted import MAX_CELLS, SubmissionResult
+from rlhf_course.i18n import t
 
 
 _EXPORTER = None
@@ -90,19 +92,21 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
     then the student's notebook as it ran; never the hidden tests' code."""
     # Markdown, not HTML: the exporter sanitises a markdown cell's raw HTML and escapes headings,
     # paragraphs and table headers (they showed as literal tags); Markdown renders them.
-    rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} | {'passed' if c.score == c.points else 'failed'} "
+    language = editions.language_of(course_root, result.assignment)
+    rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} "
+                   f"| {t('passed' if c.score == c.points else 'failed', language)} "
                    f"| {table_text(c.message)} |\n" for c in result.cells.values())
-    written_score, written_points, written_rows = written_answer_rows(result)
+    written_score, written_points, written_rows = written_answer_rows(result, language)
     detail = table_text(result.detail.splitlines()[0] if result.detail else "")
     summary = (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
                f"{result.max_score + written_points:g}\n\n"
-               f"Outcome: **{result.state}**. {detail}\n\n"
-               f"Tests: {result.score:g} / {result.max_score:g}.\n\n"
-               f"| test | points | result | property |\n|---|---|---|---|\n{rows}"
+               + t("Outcome: **{state}**.", language, state=result.state) + f" {detail}\n\n"
+               + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
+               + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
                + written_rows)
     nb = _student_notebook(result)
     if nb is not None:
-        annotate_grade_cells(nb, result)
+        annotate_grade_cells(nb, result, language)
         result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
     else:
         nb = nbformat.v4.new_notebook()
@@ -130,7 +134,7 @@ def table_text(text: str) -> str:
     return text
 
 
-def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
+def written_answer_rows(result: SubmissionResult, language: str = "en") -> tuple[float, float, str]:
     """The written answers' scores so far, their points, and a Markdown table of them for the feedback page."""
     if not result.written:
         return 0.0, 0.0, ""
@@ -138,14 +142,16 @@ def written_answer_rows(result: SubmissionResult) -> tuple[float, float, str]:
     points = sum(w.get("points", 0.0) for w in result.written.values())
     rows = "".join(
         f"| `{gid}` | " + (f"{w['score']:g}" if w.get("score") is not None else "?") + f" / {w.get('points', 0):g} "
-        f"| {'graded' if w.get('score') is not None else 'awaiting a person'} | {table_text(w.get('comment') or '')} |\n"
+        f"| {t('graded' if w.get('score') is not None else 'awaiting a person', language)} "
+        f"| {table_text(w.get('comment') or '')} |\n"
         for gid, w in result.written.items())
-    table = (f"\nWritten answers, graded by a person: {score:g} / {points:g} so far.\n\n"
-             f"| answer | points | status | comment |\n|---|---|---|---|\n{rows}")
+    table = ("\n" + t("Written answers, graded by a person: {score:g} / {points:g} so far.", language,
+                      score=score, points=points)
+             + "\n\n" + t("| answer | points | status | comment |", language) + f"\n|---|---|---|---|\n{rows}")
     return score, points, table
 
 
-def annotate_grade_cells(nb, result: SubmissionResult) -> None:
+def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en") -> None:
     """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
     in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
     from rlhf_course.grading import notebooks
@@ -153,8 +159,9 @@ def annotate_grade_cells(nb, result: SubmissionResult) -> None:
         graded = result.cells.get(notebooks.grade_id(cell) or "")
         if graded is None or cell.cell_type != "code":
             continue
-        verdict = "passed" if graded.score == graded.points else "FAILED"
-        text = f"[trusted grader] {verdict} ({graded.score:g} / {graded.points:g}): {printable(graded.message)}\n"
+        verdict = t("passed" if graded.score == graded.points else "FAILED", language)
+        text = (f"[{t('trusted grader', language)}] {verdict} ({graded.score:g} / {graded.points:g}): "
+                f"{printable(graded.message)}\n")
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import notebooks
+from rlhf_course import ASSIGNMENT, NOTEBOOK, i18n
+from rlhf_course.grading import editions, notebooks
 from rlhf_course.grading.checks import judge_observation
 from rlhf_course.grading.observe import Case, Observation, from_wire
 from rlhf_course.grading.sandbox import Limits, ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout
@@ -296,8 +296,19 @@ def grade_submission(course_root: Path, student: str, checks_module, slot: int =
     except Exception as exc:  # a bug of ours: make it visible, write zeros, keep the batch going
         result = _unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points)
     result.assignment, result.notebook = assignment, notebook
+    _in_language(result, editions.language_of(course_root, assignment))
     result.seconds = time.monotonic() - start
     return result
+
+
+def _in_language(result: SubmissionResult, language: str) -> None:
+    """The grader's own words in the messages of a language edition (the checks' messages already
+    are; the details after them, computed values, stay as they are)."""
+    if language == i18n.ENGLISH:
+        return
+    for cell in result.cells.values():
+        for ours in (". What went wrong: ", ": not run, "):
+            cell.message = cell.message.replace(ours, i18n.t(ours, language), 1)
 
 
 def _release(path: Path):

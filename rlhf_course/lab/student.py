@@ -7,6 +7,8 @@ from typing import Callable
 
 import torch
 
+from rlhf_course.i18n import t
+
 
 class StudentFunctionError(RuntimeError):
     """Raised when a student's function fails; the message names the function and the problem."""
@@ -25,11 +27,11 @@ def _guard(function: Callable, name: str, expected_shape: Callable[..., tuple], 
         try:
             result = function(*args, **kwargs)
         except NotImplementedError:
-            raise StudentFunctionError(f"{name} is not implemented yet: complete it in the notebook first") from None
+            raise StudentFunctionError(t("{name} is not implemented yet: complete it in the notebook first", name=name)) from None
         except Exception as exc:
-            raise StudentFunctionError(f"{name} raised {type(exc).__name__}: {exc}{_where(exc)}") from None
+            raise StudentFunctionError(t("{name} raised {error}", name=name, error=f"{type(exc).__name__}: {exc}{_where(exc)}")) from None
         if type(result) is not torch.Tensor:
-            raise StudentFunctionError(f"{name} must return a torch.Tensor, got {type(result).__name__}")
+            raise StudentFunctionError(t("{name} must return a torch.Tensor, got {got}", name=name, got=type(result).__name__))
         want = expected_shape(*args, **kwargs)
         if tuple(result.shape) != want:
             raise StudentFunctionError(f"{name} returned shape {tuple(result.shape)}, expected {want}")
@@ -113,5 +115,5 @@ def check_before_training(functions: StudentFunctions) -> list[str]:
     if len(problems) == 1:
         raise StudentFunctionError(problems[0])
     if problems:
-        raise StudentFunctionError(f"{len(problems)} functions are not ready: " + "; ".join(problems))
+        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + "; ".join(problems))
     return warnings

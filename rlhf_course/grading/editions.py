@@ -1,0 +1,217 @@
+"""Language editions of an assignment: one source, one set of checks, a student release per language.
+
+The instructor edits one assignment (``source/<base>/``).  A translation file beside the course,
+``i18n/<base>.<language>.json``, holds the prose of another language, keyed by cell id::
+
+    {"assignment": "rlhf_zh", "base": "rlhf", "language": "zh-CN",
+     "cells":    {"<cell id>":  {"english_sha256": "<sha256 of the English text>", "text": "..."}},
+     "messages": {"<grade id>": {"english_sha256": "<sha256 of the check's message>", "text": "..."}}}
+
+``make release`` builds ``source/<assignment>/`` from the two (markdown cells replaced, code cells
+identical but for one line in the set-up cell that tells the package which language to speak), then
+nbgrader generates both releases.  Each translated entry stores the hash of the English it was
+made from, so an English edit without a revisit of the translation is found (:func:`problems`;
+``python -m rlhf_course.grading.editions status``) and the release refuses to build.
+
+Grading: an edition is its own nbgrader assignment (the exchange, Validate and feedback work as for
+any assignment) graded by its base's checks, with the checks' messages in its language
+(:func:`localized_checks`); the export folds the editions into one row per student
+(:mod:`rlhf_course.grading.export`).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from rlhf_course.grading import notebooks
+
+I18N_FOLDER = "i18n"
+LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # this edition's language: explorers, plots, messages"
+SET_UP_CELL = "setup"
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def english_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Edition:
+    """``assignment`` (e.g. rlhf_zh) is ``base`` (rlhf) in ``language`` (zh-CN), from ``path``."""
+
+    assignment: str
+    base: str
+    language: str
+    path: Path
+
+    def table(self) -> dict:
+        return json.loads(self.path.read_text(encoding="utf-8"))
+
+
+def editions(course_root: Path) -> list[Edition]:
+    """Every translation file of the course, as editions."""
+    found = []
+    for path in sorted((course_root / I18N_FOLDER).glob("*.json")):
+        table = json.loads(path.read_text(encoding="utf-8"))
+        found.append(Edition(table["assignment"], table["base"], table["language"], path))
+    return found
+
+
+def edition_of(course_root: Path, assignment: str) -> Edition | None:
+    return next((e for e in editions(course_root) if e.assignment == assignment), None)
+
+
+def base_of(course_root: Path, assignment: str) -> str:
+    """The assignment whose checks grade ``assignment``: itself unless it is an edition."""
+    edition = edition_of(course_root, assignment)
+    return edition.base if edition else assignment
+
+
+def language_of(course_root: Path, assignment: str) -> str:
+    edition = edition_of(course_root, assignment)
+    return edition.language if edition else "en"
+
+
+def translatable(cell) -> bool:
+    """Prose is translated: every markdown cell.  Code stays the same in every edition."""
+    return cell.cell_type == "markdown"
+
+
+def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
+    """What keeps the edition from being released: cells or messages untranslated, translated from
+    English that has changed since, or named in the file but absent from the source."""
+    table = edition.table()
+    found = []
+    for source_nb_path in sorted((course_root / "source" / edition.base).glob("*.ipynb")):
+        nb = notebooks.read(source_nb_path)
+        ids = set()
+        for cell in nb.cells:
+            if not translatable(cell):
+                continue
+            ids.add(cell.id)
+            entry = table["cells"].get(cell.id)
+            if entry is None or not entry.get("text", "").strip():
+                found.append(f"cell {cell.id}: not translated")
+            elif entry["english_sha256"] != english_sha256(cell.source):
+                found.append(f"cell {cell.id}: its English changed since it was translated (revisit the "
+                             f"translation, then: python -m rlhf_course.grading.editions revisit {edition.path.name} {cell.id})")
+            elif [m for m in SOLUTION_MARKERS if (m in cell.source) != (m in entry["text"])]:
+                found.append(f"cell {cell.id}: the translation must keep the ### BEGIN/END SOLUTION lines")
+        found += [f"cell {cid}: in {edition.path.name} but not in source/{edition.base}" for cid in table["cells"]
+                  if cid not in ids]
+    if checks is not None:
+        for check_id, check in checks.items():
+            entry = table.get("messages", {}).get(check_id)
+            if entry is None or not entry.get("text", "").strip():
+                found.append(f"message {check_id}: not translated")
+            elif entry["english_sha256"] != english_sha256(check.message):
+                found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
+                             f"python -m rlhf_course.grading.editions revisit {edition.path.name} {check_id})")
+    return found
+
+
+def translate_notebook(nb, edition: Edition):
+    """The edition of one source notebook: markdown from the translation, code unchanged except the
+    language line appended to the set-up cell; metadata says where it came from."""
+    table = edition.table()
+    translated = copy.deepcopy(nb)
+    for cell in translated.cells:
+        if translatable(cell):
+            cell.source = table["cells"][cell.id]["text"]
+        elif cell.cell_type == "code" and cell.id == SET_UP_CELL:
+            cell.source = cell.source.rstrip("\n") + "\n\n" + LANGUAGE_LINE.format(language=edition.language)
+    translated.metadata["rlhf_course"] = {
+        "edition": edition.language, "generated_from": f"source/{edition.base} + {I18N_FOLDER}/{edition.path.name}",
+        "do_not_edit": "make release regenerates this notebook; edit the English source and the translation file"}
+    return translated
+
+
+class StaleTranslation(RuntimeError):
+    pass
+
+
+def build_source(course_root: Path, edition: Edition, checks=None) -> list[Path]:
+    """source/<base>/ -> source/<edition>/ (every file copied, notebooks translated).  Refuses, naming
+    each cell, when the translation is incomplete or stale."""
+    found = problems(course_root, edition, checks)
+    if found:
+        raise StaleTranslation(f"{edition.path.name} cannot build {edition.assignment}:\n  " + "\n  ".join(found))
+    source, target = course_root / "source" / edition.base, course_root / "source" / edition.assignment
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    built = []
+    for path in sorted(source.iterdir()):
+        if path.suffix == ".ipynb":
+            nbformat.write(translate_notebook(notebooks.read(path), edition), str(target / path.name))
+            built.append(target / path.name)
+        elif path.is_file():
+            shutil.copy2(path, target / path.name)
+    return built
+
+
+def localized_checks(checks: dict, edition: Edition | None) -> dict:
+    """The checks with their messages in the edition's language (the English ones for no edition)."""
+    if edition is None:
+        return checks
+    messages = edition.table().get("messages", {})
+    return {cid: dataclasses.replace(check, message=messages[cid]["text"]) if cid in messages else check
+            for cid, check in checks.items()}
+
+
+def revisit(path: Path, entry_id: str, course_root: Path) -> str:
+    """Mark one entry as revisited: store the hash of the current English beside its translation."""
+    table = json.loads(path.read_text(encoding="utf-8"))
+    edition = Edition(table["assignment"], table["base"], table["language"], path)
+    if entry_id in table["cells"]:
+        for nb_path in (course_root / "source" / edition.base).glob("*.ipynb"):
+            for cell in notebooks.read(nb_path).cells:
+                if cell.id == entry_id:
+                    table["cells"][entry_id]["english_sha256"] = english_sha256(cell.source)
+    elif entry_id in table.get("messages", {}):
+        from rlhf_course.grading.batch import _checks
+        checks = _checks(course_root, edition.base).CHECKS
+        table["messages"][entry_id]["english_sha256"] = english_sha256(checks[entry_id].message)
+    else:
+        raise KeyError(f"{path.name} has no cell or message {entry_id!r}")
+    write_table(path, table)
+    return entry_id
+
+
+def write_table(path: Path, table: dict) -> None:
+    path.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Translation files: what needs revisiting; mark an entry revisited.")
+    parser.add_argument("command", choices=["status", "revisit"])
+    parser.add_argument("file", nargs="?", help="revisit: the translation file's name (in i18n/)")
+    parser.add_argument("ids", nargs="*", help="revisit: cell or grade ids")
+    parser.add_argument("--course-root", type=Path, default=Path.cwd())
+    args = parser.parse_args(argv)
+    root = args.course_root
+    if args.command == "revisit":
+        for entry_id in args.ids:
+            print("revisited", revisit(root / I18N_FOLDER / args.file, entry_id, root))
+        return 0
+    from rlhf_course.grading.batch import _checks
+    status = 0
+    for edition in editions(root):
+        found = problems(root, edition, _checks(root, edition.base).CHECKS)
+        print(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
+        for line in found:
+            print("  " + line)
+        status |= bool(found)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

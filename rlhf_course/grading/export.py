@@ -1,0 +1,74 @@
+"""``nbgrader export`` with one row per student and assignment, whatever edition they chose.
+
+A language edition (``rlhf_zh``) is its own nbgrader assignment, so stock export lists a student
+once per edition, a zero beside their real score.  This plugin (``c.ExportApp.plugin_class`` in
+nbgrader_config.py) folds each assignment's editions into one row named after the base assignment,
+taken from the student's latest submission among them, with an ``edition`` column saying which one
+(empty: nothing submitted).  Values are CSV-quoted (stock export writes names with commas raw).
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.plugins import ExportPlugin
+from traitlets import Unicode
+
+from rlhf_course.grading import editions
+
+COLUMNS = ["assignment", "edition", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+           "raw_score", "late_submission_penalty", "score", "max_score"]
+
+
+class EditionsCsvExport(ExportPlugin):
+    """CSV export: one row per student per base assignment (its editions folded in)."""
+
+    course_root = Unicode(".", help="the course folder, whose i18n/ names the language editions").tag(config=True)
+
+    def groups(self, gradebook: Gradebook) -> dict[str, list]:
+        """Base assignment name -> the gradebook's assignments that are it or its editions."""
+        base = {e.assignment: e.base for e in editions.editions(Path(self.course_root))}
+        grouped: dict[str, list] = {}
+        for assignment in gradebook.assignments:
+            grouped.setdefault(base.get(assignment.name, assignment.name), []).append(assignment)
+        return grouped
+
+    def export(self, gradebook: Gradebook) -> None:
+        dest = self.to or "grades.csv"
+        wanted_students = {str(s) for s in self.student}
+        wanted = {str(a) for a in self.assignment}
+        self.log.info("Exporting grades to %s (one row per student and assignment, editions folded)", dest)
+        with open(dest, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, COLUMNS)
+            writer.writeheader()
+            for base, group in self.groups(gradebook).items():
+                if wanted and base not in wanted and not wanted & {a.name for a in group}:
+                    continue
+                for student in gradebook.students:
+                    if wanted_students and student.id not in wanted_students:
+                        continue
+                    writer.writerow(self.row(gradebook, base, group, student))
+
+    @staticmethod
+    def row(gradebook: Gradebook, base: str, group: list, student) -> dict:
+        submissions = []
+        for assignment in group:
+            try:
+                submissions.append((assignment, gradebook.find_submission(assignment.name, student.id)))
+            except MissingEntry:
+                pass
+        shown = next((a for a in group if a.name == base), group[0])
+        row = {"assignment": base, "edition": "", "duedate": shown.duedate or "", "timestamp": "",
+               "student_id": student.id, "last_name": student.last_name or "", "first_name": student.first_name or "",
+               "email": student.email or "", "raw_score": 0.0, "late_submission_penalty": 0.0, "score": 0.0,
+               "max_score": shown.max_score}
+        if submissions:
+            # The latest submission counts, as within one assignment; undated ones count least.
+            assignment, submission = max(submissions, key=lambda pair: (pair[1].timestamp is not None,
+                                                                         pair[1].timestamp or 0))
+            penalty = submission.late_submission_penalty or 0.0
+            row.update(edition=assignment.name, duedate=assignment.duedate or "", timestamp=submission.timestamp or "",
+                       raw_score=submission.score, late_submission_penalty=penalty,
+                       score=max(0.0, submission.score - penalty), max_score=assignment.max_score)
+        return row

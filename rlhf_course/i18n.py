@@ -1,0 +1,160 @@
+"""The language the package speaks to a student: explorers, plots, the lab's messages, feedback.
+
+A notebook of the Chinese edition runs ``i18n.set_language("zh-CN")`` in its set-up cell; the English
+edition never calls it.  :func:`t` looks a sentence up by its English text (the English is the key,
+so code reads as before and a missing translation falls back to English).  Plots use Chinese labels
+only when a CJK font is installed (Debian's ``fonts-noto-cjk``): without one, matplotlib would draw
+empty boxes, so the figures fall back to English labels (:func:`plot_language`).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+ENGLISH = "en"
+CHINESE = "zh-CN"
+_language = os.environ.get("RLHF_LANGUAGE", ENGLISH)
+
+# Fonts that cover Simplified Chinese, best first (Noto CJK is Debian's fonts-noto-cjk).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+             "Droid Sans Fallback")
+
+ZH = {
+    # explorers: what the student reads before the plot can be drawn
+    "Implement {name} above to see this plot.": "先在上方实现 {name}，这里就会画出图。",
+    "{name} raised {error}. Fix it above to see this plot.": "{name} 抛出了 {error}。请在上方修正后再看这张图。",
+    "(explorer skipped while nbgrader runs this notebook)": "（nbgrader 运行本笔记本时跳过交互图）",
+    # PPO explorer
+    "trust region [1-eps, 1+eps]": "信任域 [1-eps, 1+eps]",
+    "unclipped r * A": "未裁剪的 r * A",
+    "your L^CLIP": "你的 L^CLIP",
+    "gradient = 0": "梯度 = 0",
+    "probability ratio r = pi / pi_old": "概率比 r = pi / pi_old",
+    "per-token objective": "每个 token 的目标值",
+    "{label} (A = {a:+.2f}, eps = {eps:.2f})": "{label}（A = {a:+.2f}，eps = {eps:.2f}）",
+    "A > 0": "A > 0（好的 token）",
+    "A < 0": "A < 0（差的 token）",
+    "Guide example: reward 10 at the end": "指南中的例子：最后一步奖励 10",
+    "A 30-token response: reward 10 at the end": "30 个 token 的回答：最后一步奖励 10",
+    # DPO explorer
+    "same loss, {loss:g} nats": "相同损失 {loss:g} nats",
+    "Your DPO loss": "你的 DPO 损失",
+    "loss -log sigmoid(beta h) (nats)": "损失 -log sigmoid(beta h)（nats）",
+    "How hard each pair is pushed": "每个偏好对被推动的力度",
+    "gradient weight sigmoid(-beta h)": "梯度权重 sigmoid(-beta h)",
+    "Implied reward difference": "隐式奖励差",
+    "log-ratio margin h (nats)": "对数概率比间隔 h（nats）",
+    # GAE explorer
+    "lambda = 0 (TD residual)": "lambda = 0（TD 误差）",
+    "lambda = 1 (return - V)": "lambda = 1（回报 - V）",
+    "time step t (token)": "时间步 t（token）",
+    "advantage A_t": "优势 A_t",
+    "|bias| of A_0": "A_0 的 |偏差|",
+    "spread (std) of A_0": "A_0 的离散度（标准差）",
+    "your lambda": "你的 lambda",
+    "Bias against variance": "偏差与方差的权衡",
+    "reward units": "奖励单位",
+    # the lab: training curves
+    "reward-model score (proxy, SFT std units)": "奖励模型得分（代理，以 SFT 标准差为单位）",
+    "gold reward (truth)": "真实奖励（gold）",
+    "Reward rises": "奖励上升",
+    "PPO iteration": "PPO 迭代",
+    "mean reward per response": "每个回答的平均奖励",
+    "KL to the reference policy grows": "与参考策略的 KL 增大",
+    "KL(pi || pi_ref) per response (nats)": "每个回答的 KL(pi || pi_ref)（nats）",
+    "Policy entropy falls": "策略熵下降",
+    "entropy per token (nats)": "每个 token 的熵（nats）",
+    "margin (left axis)": "间隔（左轴）",
+    "Preference margin widens": "偏好间隔变大",
+    "DPO step": "DPO 步数",
+    "beta * (log-ratio chosen - rejected)": "beta *（被选 - 被拒 的对数概率比）",
+    "accuracy (right axis)": "准确率（右轴）",
+    "preference accuracy": "偏好准确率",
+    "chosen y_w": "被选回答 y_w",
+    "rejected y_l": "被拒回答 y_l",
+    "Implicit rewards": "隐式奖励",
+    "beta * log(pi / pi_ref) (nats)": "beta * log(pi / pi_ref)（nats）",
+    "gold reward of samples": "样本的真实奖励",
+    "Samples get better, at a KL cost": "样本变好，代价是 KL",
+    "mean gold reward": "平均真实奖励",
+    "KL to reference": "与参考策略的 KL",
+    "KL per response (nats)": "每个回答的 KL（nats）",
+    # the lab: why it cannot train yet
+    "{name} is not implemented yet: complete it in the notebook first": "{name} 还没有实现：请先在笔记本中完成它",
+    "{name} raised {error}": "{name} 抛出了 {error}",
+    "{name} must return a torch.Tensor, got {got}": "{name} 必须返回 torch.Tensor，实际返回的是 {got}",
+    "{count} functions are not ready: ": "有 {count} 个函数还不能运行：",
+    # feedback pages and grading messages
+    "passed": "通过",
+    "failed": "未通过",
+    "FAILED": "未通过",
+    "trusted grader": "可信评分",
+    ". What went wrong: ": "。问题所在：",
+    ": not run, ": "：未运行，",
+    "Outcome: **{state}**.": "评分状态：**{state}**。",
+    "Tests: {score:g} / {points:g}.": "测试得分：{score:g} / {points:g}。",
+    "| test | points | result | property |": "| 测试 | 分数 | 结果 | 检查的性质 |",
+    "Written answers, graded by a person: {score:g} / {points:g} so far.": "书面回答（由老师评分）：目前 {score:g} / {points:g}。",
+    "| answer | points | status | comment |": "| 回答 | 分数 | 状态 | 评语 |",
+    "graded": "已评分",
+    "awaiting a person": "等待老师评分",
+}
+TABLES = {CHINESE: ZH}
+
+
+def set_language(language: str) -> None:
+    """Speak ``language`` ("en" or "zh-CN") from now on in this process (a notebook's kernel)."""
+    global _language
+    if language != ENGLISH and language not in TABLES:
+        raise ValueError(f"no translation for language {language!r}; known: {ENGLISH}, {', '.join(TABLES)}")
+    _language = language
+
+
+def language() -> str:
+    return _language
+
+
+def t(english: str, language: str | None = None, **fields) -> str:
+    """``english`` in the current (or the given) language, with ``fields`` filled in."""
+    text = TABLES.get(language or _language, {}).get(english, english)
+    return text.format(**fields) if fields else text
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_font() -> str | None:
+    """The name of an installed font that covers Simplified Chinese, or None."""
+    from matplotlib import font_manager
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    if not any(name in installed for name in CJK_FONTS):
+        # Installed after matplotlib cached its font list (e.g. apt after the first plot): add them.
+        for path in font_manager.findSystemFonts():
+            if "CJK" in path or "DroidSansFallback" in path:
+                font_manager.fontManager.addfont(path)
+        installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
+def plot_language() -> str:
+    """The language figures are labelled in: the student's, if the machine can draw it."""
+    if _language == ENGLISH or cjk_font() is None:
+        return ENGLISH
+    return _language
+
+
+def plot_text(english: str, **fields) -> str:
+    """A figure's label: translated only when a CJK font can draw it (matplotlib then draws text
+    with that font first: figures are made after the language is set, so the first label does it)."""
+    language = plot_language()
+    if language != ENGLISH:
+        import matplotlib
+        matplotlib.rcParams.update(plot_style())
+    return t(english, language, **fields)
+
+
+def plot_style() -> dict:
+    """matplotlib rc settings for the figures (``with matplotlib.rc_context(plot_style()):``): the
+    CJK font first, DejaVu Sans behind it for the Latin and math glyphs."""
+    if plot_language() == ENGLISH:
+        return {}
+    return {"font.family": "sans-serif", "font.sans-serif": [cjk_font(), "DejaVu Sans"],
+            "axes.unicode_minus": False}

@@ -1,0 +1,188 @@
+"""Language editions: one English source, a translation file, a generated edition that differs only
+in prose, stale translations found, one export row per student whatever edition they chose."""
+import csv
+import json
+import re
+
+import pytest
+
+from rlhf_course.grading import batch, editions, notebooks
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.export import EditionsCsvExport
+from tests.conftest import REPO
+
+COURSE_EDITIONS = editions.editions(REPO)
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.DOTALL)
+CODE_SPAN = re.compile(r"`[^`\n]+`")
+
+
+def base_checks(edition):
+    return pipeline.load_instructor_module(REPO, batch.checks_module_name(edition.base)).CHECKS
+
+
+def test_the_course_has_a_chinese_edition_of_the_rlhf_assignment():
+    assert [(e.assignment, e.base, e.language) for e in COURSE_EDITIONS] == [("rlhf_zh", "rlhf", "zh-CN")]
+
+
+@pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
+def test_every_translation_was_made_from_the_current_english(edition):
+    """Fails when an English cell or check message changed and its translation was not revisited."""
+    assert editions.problems(REPO, edition, base_checks(edition)) == []
+
+
+@pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
+def test_the_generated_edition_source_is_in_sync(edition, course):
+    built = editions.build_source(course, editions.edition_of(course, edition.assignment), base_checks(edition))
+    for path in built:
+        committed = REPO / "source" / edition.assignment / path.name
+        assert path.read_text() == committed.read_text(), f"{committed} is stale: run `make release` and commit"
+
+
+@pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
+def test_the_releases_differ_only_in_prose(edition):
+    """Same cells, ids, grade ids, points and code (but the language line); each markdown cell keeps
+    its math and code spans."""
+    for english_path in sorted((REPO / "release" / edition.base).glob("*.ipynb")):
+        english = notebooks.read(english_path)
+        translated = notebooks.read(REPO / "release" / edition.assignment / english_path.name)
+        assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in translated.cells]
+        for en, zh in zip(english.cells, translated.cells):
+            meta = lambda cell: {k: v for k, v in cell.metadata.get("nbgrader", {}).items() if k != "checksum"}  # noqa: E731
+            assert meta(en) == meta(zh), en.id
+            if en.cell_type == "code":
+                expected = en.source
+                if en.id == editions.SET_UP_CELL:
+                    expected = en.source.rstrip("\n") + "\n\n" + editions.LANGUAGE_LINE.format(language=edition.language)
+                assert zh.source == expected, f"code cell {en.id} differs between the editions"
+            else:
+                assert zh.source != en.source or not en.source.strip(), f"markdown cell {en.id} is not translated"
+                if en.id != "intro":  # the Chinese introduction adds a bilingual glossary
+                    assert sorted(MATH.findall(zh.source)) == sorted(MATH.findall(en.source)), en.id
+                    assert sorted(CODE_SPAN.findall(zh.source)) == sorted(CODE_SPAN.findall(en.source)), en.id
+
+
+def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-CN"):
+    """A complete translation file whose 'translation' marks the English (the mechanism, not the prose)."""
+    table = {"assignment": assignment, "base": base, "language": language, "cells": {}, "messages": {}}
+    for path in (course / "source" / base).glob("*.ipynb"):
+        for cell in notebooks.read(path).cells:
+            if editions.translatable(cell):
+                table["cells"][cell.id] = {"english_sha256": editions.english_sha256(cell.source),
+                                           "text": "[译] " + cell.source}
+    checks = pipeline.load_instructor_module(course, batch.checks_module_name(base)).CHECKS
+    for check_id, check in checks.items():
+        table["messages"][check_id] = {"english_sha256": editions.english_sha256(check.message),
+                                       "text": "[译] " + check.message}
+    for old in (course / "i18n").glob("*.json"):
+        old.unlink()
+    path = course / "i18n" / f"{base}.{language}.json"
+    editions.write_table(path, table)
+    return editions.Edition(assignment, base, language, path), checks
+
+
+def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
+    edition, checks = pseudo_translation(course)
+    assert editions.problems(course, edition, checks) == []
+    source = course / "source" / "rlhf" / "rlhf_building_blocks.ipynb"
+    nb = notebooks.read(source)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id != "intro")
+    cell.source += "\n\nA sentence the instructor added."
+    import nbformat
+    nbformat.write(nb, str(source))
+    found = editions.problems(course, edition, checks)
+    assert len(found) == 1 and f"cell {cell.id}: its English changed" in found[0]
+    with pytest.raises(editions.StaleTranslation, match=cell.id):
+        editions.build_source(course, edition, checks)
+    with pytest.raises(editions.StaleTranslation, match=cell.id):
+        pipeline.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+    editions.revisit(edition.path, cell.id, course)
+    assert editions.problems(course, edition, checks) == []
+
+
+def test_a_missing_cell_or_message_and_lost_solution_markers_are_named(course):
+    edition, checks = pseudo_translation(course)
+    table = edition.table()
+    written = next(cid for cid, entry in table["cells"].items() if "### BEGIN SOLUTION" in entry["text"])
+    table["cells"][written]["text"] = "一个没有标记的回答"
+    first_cell = next(iter(table["cells"]))
+    if first_cell == written:
+        first_cell = list(table["cells"])[1]
+    del table["cells"][first_cell]
+    del table["messages"]["ppo_gradient"]
+    table["cells"]["no-such-cell"] = {"english_sha256": "0", "text": "x"}
+    editions.write_table(edition.path, table)
+    found = "\n".join(editions.problems(course, edition, checks))
+    assert f"cell {first_cell}: not translated" in found
+    assert f"cell {written}: the translation must keep the ### BEGIN/END SOLUTION lines" in found
+    assert "message ppo_gradient: not translated" in found
+    assert "cell no-such-cell: in rlhf.zh-CN.json but not in source/rlhf" in found
+
+
+def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
+    edition, checks = pseudo_translation(course)
+    [built] = editions.build_source(course, edition, checks)
+    nb = notebooks.read(built)
+    english = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
+    setup = next(c for c in nb.cells if c.id == editions.SET_UP_CELL)
+    assert setup.source.endswith("i18n.set_language('zh-CN')  # this edition's language: explorers, plots, messages")
+    assert all(c.source.startswith("[译] ") for c in nb.cells if c.cell_type == "markdown")
+    assert notebooks.solution_answers(nb) == notebooks.solution_answers(english)
+    assert nb.metadata["rlhf_course"]["edition"] == "zh-CN"
+
+
+def test_the_checks_speak_the_edition_language_with_the_same_points(course):
+    edition, checks = pseudo_translation(course)
+    localized = editions.localized_checks(checks, edition)
+    assert localized.keys() == checks.keys()
+    for check_id, check in checks.items():
+        assert localized[check_id].message == "[译] " + check.message
+        assert (localized[check_id].points, localized[check_id].cases) == (check.points, check.cases)
+
+
+def test_in_kernel_checks_fail_with_the_message_in_the_kernel_language(monkeypatch):
+    from rlhf_course import i18n
+    import rlhf_hidden_checks as hidden
+    edition = editions.edition_of(REPO, "rlhf_zh")
+    message = edition.table()["messages"]["ppo_zero_advantage"]["text"]
+    monkeypatch.setattr(i18n, "_language", "zh-CN")
+    with pytest.raises(AssertionError) as failure:
+        hidden.run_check("ppo_zero_advantage", lambda ratio, advantage, clip_epsilon=0.2: (ratio * 0 + 1).mean())
+    assert str(failure.value).startswith(f"{message}。问题所在：")
+    monkeypatch.setattr(i18n, "_language", "en")
+    with pytest.raises(AssertionError, match="What went wrong"):
+        hidden.run_check("ppo_zero_advantage", lambda ratio, advantage, clip_epsilon=0.2: (ratio * 0 + 1).mean())
+
+
+def test_export_lists_each_student_once_with_the_edition_they_chose(tmp_path):
+    """Stock export would list every student once per edition; ours folds the editions in."""
+    import datetime as dt
+    from nbgrader.api import Gradebook
+
+    (tmp_path / "i18n").mkdir()
+    editions.write_table(tmp_path / "i18n" / "rlhf.zh-CN.json",
+                         {"assignment": "rlhf_zh", "base": "rlhf", "language": "zh-CN", "cells": {}})
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    early, late = dt.datetime(2026, 12, 1, 10), dt.datetime(2026, 12, 2, 10)
+    with Gradebook(url) as gb:
+        for name in ("rlhf", "rlhf_zh", "kl_penalty"):
+            gb.add_assignment(name)
+        for student in ("en_only", "zh_only", "both", "nobody"):
+            gb.add_student(student)
+        gb.add_submission("rlhf", "en_only", timestamp=early)
+        gb.add_submission("rlhf_zh", "zh_only", timestamp=early)
+        gb.add_submission("rlhf", "both", timestamp=early)
+        gb.add_submission("rlhf_zh", "both", timestamp=late)  # the latest counts
+        EditionsCsvExport(to=str(tmp_path / "grades.csv"), course_root=str(tmp_path)).export(gb)
+    with open(tmp_path / "grades.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    pairs = [(row["assignment"], row["student_id"]) for row in rows]
+    assert sorted(pairs) == sorted((a, s) for a in ("rlhf", "kl_penalty")
+                                   for s in ("en_only", "zh_only", "both", "nobody"))
+    edition = {row["student_id"]: row["edition"] for row in rows if row["assignment"] == "rlhf"}
+    assert edition == {"en_only": "rlhf", "zh_only": "rlhf_zh", "both": "rlhf_zh", "nobody": ""}
+
+
+def test_nbgrader_export_uses_the_course_plugin(course):
+    config = pipeline.course_config(course)
+    assert config.ExportApp.plugin_class == "rlhf_course.grading.export.EditionsCsvExport"
+    assert json.loads(json.dumps(config.EditionsCsvExport.course_root)) == str(course)
