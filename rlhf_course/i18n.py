@@ -86,6 +86,7 @@ ZH = {
     "{count} functions are not ready: ": "有 {count} 个函数还不能运行：",
     # feedback pages and grading messages
     "passed": "通过",
+    "passed: {message}": "通过：{message}",
     "failed": "未通过",
     "FAILED": "未通过",
     "trusted grader": "可信评分",

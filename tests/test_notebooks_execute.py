@@ -77,3 +77,28 @@ def test_kl_penalty_release_runs_until_its_todo(repo):
     assert info.value.ename == "NotImplementedError"
     executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "kl_visible_tests"
+
+
+@pytest.mark.slow
+def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path):
+    """The Chinese edition's source, completed with the reference answers: the same numbers, and every
+    hidden test reports in Chinese."""
+    nb = execute(repo / "source" / "rlhf_zh" / NOTEBOOK)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "A = +1: objective = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
+    assert text.count("通过：") == 31 and "passed: " not in text
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+@pytest.mark.slow
+def test_chinese_release_runs_until_first_todo_and_says_so_in_chinese(repo):
+    path = repo / "release" / "rlhf_zh" / NOTEBOOK
+    nb = nbformat.read(str(path), as_version=4)
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert info.value.ename == "NotImplementedError"
+    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    assert executed[-1].metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
+    placeholder = [o for c in executed if c.metadata["nbgrader"].get("grade_id") == "ppo_explorer" for o in c.outputs]
+    assert "先在上方实现 ppo_clipped_objective" in str(placeholder)

@@ -89,7 +89,7 @@ def run(check: Check, function: Callable, messages: dict[str, str] | None = None
     detail = evaluate(check, function)
     if detail is not None:
         raise CheckFailed(f"{message}{t('. What went wrong: ')}{detail}")
-    print(f"{t('passed')}: {message}")
+    print(t("passed: {message}", message=message))
 
 
 def translated_messages(checks_file: str) -> dict[str, str]:

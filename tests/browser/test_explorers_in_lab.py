@@ -19,14 +19,16 @@ SLIDERS = [  # (explorer cell, slider description, new value)
 ]
 
 
-@pytest.fixture
-def lab(tmp_path, repo):
+@pytest.fixture(params=[ASSIGNMENT, "rlhf_zh"])
+def lab(request, tmp_path, repo):
+    """The English release, then its Chinese edition (same code cells, Chinese prose and figures)."""
     workdir = tmp_path / "student"
     workdir.mkdir()
     answers = pipeline.answers_for(repo, ())
-    completed = notebooks.fill_answers(notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK), answers)
+    completed = notebooks.fill_answers(notebooks.read(repo / "release" / request.param / NOTEBOOK), answers)
     nbformat.write(completed, str(workdir / NOTEBOOK))
     server = LabServer(workdir, tmp_path)
+    server.assignment = request.param
     yield server
     server.stop()
 
@@ -59,6 +61,8 @@ def plot_source(cell) -> str:
 
 @pytest.mark.slow
 def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
+    artifacts = artifacts / lab.assignment
+    artifacts.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
@@ -92,6 +96,9 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
         safe = description.replace("|", "")
         cell.screenshot(path=str(artifacts / f"{grade_id}_{safe}.png"))
 
+    if lab.assignment == "rlhf_zh":  # the prose the student reads is Chinese
+        headings = page.locator(".jp-RenderedMarkdown h2").all_inner_texts()
+        assert headings and all(any("\u4e00" <= ch <= "\u9fff" for ch in h) for h in headings), headings
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     texts = [errors.nth(i).inner_text()[:300] for i in range(errors.count())]
     assert not [t for t in texts if "Error" in t or "Traceback" in t], texts

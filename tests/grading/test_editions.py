@@ -54,8 +54,8 @@ def test_the_releases_differ_only_in_prose(edition):
                 if en.id == editions.SET_UP_CELL:
                     expected = en.source.rstrip("\n") + "\n\n" + editions.LANGUAGE_LINE.format(language=edition.language)
                 assert zh.source == expected, f"code cell {en.id} differs between the editions"
-            else:
-                assert zh.source != en.source or not en.source.strip(), f"markdown cell {en.id} is not translated"
+            elif not notebooks.is_written_answer(en):  # (a written answer's release text is nbgrader's stub)
+                assert zh.source != en.source, f"markdown cell {en.id} is not translated"
                 if en.id != "intro":  # the Chinese introduction adds a bilingual glossary
                     assert sorted(MATH.findall(zh.source)) == sorted(MATH.findall(en.source)), en.id
                     assert sorted(CODE_SPAN.findall(zh.source)) == sorted(CODE_SPAN.findall(en.source)), en.id
@@ -141,7 +141,7 @@ def test_the_checks_speak_the_edition_language_with_the_same_points(course):
 
 def test_in_kernel_checks_fail_with_the_message_in_the_kernel_language(monkeypatch):
     from rlhf_course import i18n
-    import rlhf_hidden_checks as hidden
+    hidden = pipeline.load_instructor_module(REPO, "rlhf_hidden_checks")  # this course's i18n/, not a copy's
     edition = editions.edition_of(REPO, "rlhf_zh")
     message = edition.table()["messages"]["ppo_zero_advantage"]["text"]
     monkeypatch.setattr(i18n, "_language", "zh-CN")

@@ -1,0 +1,115 @@
+"""The Chinese edition (rlhf_zh) is graded exactly as the English one: the same correct, wrong and
+tampered submissions handed in to both get the same state and the same score in every cell, by the
+trusted grader (in-process double; the real sandbox runs the same code) and by stock nbgrader
+autograde; the students read their messages and feedback in Chinese; the export lists each once."""
+import csv
+
+import pytest
+import torch
+
+import answer_catalogue
+import rlhf_hidden_checks
+from rlhf_course import NOTEBOOK
+from rlhf_course.grading import batch, editions, trusted
+from rlhf_course.grading import course as pipeline
+from tests.conftest import copy_course
+
+from .in_process_sandbox import InProcessSandbox
+
+pytestmark = pytest.mark.slow  # nbgrader generate_assignment for three assignments, one stock autograde
+
+EN, ZH = "rlhf", "rlhf_zh"
+TAMPERED = [a for a in answer_catalogue.ADVERSARIAL if a.tamper and not a.answers]
+STUDENTS = {"correct": (), **{w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS}}
+
+
+def hand_in(course, assignment):
+    for student, wrong in STUDENTS.items():
+        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=assignment)
+    for attack in TAMPERED:
+        folder = pipeline.write_submission(course, attack.name, pipeline.answers_for(course, ()), assignment=assignment)
+        answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+    pipeline.write_submission(course, "empty", pipeline.answers_for(course, None), assignment=assignment)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("zh") / "course")
+    pipeline.generate_release(course)
+    hand_in(course, EN)
+    hand_in(course, ZH)  # later: the Chinese submissions are each student's latest
+    threads = torch.get_num_threads()
+    patch = pytest.MonkeyPatch()
+    patch.setattr(trusted, "Sandbox", InProcessSandbox)
+    patch.setattr(batch, "sandbox_available", lambda: None)
+    try:
+        results = batch.grade_all(course, workers=1, show_progress=False, assignments=[EN, ZH])
+    finally:
+        patch.undo()
+        torch.set_num_threads(threads)
+    return course, {(r.assignment, r.student): r for r in results}
+
+
+def scores(result):
+    return {c.grade_id: c.score for c in result.cells.values()}
+
+
+def test_every_submission_gets_the_same_state_and_cell_scores_in_both_editions(graded):
+    _, results = graded
+    students = {s for (_, s) in results}
+    assert len(students) == len(STUDENTS) + len(TAMPERED) + 1
+    for student in students:
+        en, zh = results[(EN, student)], results[(ZH, student)]
+        assert (zh.state, scores(zh), zh.max_score) == (en.state, scores(en), en.max_score), student
+        assert bool(zh.flags) == bool(en.flags), student
+    assert results[(ZH, "correct")].score == sum(c.points for c in rlhf_hidden_checks.CHECKS.values())
+
+
+def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
+    _, results = graded
+    messages = editions.edition_of(graded[0], ZH).table()["messages"]
+    wrong = results[(ZH, "ppo_clip_without_min")]
+    failed = [c for c in wrong.cells.values() if c.score < c.points]
+    assert failed
+    for cell in failed:
+        assert cell.message.startswith(messages[cell.grade_id]["text"] + "。问题所在："), cell.message
+    english = results[(EN, "ppo_clip_without_min")].cells[failed[0].grade_id].message
+    assert ". What went wrong: " in english
+
+
+def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
+    course, results = graded
+    page = (course / "feedback" / "ppo_clip_without_min" / ZH / "rlhf_building_blocks.html").read_text()
+    assert "测试得分" in page and "| 测试 | 分数 | 结果 | 检查的性质 |" not in page  # rendered as a table
+    assert "<th>测试</th>" in page or ">测试<" in page
+    assert "run_check" not in page and "rlhf_hidden_checks" not in page
+    assert "可信评分" in page  # the verdict under each test cell
+
+
+def test_the_export_lists_each_student_once_with_their_latest_edition(graded):
+    course, results = graded
+    with open(course / "grades.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["assignment"] == EN]
+    students = {s for (_, s) in results}
+    assert sorted(row["student_id"] for row in rows) == sorted(students)
+    assert {row["edition"] for row in rows} == {ZH}
+    assert {row["student_id"]: float(row["raw_score"]) for row in rows} == {
+        s: results[(ZH, s)].score for s in students}
+
+
+def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_path):
+    course = copy_course(tmp_path / "course")
+    pipeline.generate_release(course, [EN, ZH])
+    chosen = {"correct": (), "ppo_clip_without_min": ("ppo_clip_without_min",),
+              "gae_ignores_next_value": ("gae_ignores_next_value",)}
+    for assignment in (EN, ZH):
+        for student, wrong in chosen.items():
+            pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=assignment)
+        pipeline.autograde(course, assignment=assignment)
+    url = pipeline.gradebook_url(course)
+    for student in chosen:
+        en = {g: s.score for g, s in pipeline.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
+        zh = {g: s.score for g, s in pipeline.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
+        assert en == zh and set(en) == set(rlhf_hidden_checks.CHECKS), student
+    autograded = (course / "autograded" / "ppo_clip_without_min" / ZH / NOTEBOOK).read_text()
+    assert "问题所在" in autograded  # the in-kernel hidden test failed with the Chinese message

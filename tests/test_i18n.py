@@ -1,0 +1,119 @@
+"""The package in Chinese: figures labelled in Chinese with a real CJK font (no glyph missing), English
+labels where no CJK font is installed, the explorers' and the lab's sentences in the student's language."""
+import os
+import warnings
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, i18n
+from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course.lab import plots
+
+matplotlib.use("Agg")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "i18n"
+HISTORY = [{"iteration": i, "reward_model_score": 0.1 * i, "gold_reward": 0.05 * i, "kl_to_reference": 0.2 * i,
+            "entropy_per_token": 2.0 - 0.1 * i, "step": i, "implicit_reward_margin": 0.1 * i,
+            "preference_accuracy": 0.5 + 0.04 * i, "chosen_implicit_reward": 0.05 * i,
+            "rejected_implicit_reward": -0.05 * i} for i in range(10)]
+
+
+@pytest.fixture
+def chinese(monkeypatch):
+    if i18n.cjk_font() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no CJK font installed: .ci/run installs fonts-noto-cjk")
+        pytest.skip("no CJK font on this machine (Debian: apt install fonts-noto-cjk)")
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    with matplotlib.rc_context():
+        yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def fns(repo):
+    return functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+
+
+def figures(fns):
+    yield "ppo", lambda: explorers.plot_ppo_objective(fns["ppo_clipped_objective"])
+    yield "dpo", lambda: explorers.plot_dpo_loss(fns["dpo_loss"])
+    yield "gae", lambda: explorers.plot_gae(fns["compute_gae"])
+    yield "lab_ppo", lambda: plots.plot_ppo_history(HISTORY)
+    yield "lab_dpo", lambda: plots.plot_dpo_history(HISTORY)
+
+
+def texts(figure) -> list[str]:
+    found = [figure._suptitle.get_text()] if figure._suptitle else []
+    for ax in figure.axes:
+        found += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        legend = ax.get_legend()
+        if legend is not None:
+            found += [t.get_text() for t in legend.get_texts()]
+    return [t for t in found if t]
+
+
+def has_chinese(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def test_chinese_figures_draw_every_glyph(chinese, fns):
+    """Rendered to PNG (test-artifacts/i18n/, looked at): Chinese titles, labels and legends, and
+    matplotlib warns of no missing glyph."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name, draw in figures(fns):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            draw()
+            figure = plt.gcf()
+            figure.savefig(ARTIFACTS / f"{name}_zh.png", dpi=80)
+        missing = [str(w.message) for w in caught if "missing from" in str(w.message) or "Glyph" in str(w.message)]
+        assert missing == [], f"{name}: {missing[:3]}"
+        shown = texts(figure)
+        assert sum(map(has_chinese, shown)) >= 3, f"{name}: {shown}"
+        plt.close(figure)
+
+
+def test_without_a_cjk_font_the_figures_fall_back_to_english(monkeypatch, fns):
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    monkeypatch.setattr(i18n, "cjk_font", lambda: None)
+    for name, draw in figures(fns):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            draw()
+            plt.gcf().canvas.draw()
+        shown = texts(plt.gcf())
+        assert shown and not any(map(has_chinese, shown)), f"{name}: {shown}"
+        assert not [w for w in caught if "missing from" in str(w.message)], name
+        plt.close("all")
+
+
+def test_the_explorers_placeholder_and_the_lab_error_speak_chinese(monkeypatch):
+    from rlhf_course.lab.student import StudentFunctionError, _guard
+
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+
+    def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+        raise NotImplementedError
+
+    placeholder = explorers.ppo_explorer(ppo_clipped_objective)
+    assert placeholder.value == "<b>先在上方实现 ppo_clipped_objective，这里就会画出图。</b>"
+    guarded = _guard(ppo_clipped_objective, "ppo_clipped_objective", lambda *a, **k: (), needs_grad=False)
+    with pytest.raises(StudentFunctionError, match="ppo_clipped_objective 还没有实现：请先在笔记本中完成它"):
+        guarded(None, None)
+
+
+def test_english_is_unchanged_and_unknown_languages_are_refused():
+    assert i18n.t("Implement {name} above to see this plot.", "en", name="f") == "Implement f above to see this plot."
+    assert i18n.t("a sentence nobody translated", "zh-CN") == "a sentence nobody translated"
+    with pytest.raises(ValueError, match="no translation for language 'fr'"):
+        i18n.set_language("fr")
+
+
+def test_every_chinese_template_keeps_the_english_fields():
+    import string
+    for english, chinese in i18n.ZH.items():
+        fields = lambda text: sorted(f for _, f, _, _ in string.Formatter().parse(text) if f)  # noqa: E731
+        assert fields(english) == fields(chinese), english
