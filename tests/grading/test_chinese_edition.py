@@ -12,7 +12,7 @@ import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, trusted
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course
+from tests.conftest import copy_course, needs_sandbox
 
 from .in_process_sandbox import InProcessSandbox
 
@@ -113,3 +113,21 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
         assert en == zh and set(en) == set(rlhf_hidden_checks.CHECKS), student
     autograded = (course / "autograded" / "ppo_clip_without_min" / ZH / NOTEBOOK).read_text()
     assert "问题所在" in autograded  # the in-kernel hidden test failed with the Chinese message
+
+
+@needs_sandbox
+def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(tmp_path):
+    """The edition's set-up cell (i18n.set_language) runs inside bubblewrap; the feedback copy shows it ran."""
+    course = copy_course(tmp_path / "course")
+    pipeline.generate_release(course, [ZH])
+    for student, wrong in (("correct", ()), ("ppo_clip_without_min", ("ppo_clip_without_min",))):
+        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=ZH)
+    results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, assignments=[ZH])}
+    total = sum(c.points for c in rlhf_hidden_checks.CHECKS.values())
+    assert (results["correct"].state, results["correct"].score) == ("graded", total), results["correct"].detail
+    wrong = results["ppo_clip_without_min"]
+    assert wrong.state == "failed tests"
+    lost = {c.grade_id for c in wrong.cells.values() if c.score < c.points}
+    assert lost == set(answer_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].loses)
+    page = (course / "feedback" / "ppo_clip_without_min" / ZH / "rlhf_building_blocks.html").read_text()
+    assert "测试得分" in page and "（nbgrader 运行本笔记本时跳过交互图）" in page  # the explorers spoke Chinese
