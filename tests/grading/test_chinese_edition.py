@@ -86,10 +86,14 @@ def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
     assert "可信评分" in page  # the verdict under each test cell
 
 
-def test_the_export_lists_each_student_once_with_their_latest_edition(graded):
+@pytest.mark.parametrize("how", ["make grade", "nbgrader export"])
+def test_the_export_lists_each_student_once_with_their_latest_edition(graded, how):
     course, results = graded
-    with open(course / "grades.csv") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["assignment"] == EN]
+    exported = course / "grades.csv" if how == "make grade" else pipeline.export_grades(course, course / "export.csv")
+    with open(exported) as handle:
+        rows = list(csv.DictReader(handle))
+    assert ZH not in {row["assignment"] for row in rows}  # folded into rlhf
+    rows = [row for row in rows if row["assignment"] == EN]
     students = {s for (_, s) in results}
     assert sorted(row["student_id"] for row in rows) == sorted(students)
     assert {row["edition"] for row in rows} == {ZH}
