@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .server_env import ServerEnv
+from rlhf_course.server_env import ServerEnv
 
 PREFIX = "rlhft"
 INSTRUCTORS = f"{PREFIX}_instructors"
