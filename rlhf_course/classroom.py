@@ -39,6 +39,7 @@ from rlhf_course import ASSIGNMENT
 from rlhf_course.server_env import ServerEnv
 
 COURSE_ID = "rlhf-course"
+MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 COURSE_FILES = ("source", "instructor", "nbgrader_config.py", "jupyter")
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
@@ -111,6 +112,7 @@ class Classroom:
         self.url = f"http://127.0.0.1:{port}"
         self.server: ServerEnv | None = None
         self.process: subprocess.Popen | None = None
+        self.created = False  # accounts and folder are ours to remove
 
     @property
     def names(self) -> list[str]:
@@ -125,10 +127,14 @@ class Classroom:
             raise SystemExit("make hub needs root: it creates Unix accounts and runs each server as its user")
         if not self.proxy.exists():
             raise SystemExit(f"configurable-http-proxy not found at {self.proxy} (make hub installs it)")
+        if self.base.exists() and not (self.base / MARKER).exists():
+            raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
+        self.created = True
         self.remove_accounts()  # left by an interrupted run
         shutil.rmtree(self.base, ignore_errors=True)
         self.base.mkdir(parents=True)
         self.base.chmod(0o755)
+        (self.base / MARKER).write_text("made by python -m rlhf_course.classroom; removed when it stops\n")
         self.server = ServerEnv(self.repo)
         subprocess.run(["groupadd", self.group], check=True)
         add_account(self.instructor_name, self.base / "home" / self.instructor_name, self.group)
@@ -255,6 +261,8 @@ c.Spawner.pre_spawn_hook = per_user
 
     def remove(self) -> None:
         self.stop()
+        if not self.created:
+            return
         self.remove_accounts()
         if self.server:
             self.server.remove()
