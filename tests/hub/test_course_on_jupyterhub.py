@@ -35,6 +35,7 @@ from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import notebooks
 from rlhf_course.server_env import ServerEnv
 from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
+from tests.browser.test_lab_views import INSTRUCTOR_ONLY, nbgrader_menu_items, offered
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
@@ -201,6 +202,8 @@ def test_the_course_on_a_jupyterhub(hub, repo):
 
         with steps.step("instructor_releases"):
             pages["instructor"] = login(browser, hub, instructor)
+            items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
+            assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
             formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{ASSIGNMENT}'.")
             assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / ASSIGNMENT / NOTEBOOK).is_file()
 
@@ -208,6 +211,9 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             for student in (alice, bob):
                 quiet_lab_settings(users[student])
                 pages[student] = page = login(browser, hub, student)
+                items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
+                assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
+                page.keyboard.press("Escape")
                 assignment_list(page, hub, student)
                 page.get_by_role("button", name="Fetch").click(timeout=60_000)
                 page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
