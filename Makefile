@@ -52,11 +52,13 @@ HUB_PORT ?= 8000
 HUB_STUDENTS ?= alice bob carol
 HUB_BASE ?= /srv/rlhf-classroom
 HUB_PREFIX ?= rlhf_
-CHP_VERSION := 5.3.0
-CHP := .cache/configurable-http-proxy-$(CHP_VERSION)/node_modules/.bin/configurable-http-proxy
-$(CHP):
-	npm install --silent --no-audit --no-fund --prefix .cache/configurable-http-proxy-$(CHP_VERSION) \
-	  configurable-http-proxy@$(CHP_VERSION)
+# configurable-http-proxy 5.3.0 and each of its dependencies, pinned by jupyter/hub/package-lock.json
+CHP_DIR := .cache/hub-proxy
+CHP := $(CHP_DIR)/node_modules/.bin/configurable-http-proxy
+$(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
+	mkdir -p $(CHP_DIR) && cp jupyter/hub/package.json jupyter/hub/package-lock.json $(CHP_DIR)/
+	cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund
+	touch $@
 
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
