@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 OUT ?= outputs
 
-.PHONY: demo test grade release lab lab-instructor clean
+.PHONY: demo test grade release lab lab-instructor hub clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,25 @@ lab: $(STAMP)
 ## JupyterLab on the course root for instructors (hidden checks importable, formgrader available).
 lab-instructor: $(STAMP)
 	PYTHONPATH=$(CURDIR)/instructor:$(CURDIR) $(VENV)/bin/jupyter lab
+
+## A local classroom on this machine for trying the course (root: it creates Unix accounts): JupyterHub 6
+## on http://127.0.0.1:$(HUB_PORT), an instructor and students (HUB_STUDENTS) with a random password each,
+## printed; every JupyterLab runs as its user.  Ctrl-C stops it and removes the accounts.
+HUB_PORT ?= 8000
+HUB_STUDENTS ?= alice bob carol
+HUB_BASE ?= /srv/rlhf-classroom
+HUB_PREFIX ?= rlhf_
+# configurable-http-proxy 5.3.0 and each of its dependencies, pinned by jupyter/hub/package-lock.json
+CHP_DIR := .cache/hub-proxy
+CHP := $(CHP_DIR)/node_modules/.bin/configurable-http-proxy
+$(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
+	mkdir -p $(CHP_DIR) && cp jupyter/hub/package.json jupyter/hub/package-lock.json $(CHP_DIR)/
+	cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund
+	touch $@
+
+hub: $(STAMP) $(CHP)
+	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
+	  --students $(HUB_STUDENTS)
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv $(OUT)

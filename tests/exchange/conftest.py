@@ -1,8 +1,7 @@
-"""Real Unix users (an instructor and two students), created by the tests as root, who run
-nbgrader from the server's Python environment (server_env.py), never from the checkout."""
-import grp
+"""Real Unix users (an instructor and two students), created by the tests as root (the accounts of
+rlhf_course/classroom.py, as `make hub` creates them), who run nbgrader from the server's Python
+environment (rlhf_course/server_env.py), never from the checkout."""
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -10,35 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from .server_env import ServerEnv
+from rlhf_course.classroom import User, add_account, remove_accounts
+from rlhf_course.server_env import ServerEnv
 
 PREFIX = "rlhft"
 INSTRUCTORS = f"{PREFIX}_instructors"
-
-
-class User:
-    def __init__(self, name: str, home: Path, server: ServerEnv):
-        self.name, self.home, self.server = name, home, server
-        entry = pwd.getpwnam(name)
-        self.uid, self.gid = entry.pw_uid, entry.pw_gid
-
-    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
-        """Run a command as this user, in the server's environment (nothing of root's or the checkout's)."""
-        environment = {"HOME": str(self.home), "USER": self.name, "PATH": self.server.path,
-                       "LANG": "C.UTF-8", **(env or {})}
-        command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
-                   "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
-        proc = subprocess.run(command, cwd=cwd or self.home, capture_output=True, text=True)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{self.name}: {' '.join(args)} failed ({proc.returncode})\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        return proc
-
-    def python(self, code: str, **kwargs) -> subprocess.CompletedProcess:
-        return self.run(self.server.python, "-c", code, **kwargs)
-
-    def nbgrader(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
-        return self.run(self.server.python, "-m", "nbgrader", *args, **kwargs)
 
 
 def _needs_root():
@@ -68,10 +43,7 @@ def people(server):
     users = {}
     for role, name in names.items():
         home = base / "home" / name
-        home.parent.mkdir(exist_ok=True)
-        group = ["-g", INSTRUCTORS] if role == "instructor" else ["-U"]
-        subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *group, name], check=True)
-        home.chmod(0o700)
+        add_account(name, home, INSTRUCTORS if role == "instructor" else None)
         users[role] = User(name, home, server)
     users["base"] = base
     yield users
@@ -80,11 +52,4 @@ def people(server):
 
 
 def _cleanup(names):
-    for name in names.values():
-        subprocess.run(["pkill", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "-r", name], capture_output=True)
-    try:
-        grp.getgrnam(INSTRUCTORS)
-        subprocess.run(["groupdel", INSTRUCTORS], capture_output=True)
-    except KeyError:
-        pass
+    remove_accounts(names.values(), INSTRUCTORS)

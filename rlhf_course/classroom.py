@@ -1,0 +1,319 @@
+"""A classroom on one machine (`make hub`, as root): real Unix accounts for an instructor and students,
+the course's shared exchange, the course directory owned by the instructor, and a JupyterHub that
+spawns each user's JupyterLab as that user, from a Python environment every user can run.
+
+    python -m rlhf_course.classroom [--port 8000] [--students alice bob carol] [--base /srv/rlhf-classroom]
+
+prints the hub's address and one random password per account, then runs the hub until interrupted;
+on exit it stops every server and removes the accounts and the classroom folder.  tests/hub drives
+the same command in a browser; tests/exchange uses the same accounts (`User`, `add_account`).
+
+What goes where (a real server puts the same files in /etc/jupyter, see the README):
+
+* `<base>/home/<user>/`: homes, 0700; the course in the instructor's home, `course/` (nbgrader_config.py,
+  source/, instructor/, release/, the gradebook), owned by the instructor and the instructors' group;
+* `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange.py: root 0755, inbound 3733);
+* `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
+  nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
+  jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
+* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, log and `accounts.json`.
+"""
+from __future__ import annotations
+
+import argparse
+import grp
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.server_env import ServerEnv
+
+COURSE_ID = "rlhf-course"
+MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
+COURSE_FILES = ("source", "instructor", "nbgrader_config.py", "jupyter")
+STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+
+
+class User:
+    """A Unix account, and commands run as it in the server's environment (nothing of root's)."""
+
+    def __init__(self, name: str, home: Path, server: ServerEnv):
+        self.name, self.home, self.server = name, home, server
+        entry = pwd.getpwnam(name)
+        self.uid, self.gid = entry.pw_uid, entry.pw_gid
+
+    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        environment = {"HOME": str(self.home), "USER": self.name, "PATH": self.server.path,
+                       "LANG": "C.UTF-8", **(env or {})}
+        command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
+                   "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
+        proc = subprocess.run(command, cwd=cwd or self.home, capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{self.name}: {' '.join(args)} failed ({proc.returncode})\n"
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def python(self, code: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.run(self.server.python, "-c", code, **kwargs)
+
+    def nbgrader(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.run(self.server.python, "-m", "nbgrader", *args, **kwargs)
+
+
+def add_account(name: str, home: Path, group: str | None = None) -> None:
+    """A Unix account with its home (0700); its primary group `group`, or its own."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    primary = ["-g", group] if group else ["-U"]
+    subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *primary, name], check=True,
+                   capture_output=True)
+    home.chmod(0o700)
+
+
+def remove_accounts(names, group: str | None = None) -> None:
+    """Stop every process of these accounts, delete them (homes included) and the group."""
+    for name in names:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+    if group:
+        try:
+            grp.getgrnam(group)
+            subprocess.run(["groupdel", group], capture_output=True)
+        except KeyError:
+            pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Classroom:
+    def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path):
+        self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
+        self.instructor_name = f"{prefix}instructor"
+        self.student_names = [f"{prefix}{s}" for s in students]
+        self.group = f"{prefix}instructors"
+        self.hub_dir = base / "hub"
+        self.exchange = base / "exchange"
+        self.student_config = base / "jupyter" / "student"
+        self.course = base / "home" / self.instructor_name / "course"
+        self.url = f"http://127.0.0.1:{port}"
+        self.server: ServerEnv | None = None
+        self.process: subprocess.Popen | None = None
+        self.created = False  # accounts and folder are ours to remove
+
+    @property
+    def names(self) -> list[str]:
+        return [self.instructor_name, *self.student_names]
+
+    def user(self, name: str) -> User:
+        return User(name, self.base / "home" / name, self.server)
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def create(self) -> None:
+        if os.geteuid() != 0:
+            raise SystemExit("make hub needs root: it creates Unix accounts and runs each server as its user")
+        if not self.proxy.exists():
+            raise SystemExit(f"configurable-http-proxy not found at {self.proxy} (make hub installs it)")
+        if self.base.exists() and not (self.base / MARKER).exists():
+            raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
+        self.created = True
+        self.remove_accounts()  # left by an interrupted run
+        shutil.rmtree(self.base, ignore_errors=True)
+        self.base.mkdir(parents=True)
+        self.base.chmod(0o755)
+        (self.base / MARKER).write_text("made by python -m rlhf_course.classroom; removed when it stops\n")
+        self.server = ServerEnv(self.repo)
+        subprocess.run(["groupadd", self.group], check=True)
+        add_account(self.instructor_name, self.base / "home" / self.instructor_name, self.group)
+        for name in self.student_names:
+            add_account(name, self.base / "home" / name)
+        instructor = self.user(self.instructor_name)
+        (self.base / "home").chmod(0o755)
+
+        self.exchange.mkdir()
+        os.chown(self.exchange, instructor.uid, instructor.gid)
+        self.exchange.chmod(0o755)
+        self.course.mkdir()
+        for name in COURSE_FILES:
+            src = self.repo / name
+            if src.is_dir():
+                shutil.copytree(src, self.course / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(src, self.course / name)
+        for path in [self.course, *self.course.rglob("*")]:
+            os.chown(path, instructor.uid, instructor.gid, follow_symlinks=False)
+        # `make release` as the instructor: release/ and the gradebook's record of the assignment.
+        # Releasing it to the exchange is the Formgrader's Release button.
+        instructor.run(self.server.python, "-m", "rlhf_course.grading.course", "release", cwd=self.course,
+                       env=self.instructor_env())
+
+        self.student_config.mkdir(parents=True)
+        (self.student_config / "nbgrader_config.py").write_text(
+            "from rlhf_course import exchange\n"
+            f"exchange.configure(get_config(), {str(self.exchange)!r}, {COURSE_ID!r})\n")
+        shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
+        (self.student_config / "jupyter_server_config.json").write_text(json.dumps(
+            {"ServerApp": {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}},
+            indent=1))
+        subprocess.run(["chmod", "-R", "go+rX", str(self.base / "jupyter")], check=True)
+
+        self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
+        self.hub_dir.mkdir(mode=0o700)
+        self.write_hub_config()
+
+    def instructor_env(self) -> dict:
+        env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": COURSE_ID}
+        if os.environ.get("RLHF_DUE_DATE"):
+            env["RLHF_DUE_DATE"] = os.environ["RLHF_DUE_DATE"]
+        return env
+
+    def write_hub_config(self) -> None:
+        base_env = {"PATH": self.server.path, "LANG": "C.UTF-8"}
+        environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
+        for name in self.student_names:
+            environments[name] = {**base_env, "JUPYTER_CONFIG_PATH": str(self.student_config)}
+        folders = {self.instructor_name: str(self.course)}
+        folders.update({name: str(self.base / "home" / name) for name in self.student_names})
+        settings = {"passwords": self.passwords, "environments": environments, "folders": folders}
+        (self.hub_dir / "users.json").write_text(json.dumps(settings, indent=1))
+        (self.hub_dir / "jupyterhub_config.py").write_text(f"""\
+# Written by `python -m rlhf_course.classroom` (make hub) for this run.
+import json
+c = get_config()
+users = json.load(open({str(self.hub_dir / 'users.json')!r}))
+c.JupyterHub.bind_url = {self.url!r}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {free_port()}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
+c.ConfigurableHTTPProxy.command = [{str(self.proxy)!r}]
+c.JupyterHub.db_url = "sqlite:///{self.hub_dir}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = {str(self.hub_dir / 'jupyterhub_cookie_secret')!r}
+c.JupyterHub.authenticator_class = "rlhf_course.hub_auth.PasswordTableAuthenticator"
+c.PasswordTableAuthenticator.passwords = users["passwords"]
+c.Authenticator.allowed_users = set(users["passwords"])
+c.Authenticator.admin_users = set()
+# Each user's JupyterLab runs as that user (setuid from root), from the shared environment.
+c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
+c.Spawner.default_url = "/lab"
+c.Spawner.env_keep = []
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+
+
+def per_user(spawner):
+    name = spawner.user.name
+    spawner.environment = dict(users["environments"][name])
+    spawner.notebook_dir = users["folders"][name]
+    # nbgrader (the Formgrader) reads nbgrader_config.py from the server's working folder: the course's
+    spawner.cmd = ["env", "-C", users["folders"][name], {self.server.python!r}, "-m", "jupyterhub.singleuser"]
+
+
+c.Spawner.pre_spawn_hook = per_user
+""")
+        accounts = {"url": self.url, "course": str(self.course), "exchange": str(self.exchange),
+                    "python": self.server.python, "path": self.server.path,
+                    "instructor": self.instructor_name, "students": self.student_names,
+                    "passwords": self.passwords, "homes": {n: str(self.base / "home" / n) for n in self.names}}
+        (self.hub_dir / "accounts.json").write_text(json.dumps(accounts, indent=1))
+
+    # -- running ----------------------------------------------------------------------------------
+    def start(self, timeout: float = 120) -> None:
+        self.log = open(self.hub_dir / "jupyterhub.log", "w")
+        env = {"PATH": self.server.path, "LANG": "C.UTF-8", "HOME": str(self.hub_dir)}
+        self.process = subprocess.Popen(
+            [self.server.python, "-m", "jupyterhub", "-f", str(self.hub_dir / "jupyterhub_config.py")],
+            cwd=self.hub_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"JupyterHub exited ({self.process.returncode}); see {self.hub_dir}/jupyterhub.log")
+            try:
+                urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)  # the hub stops the proxy and every user's server
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def remove_accounts(self) -> None:
+        remove_accounts(self.names, self.group)
+
+    def remove(self) -> None:
+        self.stop()
+        if not self.created:
+            return
+        self.remove_accounts()
+        if self.server:
+            self.server.remove()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def summary(self) -> str:
+        grade = (f"cd {self.repo} && RLHF_EXCHANGE_ROOT={self.exchange} .venv/bin/python "
+                 f"-m rlhf_course.grading.batch {ASSIGNMENT} --course-root {self.course}")
+        lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them)",
+                 "", f"  {'account':<24} password"]
+        lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]
+        lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
+                  f"course directory: {self.course}", f"exchange: {self.exchange}",
+                  f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}"]
+        return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--base", type=Path, default=Path("/srv/rlhf-classroom"))
+    parser.add_argument("--prefix", default="rlhf_", help="prefix of the account names")
+    parser.add_argument("--students", nargs="+", default=["alice", "bob", "carol"])
+    parser.add_argument("--proxy", type=Path, required=True, help="the configurable-http-proxy executable")
+    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
+    args = parser.parse_args(argv)
+    classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
+                          args.port or free_port(), args.proxy.resolve())
+    stopping = []
+
+    def stop(signum, frame):
+        stopping.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    started = time.time()
+    try:
+        classroom.create()
+        classroom.start()
+        print(classroom.summary(), flush=True)
+        print(f"\nready in {time.time() - started:.0f} s", flush=True)
+        (classroom.hub_dir / "ready").write_text(classroom.url)
+        classroom.process.wait()
+        print(f"JupyterHub exited ({classroom.process.returncode}); see {classroom.hub_dir}/jupyterhub.log",
+              flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping the hub and removing the classroom's accounts", flush=True)
+        classroom.remove()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

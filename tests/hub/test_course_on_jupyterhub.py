@@ -1,0 +1,347 @@
+"""The course on a real JupyterHub (`make hub`, the same command a person runs), driven in headless
+Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared exchange.
+
+1. the instructor logs in and releases `rlhf` from the Formgrader;
+2. two students log in (separate browser contexts), fetch it from the Assignment List, type their answers
+   into the answer cells (one correct, one with a PPO clip without the min), move an explorer slider,
+   Validate (the correct one passes, the wrong one shows the failing test) and Submit;
+3. the instructor collects in the Formgrader; trusted grading runs as root (`make grade`); the Formgrader
+   shows both scores; the instructor releases feedback;
+4. each student fetches their feedback and opens it: their own scores, no hidden test code, nothing of
+   the other student;
+5. a student is refused another student's server, the Formgrader and the course directory.
+
+A screenshot of every open page lands in test-artifacts/hub/ at each step, and on the first failure.
+Needs root (accounts, setuid spawning), chromium, npm (the proxy) and bubblewrap (trusted grading).
+"""
+import contextlib
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.classroom import User, free_port
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import notebooks
+from rlhf_course.server_env import ServerEnv
+from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
+from tests.browser.test_lab_views import INSTRUCTOR_ONLY, nbgrader_menu_items, offered
+
+pytestmark = pytest.mark.slow
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
+PREFIX = "rlhfh_"
+ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
+
+
+def _needs(repo):
+    from rlhf_course.grading.sandbox import sandbox_available
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("root")
+    for tool in ("setpriv", "useradd", "npm", "node"):
+        if not shutil.which(tool):
+            problems.append(tool)
+    if not Path(CHROMIUM).exists():
+        problems.append(CHROMIUM)
+    if sandbox_available():
+        problems.append(f"the grading sandbox ({sandbox_available()})")
+    if problems:
+        message = "the JupyterHub test needs " + ", ".join(problems)
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def hub(repo, tmp_path_factory):
+    """`make hub` on a free loopback port, with its own accounts and folder; stopped (accounts removed) after."""
+    _needs(repo)
+    scratch = Path(tempfile.mkdtemp(prefix="rlhf-hub-test-"))  # outside pytest's 0700 folder: users traverse it
+    scratch.chmod(0o755)
+    base = scratch / "classroom"
+    log = open(tmp_path_factory.mktemp("hub-log") / "make-hub.log", "w+")
+    started = time.time()
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "-C", str(repo), "hub", f"HUB_PORT={free_port()}", f"HUB_BASE={base}",
+         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ready = base / "hub" / "ready"
+    try:
+        while not ready.exists():
+            if process.poll() is not None or time.time() - started > 600:
+                log.seek(0)
+                raise AssertionError(f"make hub did not start:\n{log.read()[-5000:]}")
+            time.sleep(0.5)
+        print(f"make hub ready in {time.time() - started:.0f} s")
+        accounts = json.loads((base / "hub" / "accounts.json").read_text())
+        yield accounts
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+        deadline = time.time() + 90  # the classroom removes its accounts on the way out
+        while any(_exists(name) for name in (f"{PREFIX}instructor", f"{PREFIX}alice", f"{PREFIX}bob")):
+            if time.time() > deadline:
+                log.seek(0)
+                raise AssertionError(f"make hub left its accounts behind:\n{log.read()[-3000:]}")
+            time.sleep(0.5)
+        log.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+class Steps:
+    """Screenshots of every open page after each step, and at the first failure."""
+
+    def __init__(self):
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob("*.png"):
+            old.unlink()
+        self.pages, self.count = {}, 0
+
+    def shoot(self, label: str) -> None:
+        for who, page in self.pages.items():
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / f"{self.count:02d}_{label}_{who}.png"))
+
+    @contextlib.contextmanager
+    def step(self, label: str):
+        self.count += 1
+        started = time.time()
+        try:
+            yield
+        except BaseException:
+            self.shoot(f"{label}_FAILED")
+            raise
+        self.shoot(label)
+        print(f"step {self.count} {label}: {time.time() - started:.1f} s")
+
+
+def login(browser, hub, name: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.goto(f"{hub['url']}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub["passwords"][name])
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=120_000)
+    page.locator(".jp-LabShell").wait_for(timeout=120_000)
+    return page
+
+
+def formgrader_action(page, hub, action: str, expected: str) -> None:
+    """Manage Assignments: the `action` column's link on the rlhf row, then the success dialog."""
+    page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
+    row = page.locator("tr").filter(has=page.locator("td.name", has_text=re.compile(rf"^\s*{ASSIGNMENT}\s*$")))
+    row.locator(f"td.{action} a").click(timeout=60_000)
+    page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
+
+
+def assignment_list(page, hub, name: str) -> None:
+    page.goto(f"{hub['url']}/user/{name}/lab")
+    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+    page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+
+
+def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
+    """Replace a cell's text as a student would, through the editor (inserted, not auto-indented)."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.scroll_into_view_if_needed()
+    if markdown:
+        cell.dblclick()
+    editor = cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)
+    page.keyboard.press("Escape")
+
+
+def quiet_lab_settings(user: User) -> None:
+    """Render every cell (no virtual windowing) so the test reaches each one: the student's own setting."""
+    settings = user.home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(user.home / ".jupyter")], check=True)
+
+
+def test_the_course_on_a_jupyterhub(hub, repo):
+    from playwright.sync_api import sync_playwright
+    server = ServerEnv.__new__(ServerEnv)  # the classroom's environment, for commands run as its users
+    server.python, server.path = hub["python"], hub["path"]
+    users = {name: User(name, Path(hub["homes"][name]), server) for name in hub["homes"]}
+    instructor = hub["instructor"]
+    alice, bob = hub["students"]
+    course = Path(hub["course"])
+    source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    written = notebooks.written_solutions(source)
+    answers = {alice: {**pipeline.answers_for(repo, ()), **written},
+               bob: {**pipeline.answers_for(repo, ("ppo_clip_without_min",)), **written}}
+    release = notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK)
+    index = {notebooks.grade_id(cell): i for i, cell in enumerate(release.cells)}
+    steps = Steps()
+    started = time.time()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        pages = steps.pages
+
+        with steps.step("instructor_releases"):
+            pages["instructor"] = login(browser, hub, instructor)
+            items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
+            assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
+            formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{ASSIGNMENT}'.")
+            assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / ASSIGNMENT / NOTEBOOK).is_file()
+
+        with steps.step("students_fetch"):
+            for student in (alice, bob):
+                quiet_lab_settings(users[student])
+                pages[student] = page = login(browser, hub, student)
+                items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
+                assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
+                page.keyboard.press("Escape")
+                assignment_list(page, hub, student)
+                page.get_by_role("button", name="Fetch").click(timeout=60_000)
+                page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
+                fetched = users[student].home / ASSIGNMENT / NOTEBOOK
+                assert fetched.is_file() and fetched.stat().st_uid == users[student].uid
+
+        with steps.step("students_answer"):
+            for student in (alice, bob):
+                page = pages[student]
+                page.goto(f"{hub['url']}/user/{student}/lab/tree/{ASSIGNMENT}/{NOTEBOOK}")
+                page.locator(".jp-Notebook").wait_for(timeout=60_000)
+                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+                for grade_id in ANSWER_CELLS:
+                    type_into_cell(page, index[grade_id], answers[student][grade_id],
+                                   markdown=grade_id.startswith("lab_question"))
+                page.keyboard.press("Control+s")
+            for student in (alice, bob):  # what the lab saved is what the student typed
+                deadline = time.time() + 30
+                while True:
+                    saved = notebooks.cells_by_grade_id(notebooks.read(users[student].home / ASSIGNMENT / NOTEBOOK))
+                    if all(saved[g].source.strip() == answers[student][g].strip() for g in ANSWER_CELLS):
+                        break
+                    assert time.time() < deadline, f"{student}'s typed answers were not saved"
+                    time.sleep(0.5)
+
+        with steps.step("slider"):
+            page = pages[alice]
+            for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
+                cell = page.locator(".jp-Notebook .jp-Cell").nth(index[grade_id])
+                cell.scroll_into_view_if_needed()
+                cell.locator(".cm-content").click()
+                page.keyboard.press("Shift+Enter")
+            explorer = page.locator(".jp-Notebook .jp-Cell").nth(index["ppo_explorer"])
+            explorer.locator(".jp-OutputArea-output img").first.wait_for(timeout=120_000)
+            before = explorer.locator(".jp-OutputArea-output img").first.get_attribute("src")
+            slider = explorer.locator(".widget-slider").filter(has_text="epsilon").first
+            slider.locator(".widget-readout").click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type("0.45")
+            page.keyboard.press("Enter")
+            page.wait_for_function(
+                "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
+                " return img && img.getAttribute('src') !== before; }",
+                arg=[explorer.element_handle(), before], timeout=60_000)
+
+        with steps.step("validate"):
+            for student in (alice, bob):  # both validate at once, as a class would
+                pages[student].get_by_role("button", name="Validate").first.click()
+            pages[alice].locator(".jp-Dialog").get_by_text(
+                "Success! Your notebook passes all the tests.").wait_for(timeout=180_000)
+            failure = pages[bob].locator(".jp-Dialog")
+            failure.get_by_text("failed", exact=False).first.wait_for(timeout=180_000)
+            assert "Success!" not in failure.inner_text()
+            assert "ppo_clipped_objective" in failure.inner_text() or "ppo" in failure.inner_text().lower()
+
+        with steps.step("students_submit"):
+            inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
+            for student in (alice, bob):
+                page = pages[student]
+                page.keyboard.press("Escape")
+                assignment_list(page, hub, student)
+                page.get_by_role("button", name="Submit").click(timeout=60_000)
+                deadline = time.time() + 60
+                while not list(inbound.glob(f"{student}+{ASSIGNMENT}+*")):
+                    assert time.time() < deadline, f"{student}'s submission never reached the exchange"
+                    time.sleep(0.5)
+
+        with steps.step("instructor_collects_and_grades"):
+            page = pages["instructor"]
+            formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'.")
+            # `sudo make grade` in the course directory: trusted, sandboxed, as root
+            grading = subprocess.run(
+                [sys.executable, "-m", "rlhf_course.grading.batch", ASSIGNMENT, "--course-root", str(course)],
+                cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
+            assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
+            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+            scores = {}
+            for student in (alice, bob):
+                row = page.locator("tr").filter(has_text=student)
+                scores[student] = row.locator("td.code-score").inner_text(timeout=60_000).strip()
+            assert scores[alice] == "44 / 44", scores
+            assert re.fullmatch(r"\d+(\.\d+)? / 44", scores[bob]) and float(scores[bob].split("/")[0]) < 44, scores
+
+        with steps.step("instructor_releases_feedback"):
+            formgrader_action(pages["instructor"], hub, "release-feedback",
+                              f"Successfully released feedback of '{ASSIGNMENT}'.")
+
+        with steps.step("students_read_feedback"):
+            for student, other in ((alice, bob), (bob, alice)):
+                page = pages[student]
+                assignment_list(page, hub, student)
+                page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)
+                page.get_by_text("(view feedback)").wait_for(timeout=60_000)
+                [feedback] = list((users[student].home / ASSIGNMENT / "feedback").glob(
+                    f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
+                relative = feedback.relative_to(users[student].home)
+                page.goto(f"{hub['url']}/user/{student}/files/{relative}")
+                text = page.locator("body").inner_text(timeout=60_000)
+                if student == alice:
+                    assert "Tests: 44 / 44." in text
+                else:
+                    assert re.search(r"Tests: \d+(\.\d+)? / 44\.", text) and "Tests: 44 / 44." not in text
+                content = page.content()
+                assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content
+                assert other not in content
+
+        with steps.step("students_refused"):
+            page = pages[alice]
+            refusals = {  # what Alice tries -> the status she gets
+                f"/user/{bob}/lab": 403, f"/user/{bob}/api/contents/{ASSIGNMENT}": 403,  # Bob's server
+                f"/user/{instructor}/formgrader": 403, f"/user/{instructor}/lab": 403,  # the instructor's
+                f"/user/{alice}/formgrader": 404,  # not on a student's server at all
+                f"/user/{alice}/formgrader/api/assignments": 404,
+                f"/user/{alice}/files/..%2F{instructor}%2Fcourse%2Fnbgrader_config.py": 403,  # the course
+                f"/user/{alice}/api/contents/..%2F{instructor}%2Fcourse": 404,
+            }
+            got = {}
+            for number, url in enumerate(refusals):
+                response = page.goto(hub["url"] + url)
+                got[url] = response.status
+                page.screenshot(path=str(ARTIFACTS / f"{steps.count:02d}_refused_{number}.png"))
+                assert page.locator(".jp-LabShell").count() == 0, url
+                assert "Manage Assignments" not in page.content() and "c.CourseDirectory" not in page.content(), url
+            assert got == refusals, got
+            student = users[alice]
+            probe = student.python(f"import os\ntry:\n    os.listdir({str(course)!r})\n    print('ALLOWED')\n"
+                                   "except PermissionError:\n    print('denied')")
+            assert probe.stdout.strip() == "denied"
+
+        browser.close()
+    print(f"the whole course on the hub: {time.time() - started:.0f} s")
