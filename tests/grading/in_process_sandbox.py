@@ -16,6 +16,7 @@ import json
 
 from rlhf_course.grading.observe import Case, Observation, decode_call, encode_call, observe, to_wire
 from rlhf_course.grading.sandbox import Limits, SandboxDied
+from rlhf_course import i18n
 from rlhf_course.grading.sandbox_runner import define_functions
 
 
@@ -62,7 +63,13 @@ class InProcessSandbox:
         return json.dumps(json.loads(self.job["notebook_json"])).encode()
 
     def define(self) -> dict[str, str]:
-        self.namespace, self.errors = define_functions(self.job)
+        # The set-up cell runs here, in the test process: a language edition's set-up sets the language
+        # (its own process in the real sandbox), which must not leak into the tests that follow.
+        language = i18n.language()
+        try:
+            self.namespace, self.errors = define_functions(self.job)
+        finally:
+            i18n.set_language(language)
         return self.errors
 
     def call(self, function: str, args: list, grad_wrt: list) -> bytes:
