@@ -1,6 +1,7 @@
 """Fast checks of make hub's pieces (no root, no browser): the per-account password table, and the
 classroom never deleting a folder it did not make."""
 import asyncio
+import concurrent.futures
 import os
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ from rlhf_course.hub_auth import PasswordTableAuthenticator
 
 
 def login(authenticator, name, password):
-    return asyncio.run(authenticator.authenticate(None, {"username": name, "password": password}))
+    # In a thread of its own: a Playwright session of another test may hold this thread's event loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, authenticator.authenticate(None, {"username": name, "password": password})).result()
 
 
 def test_each_account_logs_in_with_its_own_password_only():
