@@ -17,6 +17,16 @@ def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
     return nb
 
 
+def run_until_todo(path: Path, timeout: int = 300) -> list:
+    """Run a student release until it stops at its first unimplemented function; the code cells that ran."""
+    nb = nbformat.read(str(path), as_version=4)
+    with pytest.raises(CellExecutionError) as info:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    assert info.value.ename == "NotImplementedError"
+    return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+
+
 @pytest.fixture
 def instructor_path(monkeypatch, repo):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
@@ -38,13 +48,7 @@ def test_source_notebook_runs_clean(repo, instructor_path):
 
 @pytest.mark.slow
 def test_release_notebook_runs_until_first_todo(repo):
-    path = repo / "release" / ASSIGNMENT / NOTEBOOK
-    nb = nbformat.read(str(path), as_version=4)
-    with pytest.raises(CellExecutionError) as info:
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert info.value.ename == "NotImplementedError"
-    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    executed = run_until_todo(repo / "release" / ASSIGNMENT / NOTEBOOK)
     failing = executed[-1]
     assert failing.metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
     for cell in executed[:-1]:
@@ -69,13 +73,7 @@ def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(repo, instructo
 
 @pytest.mark.slow
 def test_kl_penalty_release_runs_until_its_todo(repo):
-    path = repo / "release" / "kl_penalty" / "kl_penalty.ipynb"
-    nb = nbformat.read(str(path), as_version=4)
-    with pytest.raises(CellExecutionError) as info:
-        NotebookClient(nb, timeout=120, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert info.value.ename == "NotImplementedError"
-    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    executed = run_until_todo(repo / "release" / "kl_penalty" / "kl_penalty.ipynb", timeout=120)
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "kl_visible_tests"
 
 
@@ -92,13 +90,7 @@ def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path):
 
 @pytest.mark.slow
 def test_chinese_release_runs_until_first_todo_and_says_so_in_chinese(repo):
-    path = repo / "release" / "rlhf_zh" / NOTEBOOK
-    nb = nbformat.read(str(path), as_version=4)
-    with pytest.raises(CellExecutionError) as info:
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert info.value.ename == "NotImplementedError"
-    executed = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+    executed = run_until_todo(repo / "release" / "rlhf_zh" / NOTEBOOK)
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
     placeholder = [o for c in executed if c.metadata["nbgrader"].get("grade_id") == "ppo_explorer" for o in c.outputs]
     assert "先在上方实现 ppo_clipped_objective" in str(placeholder)
