@@ -40,6 +40,8 @@ from tests.browser.test_lab_views import INSTRUCTOR_ONLY, nbgrader_menu_items, o
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
 PREFIX = "rlhfh_"
+WRITTEN = "lab_question_1"  # the written answer the instructor grades by hand
+WRITTEN_COMMENT = "Right: the reward model never saw a repeat, so without the KL penalty PPO would exploit it."
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
 
 
@@ -297,6 +299,36 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             assert scores[alice] == "44 / 44", scores
             assert re.fullmatch(r"\d+(\.\d+)? / 44", scores[bob]) and float(scores[bob].split("/")[0]) < 44, scores
 
+        with steps.step("instructor_grades_a_written_answer"):
+            page = pages["instructor"]  # Manual Grading: Alice's first written answer, full points and a comment
+            page.locator("tr").filter(has_text=alice).locator("a.name-hidden").click(timeout=60_000)
+            # the page binds its inputs once it has fetched the grades and comments: typing before is lost
+            page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
+                                   " && formgrader.comments && formgrader.comments.loaded", timeout=60_000)
+            for field, text, api in ((f"input.score#{WRITTEN}", "2", "/api/grade/"),
+                                     (f"textarea#{WRITTEN}-comment", WRITTEN_COMMENT, "/api/comment/")):
+                with page.expect_response(lambda r: api in r.url and r.request.method == "PUT", timeout=60_000):
+                    page.locator(field).fill(text)
+                    page.locator(field).press("Tab")  # the Formgrader saves on change
+            steps.shoot("written_answer_graded")
+            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+            row = page.locator("tr").filter(has_text=alice)
+            deadline = time.time() + 30
+            while row.locator("td.written-score").inner_text(timeout=60_000).strip() != "2 / 6":
+                assert time.time() < deadline, row.inner_text()
+                time.sleep(1)
+                page.reload()
+                row = page.locator("tr").filter(has_text=alice)
+            assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
+            # `make grade` again refreshes the feedback pages with the person's score; it never overwrites it
+            grading = subprocess.run(
+                [sys.executable, "-m", "rlhf_course.grading.batch", ASSIGNMENT, "--course-root", str(course)],
+                cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
+            assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
+            page.reload()
+            row = page.locator("tr").filter(has_text=alice)
+            assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
+
         with steps.step("instructor_releases_feedback"):
             formgrader_action(pages["instructor"], hub, "release-feedback",
                               f"Successfully released feedback of '{ASSIGNMENT}'.")
@@ -313,12 +345,15 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 page.goto(f"{hub['url']}/user/{student}/files/{relative}")
                 text = page.locator("body").inner_text(timeout=60_000)
                 if student == alice:
-                    assert "Tests: 44 / 44." in text
+                    assert "Tests: 44 / 44." in text and f"{ASSIGNMENT}: 46 / 50" in text
+                    assert WRITTEN_COMMENT in text
                 else:
                     assert re.search(r"Tests: \d+(\.\d+)? / 44\.", text) and "Tests: 44 / 44." not in text
                 content = page.content()
                 assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content
                 assert other not in content
+                if student == bob:
+                    assert WRITTEN_COMMENT not in content  # the comment was on Alice's answer only
 
         with steps.step("students_refused"):
             page = pages[alice]
