@@ -10,7 +10,7 @@ import json
 import nbformat
 import numpy as np
 import pytest
-from nbclient import NotebookClient
+from tests.notebook_client import SlicedPollClient
 
 from rlhf_course import frontier
 from rlhf_course.lab import exact_optimum
@@ -151,7 +151,7 @@ def test_gao_fit_recovers_known_coefficients():
 def test_companion_notebook_runs_and_plots(repo):
     path = repo / "notebooks" / "reward_hacking_frontier.ipynb"
     nb = nbformat.read(str(path), as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    SlicedPollClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2

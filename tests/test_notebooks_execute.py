@@ -4,7 +4,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from tests.notebook_client import SlicedPollClient
 from nbclient.exceptions import CellExecutionError
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
@@ -12,7 +12,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 
 def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
     nb = nbformat.read(str(path), as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    SlicedPollClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     return nb
 
@@ -21,7 +21,7 @@ def run_until_todo(path: Path, timeout: int = 300) -> list:
     """Run a student release until it stops at its first unimplemented function; the code cells that ran."""
     nb = nbformat.read(str(path), as_version=4)
     with pytest.raises(CellExecutionError) as info:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        SlicedPollClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     assert info.value.ename == "NotImplementedError"
     return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
