@@ -166,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_summary(result))
     paths = save_figures(result, args.out)
     (args.out / "metrics.json").write_text(json.dumps(
-        {"config": asdict(result.config), "reward_model": asdict(result.reward_model),
+        {"config": asdict(result.config),
+         "reward_model": {"heldout_accuracy": result.reward_model.heldout_accuracy,
+                          "train_accuracy": result.reward_model.train_accuracy},
          "ppo": result.ppo_history, "dpo": result.dpo_history, "samples": result.ppo_samples,
          "seconds": result.seconds}, indent=1))
     print("figures:", ", ".join(str(p) for p in paths))

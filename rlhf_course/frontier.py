@@ -77,11 +77,17 @@ def _final_point(policy, reference, reward_model, seed: int, eval_batch: int) ->
 _SHARED: dict = {}  # what every run needs; set before the worker processes fork
 
 
-def _run_job(job: tuple[str, float, int]) -> dict:
+def _run_job(job: tuple[str, float | str, int]) -> dict:
     method, setting, seed = job
     cpu_start = time.process_time()
     torch.set_num_threads(1)
     s = _SHARED
+    if method == "point":  # a policy that is not trained here, measured like the runs' end points
+        policy = s["bigram_policy"] if setting == "start" else s["sft"]
+        point = _final_point(policy, train.frozen_copy(s["bigram_policy"]), s["reward_model"], seed, s["eval_batch"])
+        point["gap_below_exact"] = float(s["frontier"].best_reward_at(point["kl_to_reference"])[0]
+                                         - point["gold_reward"])
+        return {"method": method, "setting": setting, **point, "cpu_seconds": time.process_time() - cpu_start}
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     start = s["bigram_policy"]
@@ -101,10 +107,12 @@ def _run_job(job: tuple[str, float, int]) -> dict:
     return row
 
 
-def _jobs(sweep: SweepConfig) -> list[tuple[str, float, int]]:
-    """PPO first (the longer runs), so that two workers finish together."""
+def _jobs(sweep: SweepConfig) -> list[tuple[str, float | str, int]]:
+    """PPO first (the longer runs), then DPO, then the two short measurements of the start and the
+    SFT transformer, so that two workers finish together."""
     return ([("ppo", kl, seed) for kl in sweep.kl_coefs for seed in (sweep.hacking_seeds if kl == 0 else sweep.seeds)]
-            + [("dpo", beta, seed) for beta in sweep.dpo_betas for seed in sweep.seeds])
+            + [("dpo", beta, seed) for beta in sweep.dpo_betas for seed in sweep.seeds]
+            + [("point", "start", 0), ("point", "sft_transformer", 0)])
 
 
 def _schedule(durations: list[float], workers: int) -> float:
@@ -133,22 +141,18 @@ def run_sweep(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: 
         _SHARED.clear()
 
 
-def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool) -> dict:
-    config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
-                                     dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
-    start, cpu_start = time.perf_counter(), time.process_time()
+def _set_up(config: train.LabConfig, sweep: SweepConfig, threads: int = 1) -> dict:
+    """What every run shares: the SFT transformer, the reward model and its pairs, the bigram
+    reference and its exact frontier.  Returns them with the CPU seconds they took."""
+    torch.set_num_threads(threads)
+    cpu_start = time.process_time()
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     sft = train.train_sft(config, generator, show_progress=False)
-    # The preference data: exactly the pairs the reward model is trained on (same generator state),
-    # so PPO (through the reward model) and DPO (directly) learn from the same labelled comparisons.
-    pairs_generator = torch.Generator()
-    pairs_generator.set_state(generator.get_state())
+    # The preference data: exactly the pairs the reward model is trained on, so PPO (through the
+    # reward model) and DPO (directly) learn from the same labelled comparisons.
     reward_model, report = train.train_reward_model(sft, config, generator, show_progress=False)
-    pairs = train.sample_preferences(sft, config.rm_pairs + config.rm_heldout_pairs, pairs_generator,
-                                     without_repeats=True)
-    pairs = train.PreferencePairs(pairs.prompts[:config.rm_pairs], pairs.chosen[:config.rm_pairs],
-                                  pairs.rejected[:config.rm_pairs])
+    pairs = report.training_pairs
     chosen, rejected = pairs.sequences()
     # Evidence that these are the reward model's pairs: it orders them exactly as on its training set.
     accuracy_on_pairs = (train.in_chunks(reward_model, chosen) > train.in_chunks(reward_model, rejected)).float().mean()
@@ -160,11 +164,34 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
     curve = exact_optimum.frontier(reference, exact_optimum.gold_step_rewards(),
                                    np.logspace(-3, 3, sweep.exact_betas))
     bigram_policy = exact_optimum.BigramResidualPolicy(transition, backbone_from=sft).eval()
+    return {"sft": sft, "bigram_policy": bigram_policy, "reward_model": reward_model, "pairs": pairs,
+            "frontier": curve, "transition": transition, "accuracy_on_pairs": accuracy_on_pairs.item(),
+            "report": train.RewardModelReport(report.heldout_accuracy, report.train_accuracy),
+            "cpu_seconds": time.process_time() - cpu_start}
+
+
+def _set_up_on_both_cores(config: train.LabConfig, sweep: SweepConfig, threads: int) -> dict:
+    """The set-up with ``threads`` torch threads, in a forked child: this process never runs a
+    multi-threaded torch call, so forking the workers afterwards stays safe."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pool.submit(_set_up, config, sweep, threads).result()
+
+
+def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool) -> dict:
+    config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
+                                     dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
+    start = time.perf_counter()
+    workers = max(1, min(sweep.workers, os.cpu_count() or 1))
+    # The set-up is sequential (one random stream); with two threads it takes about 2/3 of the time.
+    shared = (_set_up_on_both_cores(config, sweep, workers) if workers > 1 and _can_fork()
+              else _set_up(config, sweep))
+    torch.set_num_threads(1)
+    sft, bigram_policy, reward_model = shared["sft"], shared["bigram_policy"], shared["reward_model"]
+    pairs, curve, transition, report = shared["pairs"], shared["frontier"], shared["transition"], shared["report"]
     _SHARED.update(sft=sft, bigram_policy=bigram_policy, reward_model=reward_model, pairs=pairs, student=student,
                    config=config, eval_batch=sweep.eval_batch, frontier=curve)
     jobs = _jobs(sweep)
-    setup_seconds, setup_cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    workers = max(1, min(sweep.workers, os.cpu_count() or 1))
+    setup_seconds, setup_cpu = time.perf_counter() - start, shared["cpu_seconds"]
     progress = tqdm(total=len(jobs), desc="sweep", disable=not show_progress)
     if workers > 1 and _can_fork():
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -180,18 +207,16 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
     progress.close()
     hacking = [{"seed": r["seed"], "history": r.pop("history"), "samples": r.pop("samples")}
                for r in rows if "history" in r]
-    bigram_reference = train.frozen_copy(bigram_policy)
-    points = {}
-    for name, policy in (("start", bigram_policy), ("sft_transformer", sft)):
-        points[name] = _final_point(policy, bigram_reference, reward_model, 0, sweep.eval_batch)
-        points[name]["gap_below_exact"] = float(curve.best_reward_at(points[name]["kl_to_reference"])[0]
-                                                - points[name]["gold_reward"])
+    cpu_seconds = [r["cpu_seconds"] for r in rows]
+    points = {r.pop("setting"): {k: v for k, v in r.items() if k not in ("method", "cpu_seconds")}
+              for r in rows if r["method"] == "point"}
+    rows = [r for r in rows if r["method"] != "point"]
     return {
         "sweep": asdict(sweep),
         "reward_model_heldout_accuracy": report.heldout_accuracy,
         "preference_pairs": len(pairs),
         "reward_model_train_accuracy": report.train_accuracy,
-        "reward_model_accuracy_on_dpo_pairs": accuracy_on_pairs.item(),
+        "reward_model_accuracy_on_dpo_pairs": shared["accuracy_on_pairs"],
         # the SFT transformer itself, measured against the bigram: another policy under the curve
         "sft": points["sft_transformer"],
         "kl_free_ppo": hacking,
@@ -201,10 +226,11 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
         "runs": rows,
         "setup_seconds": setup_seconds,
         "setup_cpu_seconds": setup_cpu,
-        "jobs_cpu_seconds": sum(r["cpu_seconds"] for r in rows),
-        # What the sweep takes on `workers` free cores: the set-up, then the runs scheduled as they are
-        # submitted (each to the first free worker); independent of other load on the machine.
-        "free_cores_estimate_seconds": setup_cpu + _schedule([r["cpu_seconds"] for r in rows], workers),
+        "jobs_cpu_seconds": sum(cpu_seconds),
+        # What the sweep takes on `workers` free cores: the set-up (its CPU seconds shared by its
+        # threads), then the runs scheduled as they are submitted (each to the first free worker);
+        # independent of other load on the machine.
+        "free_cores_estimate_seconds": setup_cpu / (workers if _can_fork() else 1) + _schedule(cpu_seconds, workers),
         "workers": workers if _can_fork() else 1,
         "seconds": time.perf_counter() - start,
     }

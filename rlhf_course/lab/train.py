@@ -6,7 +6,7 @@ here implements the clipped objective, the DPO loss or GAE.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -137,6 +137,8 @@ def sample_preferences(policy: PolicyLM, count: int, generator: torch.Generator,
 class RewardModelReport:
     heldout_accuracy: float  # fraction of held-out pairs the RM orders like the gold reward
     train_accuracy: float
+    # the labelled pairs it was fitted on (the first rm_pairs sampled), for a DPO run on the same data
+    training_pairs: PreferencePairs | None = field(default=None, repr=False, compare=False)
 
 
 def train_reward_model(sft_policy: PolicyLM, config: LabConfig, generator: torch.Generator,
@@ -166,7 +168,9 @@ def train_reward_model(sft_policy: PolicyLM, config: LabConfig, generator: torch
     with torch.no_grad():
         def accuracy(part: slice) -> float:
             return (in_chunks(reward_model, chosen[part]) > in_chunks(reward_model, rejected[part])).float().mean().item()
-        report = RewardModelReport(heldout_accuracy=accuracy(heldout), train_accuracy=accuracy(train))
+        report = RewardModelReport(heldout_accuracy=accuracy(heldout), train_accuracy=accuracy(train),
+                                   training_pairs=PreferencePairs(pairs.prompts[train], pairs.chosen[train],
+                                                                  pairs.rejected[train]))
     for p in reward_model.parameters():
         p.requires_grad_(False)
     return reward_model, report
