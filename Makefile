@@ -21,9 +21,11 @@ demo: $(STAMP)
 	$(PY) -m rlhf_course.grading.course examples
 	$(PY) -m rlhf_course.demo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 
-## The whole test suite.
+## The whole test suite, one test file per worker process at a time (TEST_WORKERS=0: all in this process;
+## files share no state: sandbox slots, ports and accounts are claimed per run).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## Trusted batch grading of submitted/: sandboxed (bubblewrap, as root), parallel, into the
 ## gradebook; then feedback/ and grades.csv.  ASSIGNMENT=name (default: every released one with
