@@ -3,9 +3,8 @@
     python bench/frontier.py [--out results.json]
 
 The whole study: SFT, reward model, the bigram reference and its exact frontier (300 values of
-beta; the set-up, on two torch threads in a child process), then 17 runs (PPO at 5 KL coefficients,
-DPO at 3 betas, 2 seeds each, 3 for KL-free PPO) in two single-threaded worker processes.  Target on
-the 2-core course machines: under 60 s.
+beta), then 17 runs (PPO at 5 KL coefficients, DPO at 3 betas, 2 seeds each, 3 for KL-free PPO)
+in two single-threaded worker processes.  Target on the 2-core course machines: under 60 s.
 
 Wall time depends on what else the machine is doing, so the benchmark also prints the load
 average and the CPU seconds, and from the CPU seconds of each part what the study takes on two

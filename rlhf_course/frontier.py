@@ -170,22 +170,15 @@ def _set_up(config: train.LabConfig, sweep: SweepConfig, threads: int = 1) -> di
             "cpu_seconds": time.process_time() - cpu_start}
 
 
-def _set_up_on_both_cores(config: train.LabConfig, sweep: SweepConfig, threads: int) -> dict:
-    """The set-up with ``threads`` torch threads, in a forked child: this process never runs a
-    multi-threaded torch call, so forking the workers afterwards stays safe."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        return pool.submit(_set_up, config, sweep, threads).result()
-
-
 def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool) -> dict:
     config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
                                      dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
     start = time.perf_counter()
     workers = max(1, min(sweep.workers, os.cpu_count() or 1))
-    # The set-up is sequential (one random stream); with two threads it takes about 2/3 of the time.
-    shared = (_set_up_on_both_cores(config, sweep, workers) if workers > 1 and _can_fork()
-              else _set_up(config, sweep))
-    torch.set_num_threads(1)
+    # One thread here too: the workers are forked from this process, and a fork after a
+    # multi-threaded torch call can deadlock the child (a two-thread set-up in a forked child hung
+    # when the parent had used two threads before: a test process, a notebook kernel).
+    shared = _set_up(config, sweep)
     sft, bigram_policy, reward_model = shared["sft"], shared["bigram_policy"], shared["reward_model"]
     pairs, curve, transition, report = shared["pairs"], shared["frontier"], shared["transition"], shared["report"]
     _SHARED.update(sft=sft, bigram_policy=bigram_policy, reward_model=reward_model, pairs=pairs, student=student,
@@ -227,10 +220,9 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
         "setup_seconds": setup_seconds,
         "setup_cpu_seconds": setup_cpu,
         "jobs_cpu_seconds": sum(cpu_seconds),
-        # What the sweep takes on `workers` free cores: the set-up (its CPU seconds shared by its
-        # threads), then the runs scheduled as they are submitted (each to the first free worker);
-        # independent of other load on the machine.
-        "free_cores_estimate_seconds": setup_cpu / (workers if _can_fork() else 1) + _schedule(cpu_seconds, workers),
+        # What the sweep takes on `workers` free cores: the set-up, then the runs scheduled as they are
+        # submitted (each to the first free worker); independent of other load on the machine.
+        "free_cores_estimate_seconds": setup_cpu + _schedule(cpu_seconds, workers),
         "workers": workers if _can_fork() else 1,
         "seconds": time.perf_counter() - start,
     }
