@@ -141,10 +141,9 @@ def run_sweep(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: 
         _SHARED.clear()
 
 
-def _set_up(config: train.LabConfig, sweep: SweepConfig, threads: int = 1) -> dict:
+def _set_up(config: train.LabConfig, sweep: SweepConfig) -> dict:
     """What every run shares: the SFT transformer, the reward model and its pairs, the bigram
     reference and its exact frontier.  Returns them with the CPU seconds they took."""
-    torch.set_num_threads(threads)
     cpu_start = time.process_time()
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
