@@ -214,18 +214,19 @@ def _under_nbgrader() -> bool:
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
-def _explorer(plot: Callable, probe: Callable, student_function: Callable, sliders: dict):
+def _explorer(plot: Callable, probe: Callable, student_function: Callable, sliders: Callable):
     """A friendly line while the function is not ready; one line under nbgrader; otherwise an
-    ipywidgets.interactive that redraws on every slider change."""
-    import ipywidgets as widgets
-
+    ipywidgets.interactive that redraws on every slider change.  ``sliders(ipywidgets)`` builds the
+    sliders by keyword."""
     try:
         probe(student_function)
     except NotReady as exc:
+        import ipywidgets as widgets
         return widgets.HTML(f"<b>{exc}</b>")
-    if _under_nbgrader():  # validate and autograde stay fast; the plots are for the student
+    if _under_nbgrader():  # validate and autograde stay fast (importing ipywidgets alone costs 40 ms)
         print(t("(explorer skipped while nbgrader runs this notebook)"))
         return None
+    import ipywidgets as widgets
 
     def redraw(**values):
         import matplotlib.pyplot as plt
@@ -233,34 +234,34 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
         plt.show()
         return drawn
 
-    return widgets.interactive(redraw, **sliders)
+    return widgets.interactive(redraw, **sliders(widgets))
 
 
 def ppo_explorer(ppo_clipped_objective: Callable):
-    import ipywidgets as widgets
-    sliders = {
-        "clip_epsilon": widgets.FloatSlider(value=0.2, min=0.0, max=0.8, step=0.05, description="epsilon"),
-        "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
-    }
+    def sliders(widgets):
+        return {
+            "clip_epsilon": widgets.FloatSlider(value=0.2, min=0.0, max=0.8, step=0.05, description="epsilon"),
+            "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
+        }
     probe = lambda f: ppo_curve(f, np.array([1.0]), 1.0, 0.2)  # noqa: E731
     return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, sliders)
 
 
 def dpo_explorer(dpo_loss: Callable):
-    import ipywidgets as widgets
-    sliders = {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
-                                               readout_format=".3f")}
+    def sliders(widgets):
+        return {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
+                                                readout_format=".3f")}
     probe = lambda f: dpo_curve(f, np.array([0.0, 1.0]), 0.1)  # noqa: E731
     return _explorer(plot_dpo_loss, probe, dpo_loss, sliders)
 
 
 def gae_explorer(compute_gae: Callable):
-    import ipywidgets as widgets
-    sliders = {
-        "gae_lambda": widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.05, description="lambda",
-                                          continuous_update=False),
-        "gamma": widgets.FloatSlider(value=0.99, min=0.8, max=1.0, step=0.01, description="gamma",
-                                     continuous_update=False),
-    }
+    def sliders(widgets):
+        return {
+            "gae_lambda": widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.05, description="lambda",
+                                              continuous_update=False),
+            "gamma": widgets.FloatSlider(value=0.99, min=0.8, max=1.0, step=0.01, description="gamma",
+                                         continuous_update=False),
+        }
     probe = lambda f: gae_advantages(f, *GUIDE_EPISODE, 0.99, 0.95)  # noqa: E731
     return _explorer(plot_gae, probe, compute_gae, sliders)

@@ -73,37 +73,52 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
             warnings.simplefilter("ignore", SAWarning)
             submission = gb.add_submission(assignment, result.student, timestamp=timestamp)
     submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
-    grades = {grade.name: grade for grade in submission_nb.grades}  # one query, not one per cell
+    grades, comments = _grades_and_comments(gb, submission_nb)
     for cell in result.cells.values():
         grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
         grade.needs_manual_grade = result.state not in SCORED_STATES
-    record_written_answers(gb, result, notebook)
+    record_written_answers(result, grades, comments)
     submission_nb.flagged = needs_look
     seconds_late = submission.total_seconds_late  # nbgrader's: due date plus any extension granted
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)
-    names = [comment.name for comment in submission_nb.comments]
-    for comment in submission_nb.comments:
-        comment.auto_comment = cell_note(result, comment.name, names)
+    names = list(comments)
+    for name, comment in comments.items():
+        comment.auto_comment = cell_note(result, name, names)
     gb.db.commit()
 
 
-def record_written_answers(gb, result: SubmissionResult, notebook: str) -> None:
+def _grades_and_comments(gb, submission_nb) -> tuple[dict, dict]:
+    """The submitted notebook's grades and comments by cell name, each with its cell: two queries
+    (reading them through nbgrader's lazy relationships costs one query per cell, every submission)."""
+    from nbgrader.api import BaseCell, Comment, Grade
+    from sqlalchemy.orm import joinedload, with_polymorphic
+
+    cell = with_polymorphic(BaseCell, "*")
+    grades = gb.db.query(Grade).filter(Grade.notebook_id == submission_nb.id).options(
+        joinedload(Grade.cell.of_type(cell))).all()
+    comments = gb.db.query(Comment).filter(Comment.notebook_id == submission_nb.id).options(
+        joinedload(Comment.cell.of_type(cell))).all()
+    return {g.cell.name: g for g in grades}, {c.cell.name: c for c in comments}
+
+
+def record_written_answers(result: SubmissionResult, grades: dict, comments: dict) -> None:
     """The written answers a person grades, recorded like nbgrader's SaveAutoGrades does: an answer left as
     released scores 0, any other needs a manual grade (and so does every one of an unreadable submission);
     a person's manual score and comments are never touched, and an answer they scored stays off the
     to-grade list (stock autograde puts it back on; `make grade` also refreshes the feedback pages).
-    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback."""
-    for cell in gb.find_notebook(notebook, result.assignment).grade_cells:
+    ``result.written`` gets each cell's points and the score and comment a person gave, for the feedback.
+    ``grades`` and ``comments``: the submitted notebook's, by cell name."""
+    for name, grade in grades.items():
+        cell = grade.cell
         if cell.cell_type != "markdown":
             continue
         answered = result.written.get(cell.name, {}).get("answered")
-        grade = gb.find_grade(cell.name, notebook, result.assignment, result.student)
         grade.auto_score = 0.0 if answered is False else None
         grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
-        comment = next((c for c in grade.notebook.comments if c.name == cell.name), None)
+        comment = comments.get(cell.name)
         result.written[cell.name] = {
             "answered": answered, "points": float(cell.max_score),
             "score": grade.manual_score if grade.manual_score is not None else grade.auto_score,
