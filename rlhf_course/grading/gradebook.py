@@ -96,7 +96,7 @@ def _grades_and_comments(gb, submission_nb) -> tuple[dict, dict]:
     from nbgrader.api import BaseCell, Comment, Grade
     from sqlalchemy.orm import joinedload, with_polymorphic
 
-    cell = with_polymorphic(BaseCell, "*")
+    cell = with_polymorphic(BaseCell, "*", flat=True)
     grades = gb.db.query(Grade).filter(Grade.notebook_id == submission_nb.id).options(
         joinedload(Grade.cell.of_type(cell))).all()
     comments = gb.db.query(Comment).filter(Comment.notebook_id == submission_nb.id).options(
