@@ -134,8 +134,8 @@ def _ppo_reduction_judge(case: Case, obs: Observation, recall: Recall) -> str | 
         return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
     ratio, advantage, eps = case.args
     per_token = []
-    for i in range(ratio.numel()):
-        single = recall(Case((ratio[i:i + 1], advantage[i:i + 1], eps)))
+    singles = recall([Case((ratio[i:i + 1], advantage[i:i + 1], eps)) for i in range(ratio.numel())])
+    for single in singles:
         if single.error or type(single.value) is not torch.Tensor or single.value.numel() != 1:
             return "could not evaluate the objective on a single token"
         per_token.append(single.value.reshape(()).to(torch.float64))

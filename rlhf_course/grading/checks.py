@@ -24,8 +24,10 @@ from rlhf_course import i18n
 from rlhf_course.grading.observe import Case, Observation, observe
 from rlhf_course.i18n import t
 
-Recall = Callable[[Case], Observation]
-"""Calls the student's function again on another case (self-consistency checks use it)."""
+Recall = Callable
+"""Calls the student's function again (self-consistency checks use it): ``recall(case)`` gives an
+:class:`Observation`, ``recall([case, ...])`` a list of them (the trusted grader sends such a list to
+its sandbox at once)."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ def judge_observation(check: Check, case: Case, observation: Observation, recall
 def evaluate(check: Check, function: Callable) -> str | None:
     """Run every case of ``check`` on ``function`` in this process; None when all pass, else what
     went wrong first."""
-    def recall(case: Case) -> Observation:
-        return observe(function, case)
+    def recall(case):
+        return observe(function, case) if isinstance(case, Case) else [observe(function, c) for c in case]
 
     for case in check.cases():
         detail = judge_observation(check, case, recall(case), recall)

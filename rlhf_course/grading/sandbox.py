@@ -451,7 +451,10 @@ class Sandbox:
         """Send one request; return the reply's body (without its kind byte).  The reply must be
         of ``kind`` and at most ``cap`` bytes, and arrive within ``seconds`` and the budget."""
         self._send(encode_request(payload))
-        deadline = time.monotonic() + seconds
+        return self._receive(kind, cap, time.monotonic() + seconds, budget)
+
+    def _receive(self, kind: bytes, cap: int, deadline: float, budget: str) -> bytes:
+        """The next reply's body: of ``kind``, at most ``cap`` bytes, by ``deadline`` and the budget."""
         if self.deadline < deadline:
             deadline, budget = self.deadline, "submission"
         (size,) = struct.unpack("<Q", self._recv_exactly(8, deadline, budget))
@@ -486,7 +489,28 @@ class Sandbox:
         return errors
 
     def call(self, function: str, args: list, grad_wrt: list) -> bytes:
-        body = self.request({"kind": "call", "function": function, "args": args, "grad_wrt": grad_wrt},
-                            OBSERVATION, self.limits.reply_bytes, self.limits.call_seconds)
+        self.send_call(encode_call_request(function, args, grad_wrt))
+        return self.receive_call(time.monotonic())
+
+    # Calls can be pipelined: several requests sent before their replies are read (the runner answers
+    # them in order).  The caller keeps the bytes sent and not yet answered under PIPELINE_BYTES, so
+    # sending never blocks on a full pipe while the runner blocks on replies nobody reads.
+
+    def send_call(self, request: bytes) -> None:
+        """Send one call request (from :func:`encode_call_request`) without waiting for its reply."""
+        self._send(request)
+
+    def receive_call(self, since: float) -> bytes:
+        """The reply to the oldest call not yet answered.  It must arrive within ``call_seconds`` of
+        ``since``: when the runner could start on it (its sending, or the previous reply's arrival)."""
+        body = self._receive(OBSERVATION, self.limits.reply_bytes, since + self.limits.call_seconds, "call")
         check_archive(body, self.limits.reply_bytes)
         return body
+
+
+PIPELINE_BYTES = 32 * 1024  # call requests in flight; a pipe holds 64 KiB
+
+
+def encode_call_request(function: str, args: list, grad_wrt: list) -> bytes:
+    """One call request's frame payload (its size counts against PIPELINE_BYTES, plus 8 for the header)."""
+    return encode_request({"kind": "call", "function": function, "args": list(args), "grad_wrt": list(grad_wrt)})

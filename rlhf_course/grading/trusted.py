@@ -8,8 +8,10 @@ transformers, custom exception handlers) can reach the judging.
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import functools
+import itertools
 import json
 import os
 import stat
@@ -24,7 +26,8 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, i18n
 from rlhf_course.grading import editions, notebooks
 from rlhf_course.grading.checks import judge_observation
 from rlhf_course.grading.observe import Case, Observation, from_wire
-from rlhf_course.grading.sandbox import Limits, ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout
+from rlhf_course.grading.sandbox import (PIPELINE_BYTES, Limits, ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout,
+                                         encode_call_request)
 
 GRADED, FAILED_TESTS = "graded", "failed tests"
 TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
@@ -233,36 +236,96 @@ def _is_memory_error(text: str | None) -> bool:
 
 
 class _Session:
-    """Runs the checks' cases through the sandbox and judges the observations here."""
+    """Runs the checks' cases through the sandbox and judges the observations here.
+
+    A check's cases are sent together and the sandbox works on the next one while the previous is
+    judged here (pipelined; the runner answers in order).  Every case a check lists is asked, so a
+    check that fails on its first case leaves replies nobody judges: they are read and dropped before
+    the next check, and if one of them never comes the sandbox is lost (:class:`_SandboxLost`), not
+    the student's points: a fresh sandbox grades what is left.
+    """
 
     def __init__(self, sandbox: Sandbox, limits: Limits):
         self.sandbox, self.limits, self.memory_errors = sandbox, limits, 0
+        self._sent: collections.deque = collections.deque()  # (ticket, case, bytes, sent at), oldest first
+        self._replies: dict[int, Observation] = {}
+        self._in_flight = 0
+        self._last_reply = 0.0
+        self._tickets = itertools.count()
 
-    def observe(self, function: str, case: Case) -> Observation:
-        reply = self.sandbox.call(function, list(case.args), list(case.grad_wrt))
+    def _submit(self, function: str, case: Case) -> int:
+        request = encode_call_request(function, case.args, case.grad_wrt)
+        while self._sent and self._in_flight + len(request) + 8 > PIPELINE_BYTES:
+            self._receive_one()
+        self.sandbox.send_call(request)
+        ticket = next(self._tickets)
+        self._sent.append((ticket, case, len(request) + 8, time.monotonic()))
+        self._in_flight += len(request) + 8
+        return ticket
+
+    def _receive_one(self) -> None:
+        ticket, case, size, sent_at = self._sent.popleft()
+        reply = self.sandbox.receive_call(max(sent_at, self._last_reply))
+        self._last_reply = time.monotonic()
+        self._in_flight -= size
         try:
-            observation = from_wire(reply, case)
+            self._replies[ticket] = from_wire(reply, case)
         except ValueError as exc:
             self.sandbox.kill()
             raise ProtocolViolation(f"unusable reply: {exc}", self.sandbox.log()) from None
+
+    def _result(self, ticket: int) -> Observation:
+        while ticket not in self._replies:
+            self._receive_one()
+        observation = self._replies.pop(ticket)
         if _is_memory_error(observation.error):
             self.memory_errors += 1
         return observation
 
+    def observe(self, function: str, case: Case) -> Observation:
+        return self._result(self._submit(function, case))
+
     def evaluate(self, check) -> str | None:
-        def recall(case: Case) -> Observation:
-            return self.observe(check.function, case)
-        for case in check.cases():
-            observation = recall(case)
+        def recall(case):
+            """One case, or a list of cases (sent together) for a list of observations."""
+            if isinstance(case, Case):
+                return self.observe(check.function, case)
+            return [self._result(ticket) for ticket in [self._submit(check.function, c) for c in case]]
+
+        cases = list(check.cases())
+        tickets = [self._submit(check.function, case) for case in cases]
+        detail, error = None, None
+        for case, ticket in zip(cases, tickets):
+            observation = self._result(ticket)
             try:
                 detail = judge_observation(check, case, observation, recall)
             except (SandboxTimeout, SandboxDied):
                 raise
             except Exception as exc:  # a judge that cannot decide: a person must
-                raise JudgeError(f"{type(exc).__name__}: {exc}") from exc
+                error = JudgeError(f"{type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                break
             if detail is not None:
-                return detail
-        return None
+                break
+        try:
+            while self._sent:  # cases this check asked and no longer needs
+                self._receive_one()
+        except (SandboxTimeout, SandboxDied) as exc:
+            self.sandbox.kill()
+            raise _SandboxLost(detail, error) from exc
+        self._replies.clear()
+        if error is not None:
+            raise error
+        return detail
+
+
+class _SandboxLost(Exception):
+    """A reply nobody needed never came (a case after the one that decided its check hung or crashed
+    the process): the check is decided (``detail``), the sandbox is gone, a fresh one grades the rest."""
+
+    def __init__(self, detail: str | None, error: "JudgeError | None" = None):
+        super().__init__(detail)
+        self.detail, self.error = detail, error
 
 
 class JudgeError(Exception):
@@ -402,8 +465,14 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                     result.cells[check.id] = CellResult(check.id, check.points, 0.0,
                                                         f"{check.message}: not run, {broken[check.function]}")
                     continue
+                lost = False
                 try:
                     detail = session.evaluate(check)
+                except _SandboxLost as exc:
+                    detail, lost = exc.detail, True
+                    if exc.error is not None:
+                        detail = f"the grader could not judge this answer ({exc.error}); an instructor will look at it"
+                        _worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc.error}")
                 except SandboxTimeout as exc:
                     if exc.budget == "submission":
                         pending.insert(0, check)
@@ -427,7 +496,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                 result.cells[check.id] = CellResult(
                     check.id, check.points, 0.0 if detail else float(check.points),
                     check.message if detail is None else f"{check.message}. What went wrong: {detail}")
-                if check.function in broken:
+                if check.function in broken or lost:
                     break  # this sandbox is gone: start a fresh one for what is left
             result.timed("test cases", clock)
             memory_errors += session.memory_errors

@@ -72,6 +72,15 @@ class InProcessSandbox:
             i18n.set_language(language)
         return self.errors
 
+    def send_call(self, request: bytes) -> None:  # the real sandbox's pipelined calls: answered in order
+        self._replies = getattr(self, "_replies", [])
+        self._replies.append(self.call(*decode_call(request[1:])))
+
+    def receive_call(self, since: float) -> bytes:
+        if self.process is None or self.process.returncode is not None:
+            raise SandboxDied("the sandbox is not running", "")
+        return self._replies.pop(0)
+
     def call(self, function: str, args: list, grad_wrt: list) -> bytes:
         if self.process is None or self.process.returncode is not None:
             raise SandboxDied("the sandbox is not running", "")
