@@ -15,6 +15,16 @@ sys.path.insert(0, str(REPO / "instructor"))  # instructor-only modules, for the
 
 # nbgrader calls `alembic` and kernels run `python` from PATH: use this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+# `make test` runs two test processes on two cores: the tiny LM's training (here, in the notebooks' kernels,
+# in the lab a browser drives) takes one thread each, not two (two two-thread runs side by side measured
+# 3-4x slower than alone; one thread each, about 1.4x).
+# Everything else torch does in these processes and in the kernels and graders they start is small
+# enough for one thread too (OMP_NUM_THREADS, read when torch starts).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("RLHF_LAB_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 os.environ.pop("RLHF_GRADEBOOK_URL", None)  # tests always use a gradebook inside their own copy
 os.environ.pop("RLHF_EXCHANGE_ROOT", None)
 # Submissions made by the tests are on time whatever today's date; the late-policy test sets its own.
