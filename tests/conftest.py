@@ -1,6 +1,10 @@
+import fcntl
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import matplotlib
@@ -43,6 +47,52 @@ def copy_course(destination: Path) -> Path:
         else:
             shutil.copy2(src, destination / name)
     return destination
+
+
+RELEASE_CACHE = Path(tempfile.gettempdir()) / "rlhf-course-test-releases"
+
+
+def _inputs_key(course: Path) -> str:
+    """The course's inputs, the due date and this test run (all of pytest-xdist's workers share it)."""
+    digest = hashlib.sha256()
+    for name in COURSE_FILES:
+        top = course / name
+        for path in sorted([top] if top.is_file() else top.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(course)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(os.environ.get("RLHF_DUE_DATE", "").encode())
+    digest.update(os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid {os.getpid()}").encode())
+    return digest.hexdigest()[:20]
+
+
+def release_course(course: Path) -> Path:
+    """What ``pipeline.generate_release(course)`` makes of a course's inputs (the language editions'
+    sources, release/ and the gradebook's assignments, due dates and grade cells), generated once per
+    test run for given inputs and copied: nbgrader generate_assignment for every assignment costs about
+    20 s of CPU, and a dozen test files need the same release.  A gradebook outside the course
+    (RLHF_GRADEBOOK_URL) is generated for."""
+    from rlhf_course.grading import course as pipeline
+    if os.environ.get("RLHF_GRADEBOOK_URL"):
+        pipeline.generate_release(course)
+        return course
+    RELEASE_CACHE.mkdir(exist_ok=True)
+    for stale in RELEASE_CACHE.iterdir():  # earlier test runs'
+        if time.time() - stale.stat().st_mtime > 86400:
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    key = _inputs_key(course)
+    generated = RELEASE_CACHE / key / "course"
+    with open(RELEASE_CACHE / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker may be generating the same release
+        if not (RELEASE_CACHE / key / ".complete").exists():
+            shutil.rmtree(RELEASE_CACHE / key, ignore_errors=True)
+            generated.mkdir(parents=True)
+            for name in COURSE_FILES:  # the inputs only: anything else a test added stays its own
+                src = course / name
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, generated / name)
+            pipeline.generate_release(generated)
+            (RELEASE_CACHE / key / ".complete").touch()
+    shutil.copytree(generated, course, dirs_exist_ok=True)
+    return course
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import notebooks
+from tests.conftest import release_course
 
 
 def tree_files(root: Path) -> dict[str, Path]:
@@ -89,7 +90,7 @@ def _validate(course: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_nbgrader_validate_source_passes_and_release_fails(course):
-    pipeline.generate_release(course)
+    release_course(course)
     out = _validate(course, f"source/{ASSIGNMENT}/{NOTEBOOK}")
     assert "Success! Your notebook passes all the tests." in out, out[-3000:]
     assert "ERROR" not in out, out[-3000:]

@@ -6,7 +6,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import notebooks
-from tests.conftest import copy_course
+from tests.conftest import copy_course, release_course
 
 from .conftest import LabServer
 
@@ -18,7 +18,7 @@ def student_lab(tmp_path, repo, monkeypatch):
     exchange = tmp_path / "exchange"
     monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
     course = copy_course(tmp_path / "course")
-    pipeline.generate_release(course)
+    release_course(course)
     pipeline.nbgrader(course, "release_assignment", ASSIGNMENT)
     home = tmp_path / "student"
     home.mkdir()

@@ -8,7 +8,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, needs_sandbox
+from tests.conftest import copy_course, needs_sandbox, release_course
 
 from .conftest import LabServer
 
@@ -19,7 +19,7 @@ LOCAL = {"127.0.0.1", "localhost", "::1"}
 def graded_course(tmp_path, repo):
     course = copy_course(tmp_path / "course")
     shutil.copytree(repo / "jupyter", course / "jupyter")  # the course's Formgrader templates
-    pipeline.generate_release(course)
+    release_course(course)
     pipeline.write_submission(course, "ada", pipeline.answers_for(repo, ()))
     pipeline.autograde(course, "ada")
     from nbgrader.api import Gradebook
@@ -89,7 +89,7 @@ def test_formgrader_shows_why_a_hidden_test_scored_zero(tmp_path, repo, browser,
     from rlhf_course.grading import batch
     course = copy_course(tmp_path / "course")
     shutil.copytree(repo / "jupyter", course / "jupyter")
-    pipeline.generate_release(course)
+    release_course(course)
     pipeline.write_submission(course, "bo", pipeline.answers_for(repo, ("ppo_clip_without_min",)))
     [result] = batch.grade_all(course, workers=1, show_progress=False)
     assert result.state == "failed tests"

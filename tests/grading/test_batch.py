@@ -16,7 +16,7 @@ from rlhf_course.grading import batch
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading.sandbox import Limits
 from rlhf_course.grading.trusted import GRADED
-from tests.conftest import copy_course, leftover_sandbox_processes
+from tests.conftest import copy_course, leftover_sandbox_processes, release_course
 
 from tests.conftest import needs_sandbox
 
@@ -75,7 +75,7 @@ class Listener:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("batch") / "course")
-    pipeline.generate_release(course)
+    release_course(course)
     for student in CORRECT:
         pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
     for student, variants in CORRECT_CLASSES.items():

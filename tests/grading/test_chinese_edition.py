@@ -12,7 +12,7 @@ import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, trusted
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, needs_sandbox
+from tests.conftest import copy_course, needs_sandbox, release_course
 
 from .in_process_sandbox import InProcessSandbox
 
@@ -34,8 +34,7 @@ def hand_in(course, assignment):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("zh") / "course")
-    pipeline.generate_release(course)
+    course = release_course(copy_course(tmp_path_factory.mktemp("zh") / "course"))
     hand_in(course, EN)
     hand_in(course, ZH)  # later: the Chinese submissions are each student's latest
     threads = torch.get_num_threads()

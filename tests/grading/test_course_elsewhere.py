@@ -14,7 +14,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
-from tests.conftest import REPO, copy_course, needs_sandbox
+from tests.conftest import REPO, copy_course, needs_sandbox, release_course
 from tests.grading.test_grader_attacks import _add_cells
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -41,7 +41,7 @@ def wheel_install(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def elsewhere(tmp_path_factory) -> Path:
     course = copy_course(tmp_path_factory.mktemp("elsewhere") / "another course")
-    pipeline.generate_release(course)
+    release_course(course)
     folder = pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
     _add_cells(folder / NOTEBOOK, [("code", PROBE)])
     return course

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    from tests.conftest import copy_course
+    from tests.conftest import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("records") / "course")
-    pipeline.generate_release(root)
+    release_course(root)
     pipeline.write_submission(root, "ada", pipeline.answers_for(root, ()))
     return root
 

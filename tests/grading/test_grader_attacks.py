@@ -24,7 +24,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
 
-from tests.conftest import copy_course, leftover_sandbox_processes, needs_sandbox
+from tests.conftest import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
 from tests.grading.test_batch import tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -226,7 +226,7 @@ def _host_scratch() -> set[str]:
 @pytest.fixture(scope="module")
 def attacked(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course")
-    pipeline.generate_release(course)
+    release_course(course)
     for student in (CANARY, BYSTANDER):
         pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
     attacks = _attacks(course)

@@ -14,7 +14,7 @@ import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, trusted
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course
+from tests.conftest import copy_course, release_course
 
 from .in_process_sandbox import InProcessSandbox
 
@@ -29,7 +29,7 @@ EMPTY = "eve_left_it_as_released"
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("in_process") / "course")
-    pipeline.generate_release(course)
+    release_course(course)
     pipeline.write_submission(course, "ada_correct", {
         **pipeline.answers_for(course, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
     for student, variants in answer_catalogue.correct_variant_classes().items():

@@ -14,7 +14,7 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course
+from tests.conftest import copy_course, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
@@ -34,7 +34,7 @@ WARNS = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("roundtrip") / "course")
-    pipeline.generate_release(course)
+    release_course(course)
     students = {"reference": (), "empty": None}
     students.update({w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS})
     for student, wrong in students.items():

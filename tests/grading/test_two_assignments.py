@@ -8,7 +8,7 @@ import pytest
 
 from rlhf_course.grading import batch, notebooks, trusted
 from rlhf_course.grading import course as pipeline
-from tests.conftest import REPO, copy_course
+from tests.conftest import REPO, copy_course, release_course
 
 from .in_process_sandbox import InProcessSandbox
 
@@ -31,7 +31,7 @@ def kl_answers(course, wrong=None) -> dict[str, str]:
 
 def make_class(course):
     """ada: both right; bob: RLHF right, KL wrong; cy: only the KL exercise, right."""
-    pipeline.generate_release(course)
+    release_course(course)
     for student in ("ada", "bob"):
         pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
     for student, wrong in (("ada", None), ("bob", WRONG), ("cy", None)):
