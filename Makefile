@@ -25,7 +25,7 @@ demo: $(STAMP)
 ## files share no state: sandbox slots, ports and accounts are claimed per run).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Trusted batch grading of submitted/: sandboxed (bubblewrap, as root), parallel, into the
 ## gradebook; then feedback/ and grades.csv.  ASSIGNMENT=name (default: every released one with
