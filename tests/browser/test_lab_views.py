@@ -47,6 +47,8 @@ def nbgrader_menu_items(page) -> list[str]:
 def palette_text(page, screenshot) -> str:
     """Every command the command palette offers (Ctrl+Shift+C), as lower-case text."""
     palette = page.locator(".jp-ModalCommandPalette .lm-CommandPalette")
+    # on a busy machine (the other test worker) the lab can still be drawing its launcher: let it finish
+    page.locator(".jp-LauncherCard").first.wait_for(timeout=60_000)
     for attempt in range(4):
         page.keyboard.press("Escape")
         page.locator(".jp-LabShell").click(position={"x": 700, "y": 400})
@@ -56,7 +58,7 @@ def palette_text(page, screenshot) -> str:
             page.get_by_role("menuitem", name="View", exact=True).click()
             page.get_by_role("menuitem", name="Activate Command Palette").click()
         try:
-            palette.wait_for(timeout=5_000)
+            palette.wait_for(timeout=20_000)
             break
         except Exception:
             continue
