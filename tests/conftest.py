@@ -49,7 +49,7 @@ def copy_course(destination: Path) -> Path:
     return destination
 
 
-RELEASE_CACHE = Path(tempfile.gettempdir()) / "rlhf-course-test-releases"
+RELEASE_CACHE = Path(tempfile.gettempdir()) / f"rlhf-course-test-releases-{os.getuid()}"  # per user: /tmp is shared
 
 
 def _inputs_key(course: Path) -> str:
