@@ -10,14 +10,14 @@ from nbclient.exceptions import CellExecutionError
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 
 
-def execute(path: Path, timeout: int = 600) -> nbformat.NotebookNode:
+def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
     nb = nbformat.read(str(path), as_version=4)
     SlicedPollClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     return nb
 
 
-def run_until_todo(path: Path, timeout: int = 600) -> list:
+def run_until_todo(path: Path, timeout: int = 300) -> list:
     """Run a student release until it stops at its first unimplemented function; the code cells that ran."""
     nb = nbformat.read(str(path), as_version=4)
     with pytest.raises(CellExecutionError) as info:

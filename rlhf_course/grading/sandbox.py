@@ -488,11 +488,7 @@ class Sandbox:
             raise ProtocolViolation("malformed definition report", self.log()) from None
         return errors
 
-    def call(self, function: str, args: list, grad_wrt: list) -> bytes:
-        self.send_call(encode_call_request(function, args, grad_wrt))
-        return self.receive_call(time.monotonic())
-
-    # Calls can be pipelined: several requests sent before their replies are read (the runner answers
+    # Calls are pipelined: several requests sent before their replies are read (the runner answers
     # them in order).  The caller keeps the bytes sent and not yet answered under PIPELINE_BYTES, so
     # sending never blocks on a full pipe while the runner blocks on replies nobody reads.
 

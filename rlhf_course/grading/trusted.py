@@ -255,12 +255,13 @@ class _Session:
 
     def _submit(self, function: str, case: Case) -> int:
         request = encode_call_request(function, case.args, case.grad_wrt)
-        while self._sent and self._in_flight + len(request) + 8 > PIPELINE_BYTES:
+        size = len(request) + 8  # with the frame's length header
+        while self._sent and self._in_flight + size > PIPELINE_BYTES:
             self._receive_one()
         self.sandbox.send_call(request)
         ticket = next(self._tickets)
-        self._sent.append((ticket, case, len(request) + 8, time.monotonic()))
-        self._in_flight += len(request) + 8
+        self._sent.append((ticket, case, size, time.monotonic()))
+        self._in_flight += size
         return ticket
 
     def _receive_one(self) -> None:

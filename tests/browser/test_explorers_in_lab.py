@@ -69,12 +69,12 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
     try:
         run_all_cells(page)
-        # five sliders appear, and the lab's figures once the training cell finishes (minutes when the other
-        # test worker trains too: two torch threads per process on two cores wait for each other)
-        page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=480_000)
+        # five sliders appear, and the lab's figures once the training cell finishes (about 40 s next to the
+        # other test worker, one torch thread each: tests/conftest.py)
+        page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=180_000)
         page.wait_for_function(
             "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
-            timeout=480_000)
+            timeout=180_000)
     finally:
         page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
 

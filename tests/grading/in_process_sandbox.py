@@ -38,6 +38,7 @@ class InProcessSandbox:
         self.process: _Process | None = None
         self.namespace: dict | None = None
         self.errors: dict[str, str] = {}
+        self._replies: list[bytes] = []  # pipelined calls' replies, oldest first
 
     def start(self) -> "InProcessSandbox":
         type(self).started += 1
@@ -73,7 +74,6 @@ class InProcessSandbox:
         return self.errors
 
     def send_call(self, request: bytes) -> None:  # the real sandbox's pipelined calls: answered in order
-        self._replies = getattr(self, "_replies", [])
         self._replies.append(self.call(*decode_call(request[1:])))
 
     def receive_call(self, since: float) -> bytes:
