@@ -349,6 +349,33 @@ def correct_variant_classes() -> dict[str, dict[str, str]]:
                                        if k < len(variants)}
             for k in range(count)}
 
+FUNCTION_OF_CELL = {PPO_CELL: "ppo_clipped_objective", DPO_CELL: "dpo_loss", GAE_CELL: "compute_gae"}
+
+
+def wrong_answer_classes() -> dict[str, tuple[str, ...]]:
+    """Submissions that together hold every catalogued mistake, at most one per function: the k-th
+    submission takes the k-th mistake of each function.  A grade cell tests one function, so such a
+    submission must lose exactly the union of its mistakes' cells, and each mistake exactly its own
+    among its function's cells (the slow graders, stock and sandboxed, run 9 notebooks, not 19; the
+    in-process tests still grade each mistake alone).  Maps student id -> names of its mistakes."""
+    by_cell: dict[str, list[WrongAnswer]] = {}
+    for wrong in WRONG_ANSWERS:
+        by_cell.setdefault(wrong.answer_cell, []).append(wrong)
+    count = max(len(v) for v in by_cell.values())
+    return {f"mistakes_{k + 1}": tuple(wrongs[k].name for wrongs in by_cell.values() if k < len(wrongs))
+            for k in range(count)}
+
+
+def class_of_mistake() -> dict[str, str]:
+    """Mistake name -> the student of :func:`wrong_answer_classes` that holds it."""
+    return {name: student for student, names in wrong_answer_classes().items() for name in names}
+
+
+def cells_lost_by(names: tuple[str, ...]) -> frozenset[str]:
+    """The grade cells a submission holding the named mistakes (and the reference elsewhere) loses."""
+    return frozenset().union(*(WRONG_BY_NAME[name].loses for name in names))
+
+
 # The example class that `make demo` grades: student id -> wrong answers it contains
 # (None: the untouched release, every answer cell still raising NotImplementedError).
 EXAMPLE_SUBMISSIONS: dict[str, tuple[str, ...] | None] = {

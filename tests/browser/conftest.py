@@ -78,6 +78,27 @@ class LabServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
 
+    def start_kernel_for(self, notebook: str) -> str:
+        """Start the notebook's kernel session through the REST API, before a page opens it.  Opened
+        cold under load, JupyterLab 4 sometimes started two kernels for the notebook and shut the first
+        down under the page (seen in CI: the page's widgets then never rendered); a page that finds
+        the session already there just connects to its kernel.  Returns the kernel id."""
+        import json
+        body = json.dumps({"path": notebook, "type": "notebook", "name": notebook,
+                           "kernel": {"name": "python3"}}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/sessions", data=body, method="POST",
+                                         headers={"Authorization": f"token {self.token}",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.loads(response.read())["kernel"]["id"]
+
+    def kernel_ids(self) -> list[str]:
+        import json
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/kernels",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return [kernel["id"] for kernel in json.loads(response.read())]
+
     def stop(self) -> None:
         os.killpg(self.process.pid, 15)
         self.process.wait(timeout=20)

@@ -49,6 +49,14 @@ def run_all_cells(page, attempts: int = 3) -> None:
     raise AssertionError("Run All Cells never started the notebook")
 
 
+def _show_explorers(page, artifacts) -> None:
+    """On a failure: a screenshot of each explorer cell and what its output holds, for the report."""
+    for index, cell in enumerate(page.locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
+        cell.scroll_into_view_if_needed()
+        cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
+        print(f"explorer cell {index}: {cell.locator('.jp-OutputArea').inner_text()[:500]!r}")
+
+
 def explorer_output(page, grade_id, description):
     """The output area of the cell whose slider has this description."""
     cells = page.locator(".jp-Cell").filter(has=page.locator(f".widget-slider:has-text('{description}')"))
@@ -63,10 +71,12 @@ def plot_source(cell) -> str:
 def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     artifacts = artifacts / lab.assignment
     artifacts.mkdir(exist_ok=True)
+    kernel = lab.start_kernel_for(NOTEBOOK)
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    assert lab.kernel_ids() == [kernel]  # the page joined the session's kernel and started no other
     try:
         run_all_cells(page)
         # five sliders appear, and the lab's figures once the training cell finishes (about 40 s next to the
@@ -75,6 +85,9 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
         page.wait_for_function(
             "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
             timeout=180_000)
+    except Exception:
+        _show_explorers(page, artifacts)
+        raise
     finally:
         page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
 

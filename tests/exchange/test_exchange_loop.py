@@ -17,6 +17,8 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import notebooks
 
+from tests.conftest import copy_course, release_course
+
 from .conftest import INSTRUCTORS
 
 pytestmark = pytest.mark.slow
@@ -39,15 +41,13 @@ def loop(people, repo):
     exchange = base / "exchange"
     exchange.mkdir()
     os.chown(exchange, instructor.uid, instructor.gid)
-    course = instructor.home / "course"
-    for name in ("source", "instructor", "nbgrader_config.py"):
-        src = repo / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, course / name)
+    # The course as `make release` leaves it (generated once per test run: tests/test_release.py
+    # checks the generation), handed to the instructor, who releases it to the exchange.
+    course = release_course(copy_course(instructor.home / "course"))
     shutil.chown(course, instructor.name, INSTRUCTORS)
     for path in course.rglob("*"):
         shutil.chown(path, instructor.name, INSTRUCTORS)
     env = {"RLHF_EXCHANGE_ROOT": str(exchange)}
-    instructor.python("from rlhf_course.grading.course import main; main(['release'])", cwd=course, env=env)
     instructor.nbgrader("release_assignment", ASSIGNMENT, cwd=course, env=env)
 
     for student in (alice, bob):  # what a JupyterHub admin puts in /etc/jupyter/nbgrader_config.py

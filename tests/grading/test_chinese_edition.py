@@ -16,7 +16,7 @@ from tests.conftest import copy_course, needs_sandbox, release_course
 
 from .in_process_sandbox import InProcessSandbox
 
-pytestmark = pytest.mark.slow  # nbgrader generate_assignment for three assignments, one stock autograde
+pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 
 EN, ZH = "rlhf", "rlhf_zh"
 TAMPERED = [a for a in answer_catalogue.ADVERSARIAL if a.tamper and not a.answers]
@@ -101,10 +101,8 @@ def test_the_export_lists_each_student_once_with_their_latest_edition(graded, ho
 
 
 def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_path):
-    course = copy_course(tmp_path / "course")
-    pipeline.generate_release(course, [EN, ZH])
-    chosen = {"correct": (), "ppo_clip_without_min": ("ppo_clip_without_min",),
-              "gae_ignores_next_value": ("gae_ignores_next_value",)}
+    course = release_course(copy_course(tmp_path / "course"))
+    chosen = {"correct": (), "two_mistakes": ("ppo_clip_without_min", "gae_ignores_next_value")}
     for assignment in (EN, ZH):
         for student, wrong in chosen.items():
             pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=assignment)
@@ -114,15 +112,16 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
         en = {g: s.score for g, s in pipeline.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
         zh = {g: s.score for g, s in pipeline.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
         assert en == zh and set(en) == set(rlhf_hidden_checks.CHECKS), student
-    autograded = (course / "autograded" / "ppo_clip_without_min" / ZH / NOTEBOOK).read_text()
+        lost = {g for g, score in zh.items() if score < rlhf_hidden_checks.CHECKS[g].points}
+        assert lost == answer_catalogue.cells_lost_by(chosen[student]), student
+    autograded = (course / "autograded" / "two_mistakes" / ZH / NOTEBOOK).read_text()
     assert "问题所在" in autograded  # the in-kernel hidden test failed with the Chinese message
 
 
 @needs_sandbox
 def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(tmp_path):
     """The edition's set-up cell (i18n.set_language) runs inside bubblewrap; the feedback copy shows it ran."""
-    course = copy_course(tmp_path / "course")
-    pipeline.generate_release(course, [ZH])
+    course = release_course(copy_course(tmp_path / "course"))
     for student, wrong in (("correct", ()), ("ppo_clip_without_min", ("ppo_clip_without_min",))):
         pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=ZH)
     results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, assignments=[ZH])}

@@ -30,7 +30,7 @@ from tests.grading.test_batch import tree_digest
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
 CANARY, BYSTANDER = "canary_correct", "bystander_correct"
-BUDGET_SECONDS = 30
+BUDGET_SECONDS = 15  # 4x the slowest other attack here (3.9 s); the busy forks burn one core until it ends
 GRADER_PEAK_MB = 1500  # measured about 700 MB: torch, nbconvert and the judges
 
 # Hashes of the inputs of every call, written by the recording student; the test computes the same.
@@ -165,7 +165,7 @@ for _ in range(58):
 _reference_ppo = ppo_clipped_objective
 
 def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
-    time.sleep(1.5)
+    time.sleep(0.5)  # each call far below its limit (4 s), the feedback run too (about 6 s of 20)
     return _reference_ppo(ratio, advantage, clip_epsilon)
 '''},
         },

@@ -19,6 +19,7 @@ from tests.conftest import copy_course, release_course
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
+MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 
 WARNS = textwrap.dedent('''
     import warnings
@@ -36,7 +37,7 @@ def graded_class(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("roundtrip") / "course")
     release_course(course)
     students = {"reference": (), "empty": None}
-    students.update({w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS})
+    students.update(MISTAKE_CLASSES)
     for student, wrong in students.items():
         pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
     for student, variants in CORRECT_CLASSES.items():  # every correct style, a few per submission
@@ -126,10 +127,14 @@ def test_stderr_warning_does_not_zero_a_correct_answer(graded_class):
 @pytest.mark.slow
 @pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
 def test_each_mistake_loses_exactly_its_cells(graded_class, wrong):
+    """Its submission loses exactly its mistakes' cells; among its function's cells, this mistake's."""
     course, _ = graded_class
-    cells = scores(course, wrong.name)
+    student = answer_catalogue.class_of_mistake()[wrong.name]
+    cells = scores(course, student)
     lost = {c.grade_id for c in cells.values() if c.score < c.max_score}
-    assert lost == set(wrong.loses)
+    assert lost == answer_catalogue.cells_lost_by(MISTAKE_CLASSES[student]), MISTAKE_CLASSES[student]
+    function = answer_catalogue.FUNCTION_OF_CELL[wrong.answer_cell]
+    assert {g for g in lost if rlhf_hidden_checks.CHECKS[g].function == function} == set(wrong.loses)
     assert all(c.score == 0 for c in cells.values() if c.grade_id in lost)
 
 
@@ -145,8 +150,8 @@ def test_export_lists_every_student(graded_class):
     for student in CORRECT_CLASSES:
         assert float(rows[student]["score"]) == AUTOGRADED_TOTAL
     assert float(rows["empty"]["score"]) == 0.0
-    # reference, empty, warns, two tampered, the correct variants' submissions, one per mistake
-    assert len(rows) == len(answer_catalogue.WRONG_ANSWERS) + 5 + len(CORRECT_CLASSES)
+    # reference, empty, warns, two tampered, the correct variants' and the mistakes' submissions
+    assert len(rows) == 5 + len(CORRECT_CLASSES) + len(MISTAKE_CLASSES)
 
 
 @pytest.mark.slow
