@@ -91,12 +91,14 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
 def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: Callable) -> DemoResult | None:
     """The notebook's entry point: one readable line instead of a traceback when a function is not
     ready.  Skipped while nbgrader runs the notebook (validate, autograde): grading stays fast,
-    and the lab is for the student to watch."""
+    and the lab is for the student to watch.  ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the
+    run's length: quick (about 20 s) unless set; the browser tests use smoke, which trains a few steps."""
     if os.environ.get("NBGRADER_EXECUTION"):
         print("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)")
         return None
     try:
-        result = run_demo(ppo_clipped_objective, dpo_loss, compute_gae, setting="quick")
+        result = run_demo(ppo_clipped_objective, dpo_loss, compute_gae,
+                          setting=os.environ.get("RLHF_LAB_SETTING") or "quick")
     except StudentFunctionError as exc:
         print(f"The lab stopped: {exc}")
         return None
