@@ -92,7 +92,7 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
     """The notebook's entry point: one readable line instead of a traceback when a function is not
     ready.  Skipped while nbgrader runs the notebook (validate, autograde): grading stays fast,
     and the lab is for the student to watch.  ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the
-    run's length: quick (about 20 s) unless set; the browser tests use smoke, which trains a few steps."""
+    run's length: quick (about 12 s on 2 cores) unless set; the browser tests use smoke (a few steps)."""
     if os.environ.get("NBGRADER_EXECUTION"):
         print("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)")
         return None

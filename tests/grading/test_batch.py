@@ -28,8 +28,8 @@ CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct st
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
 AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
-# The looping submissions wait out the feedback limit, then one call's: 6 s is 12x the slowest honest
-# feedback run measured here (0.5 s, the fork bomb, two test processes on two cores).
+# The looping submissions wait out the feedback limit, then one call's: 6 s is 12x the slowest feedback run
+# of the others measured with this class (0.5 s, the fork bomb; honest ones about 0.1 s).
 LIMITS = Limits(call_seconds=4.0, feedback_seconds=6.0)
 
 

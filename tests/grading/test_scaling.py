@@ -105,7 +105,7 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
 
     monkeypatch.setenv("RLHF_GRADEBOOK_URL", postgres_url)
     course = copy_course(tmp_path / "shared" / "course")  # "shared storage": the same path on every worker
-    pipeline.generate_release(course)  # records the assignment in PostgreSQL
+    pipeline.generate_release(course, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
     plan = {"pg_correct_1": (), "pg_correct_2": (), "pg_wrong": ("dpo_missing_beta",), "pg_invalid": None}
     for student, wrong in plan.items():
         folder = pipeline.write_submission(course, student, pipeline.answers_for(course, wrong or ()))
