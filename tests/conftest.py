@@ -150,22 +150,25 @@ def leftover_sandbox_processes() -> dict[int, list[int]]:
 # The slowest files first (seconds of one worker, measured from a fresh clone): `make test` gives each of its
 # two workers one file at a time, so a long file that starts last runs on alone at the end.  Files not named
 # keep pytest's order after these; the order within a file never changes.
-SLOWEST_FIRST = (
-    "tests/grading/test_roundtrip.py",  # stock nbgrader autograde of the whole catalogue, ~150 s
-    "tests/hub/test_course_on_jupyterhub.py",  # ~125 s
-    "tests/grading/test_batch.py",  # ~100 s
-    "tests/browser/test_assignment_list.py",
-    "tests/browser/test_explorers_in_lab.py",
-    "tests/browser/test_formgrader_offline.py",
-    "tests/grading/test_chinese_edition.py",
-    "tests/exchange/test_exchange_loop.py",
-    "tests/test_frontier.py",
-    "tests/grading/test_grader_attacks.py",
-    "tests/test_notebooks_execute.py",
-    "tests/test_release.py",
-    "tests/grading/test_scaling.py",
-    "tests/grading/test_two_assignments.py",
-    "tests/lab/test_demo.py",
+SLOWEST_FIRST = (  # seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all)
+    "tests/hub/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
+    "tests/grading/test_roundtrip.py",  # 106: stock nbgrader autograde of 17 notebooks; generates the shared release
+    "tests/grading/test_batch.py",  # 93
+    "tests/test_frontier.py",  # 89: the fresh sweep
+    "tests/exchange/test_exchange_loop.py",  # 40-72
+    "tests/browser/test_explorers_in_lab.py",  # 59
+    "tests/browser/test_assignment_list.py",  # 57
+    "tests/grading/test_chinese_edition.py",  # 50
+    "tests/test_notebooks_execute.py",  # 47
+    "tests/grading/test_grader_attacks.py",  # 45
+    "tests/grading/test_scaling.py",  # 44
+    "tests/browser/test_formgrader_offline.py",  # 41
+    "tests/browser/test_lab_views.py",  # 33
+    "tests/grading/test_course_elsewhere.py",  # 30
+    "tests/test_release.py",  # 24
+    "tests/lab/test_demo.py",  # 22
+    "tests/grading/test_gradebook_records.py",  # 14
+    "tests/grading/test_two_assignments.py",  # 12
 )
 
 
