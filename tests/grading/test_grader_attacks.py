@@ -30,7 +30,7 @@ from tests.grading.test_batch import tree_digest
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
 CANARY, BYSTANDER = "canary_correct", "bystander_correct"
-BUDGET_SECONDS = 15  # 4x the slowest other attack here (3.9 s); the busy forks burn one core until it ends
+BUDGET_SECONDS = 20  # 2x the slowest other attack here in a loaded CI run (8.9 s; 3.9 s alone); the busy forks burn a core until it ends
 GRADER_PEAK_MB = 1500  # measured about 700 MB: torch, nbconvert and the judges
 
 # Hashes of the inputs of every call, written by the recording student; the test computes the same.
