@@ -337,17 +337,23 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
 CORRECT_BY_NAME = {variant.name: variant for variant in CORRECT_VARIANTS}
 
 
+def _kth_of_each_cell(entries: list) -> list[dict[str, object]]:
+    """Entries (each with an ``answer_cell``) dealt into groups: the k-th group holds the k-th entry of
+    each answer cell that has one, so a group never holds two entries for one function."""
+    by_cell: dict[str, list] = {}
+    for entry in entries:
+        by_cell.setdefault(entry.answer_cell, []).append(entry)
+    count = max(len(v) for v in by_cell.values())
+    return [{cell: group[k] for cell, group in by_cell.items() if k < len(group)} for k in range(count)]
+
+
 def correct_variant_classes() -> dict[str, dict[str, str]]:
     """Submissions that together use every correct variant: the k-th submission takes the k-th
     variant of each function (the reference where a function has fewer).  Each must get full marks,
     so a lost cell names its variant through its function.  Maps student id -> {answer cell: source}."""
-    by_cell: dict[str, list[CorrectVariant]] = {}
-    for variant in CORRECT_VARIANTS:
-        by_cell.setdefault(variant.answer_cell, []).append(variant)
-    count = max(len(v) for v in by_cell.values())
-    return {f"correct_style_{k + 1}": {cell: variants[k].source for cell, variants in by_cell.items()
-                                       if k < len(variants)}
-            for k in range(count)}
+    return {f"correct_style_{k + 1}": {cell: variant.source for cell, variant in group.items()}
+            for k, group in enumerate(_kth_of_each_cell(CORRECT_VARIANTS))}
+
 
 FUNCTION_OF_CELL = {PPO_CELL: "ppo_clipped_objective", DPO_CELL: "dpo_loss", GAE_CELL: "compute_gae"}
 
@@ -358,12 +364,8 @@ def wrong_answer_classes() -> dict[str, tuple[str, ...]]:
     submission must lose exactly the union of its mistakes' cells, and each mistake exactly its own
     among its function's cells (the slow graders, stock and sandboxed, run 9 notebooks, not 19; the
     in-process tests still grade each mistake alone).  Maps student id -> names of its mistakes."""
-    by_cell: dict[str, list[WrongAnswer]] = {}
-    for wrong in WRONG_ANSWERS:
-        by_cell.setdefault(wrong.answer_cell, []).append(wrong)
-    count = max(len(v) for v in by_cell.values())
-    return {f"mistakes_{k + 1}": tuple(wrongs[k].name for wrongs in by_cell.values() if k < len(wrongs))
-            for k in range(count)}
+    return {f"mistakes_{k + 1}": tuple(wrong.name for wrong in group.values())
+            for k, group in enumerate(_kth_of_each_cell(WRONG_ANSWERS))}
 
 
 def class_of_mistake() -> dict[str, str]:

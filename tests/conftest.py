@@ -147,10 +147,10 @@ def leftover_sandbox_processes() -> dict[int, list[int]]:
     return left
 
 
-# The slowest files first (seconds of one worker, measured from a fresh clone): `make test` gives each of its
-# two workers one file at a time, so a long file that starts last runs on alone at the end.  Files not named
-# keep pytest's order after these; the order within a file never changes.
-SLOWEST_FIRST = (  # seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all)
+# The slowest files first: `make test` gives each of its two workers one file at a time, so a long file that
+# starts last runs on alone at the end.  Files not named keep pytest's order after these; the order within a
+# file never changes.  Seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all):
+SLOWEST_FIRST = (
     "tests/hub/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
     "tests/grading/test_roundtrip.py",  # 106: stock nbgrader autograde of 17 notebooks; generates the shared release
     "tests/grading/test_batch.py",  # 93

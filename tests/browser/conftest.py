@@ -1,4 +1,5 @@
 """A real JupyterLab server and a real headless Chromium (Debian's), driven by Playwright."""
+import json
 import os
 import socket
 import subprocess
@@ -24,7 +25,6 @@ def free_port() -> int:
 def write_settings(settings: Path, quiet_news: bool = True) -> None:
     """User settings for the test's JupyterLab: render every cell (no virtual windowing, so the
     test can reach any output) and, unless the test is about it, do not ask about news."""
-    import json
     values = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
     if quiet_news:
         values["@jupyterlab/apputils-extension/notification"] = {"fetchNews": "false"}
@@ -40,7 +40,6 @@ class LabServer:
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
                  quiet_news: bool = True):
-        import json
         self.port, self.token = free_port(), "rlhf-course-test"
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
@@ -78,26 +77,26 @@ class LabServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
 
+    def _api(self, path: str, body: dict | None = None, timeout: float = 30):
+        """A call of Jupyter Server's REST API with the token: GET, or POST of ``body``."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/{path}", data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "POST",
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+
     def start_kernel_for(self, notebook: str) -> str:
         """Start the notebook's kernel session through the REST API, before a page opens it.  Opened
         cold under load, JupyterLab 4 sometimes started two kernels for the notebook and shut the first
         down under the page (seen in CI: the page's widgets then never rendered); a page that finds
         the session already there just connects to its kernel.  Returns the kernel id."""
-        import json
-        body = json.dumps({"path": notebook, "type": "notebook", "name": notebook,
-                           "kernel": {"name": "python3"}}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/sessions", data=body, method="POST",
-                                         headers={"Authorization": f"token {self.token}",
-                                                  "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return json.loads(response.read())["kernel"]["id"]
+        session = self._api("sessions", {"path": notebook, "type": "notebook", "name": notebook,
+                                         "kernel": {"name": "python3"}}, timeout=120)
+        return session["kernel"]["id"]
 
     def kernel_ids(self) -> list[str]:
-        import json
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/kernels",
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return [kernel["id"] for kernel in json.loads(response.read())]
+        return [kernel["id"] for kernel in self._api("kernels")]
 
     def stop(self) -> None:
         os.killpg(self.process.pid, 15)
