@@ -37,30 +37,26 @@ def lab(request, tmp_path, repo):
     server.stop()
 
 
-def close_dialogs(page, artifacts) -> list[str]:
-    """Accept any dialog JupyterLab has open, saying which in the report and in dialogs.txt.  Once
-    in CI (1 run in about 40) a dialog covered the menu bar right after the notebook went idle and
-    every click of Run timed out behind it; the warnings summary now says which dialogs appear."""
-    seen = []
-    for dialog in page.locator(".jp-Dialog").all():
-        text = dialog.inner_text()[:500]
-        seen.append(text)
-        warnings.warn(f"JupyterLab showed a dialog (accepted): {text!r}")  # in CI's warnings summary
-        with open(artifacts / "dialogs.txt", "a", encoding="utf-8") as log:
-            log.write(text + "\n---\n")
-        dialog.screenshot(path=str(artifacts / f"dialog_{len(seen)}.png"))
-        dialog.locator(".jp-mod-accept").first.click(timeout=5_000)
-    return seen
+def accept_dialog(dialog, artifacts) -> None:
+    """Playwright's handler for an unexpected overlay: accept the JupyterLab dialog that covers the
+    page, and say which one (CI's warnings summary, dialogs.txt and a screenshot).  Once in CI (1 run
+    in about 40) a dialog covered the menu bar right after the notebook went idle, and every click of
+    Run timed out behind it."""
+    text = dialog.inner_text()[:500]
+    warnings.warn(f"JupyterLab showed a dialog (accepted): {text!r}")
+    with open(artifacts / "dialogs.txt", "a", encoding="utf-8") as log:
+        log.write(text + "\n---\n")
+    dialog.screenshot(path=str(artifacts / "dialog.png"))
+    dialog.locator(".jp-mod-accept").first.click()
 
 
-def run_all_cells(page, artifacts, attempts: int = 3) -> None:
+def run_all_cells(page, attempts: int = 3) -> None:
     """Run > Run All Cells; a click that lands before the kernel is really connected can be lost,
     so check that the first code cell starts and try again if it does not."""
     for _ in range(attempts):
-        close_dialogs(page, artifacts)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
-            page.get_by_role("menuitem", name="Run", exact=True).click(timeout=10_000)
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=10_000)
             page.wait_for_function(
                 "[...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
                 timeout=30_000)
@@ -73,7 +69,8 @@ def run_all_cells(page, artifacts, attempts: int = 3) -> None:
 def _show_explorers(page, artifacts) -> None:
     """On a failure: the text of any dialog JupyterLab has open, and a screenshot of each explorer
     cell and what its output holds, for the report."""
-    close_dialogs(page, artifacts)
+    for dialog in page.locator(".jp-Dialog").all():
+        print(f"open dialog: {dialog.inner_text()[:500]!r}")
     for index, cell in enumerate(page.locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
         cell.scroll_into_view_if_needed()
         cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
@@ -96,12 +93,13 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     artifacts.mkdir(exist_ok=True)
     kernel = lab.start_kernel_for(NOTEBOOK)
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, artifacts))
     page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
     assert lab.kernel_ids() == [kernel]  # the page joined the session's kernel and started no other
     try:
-        run_all_cells(page, artifacts)
+        run_all_cells(page)
         # five sliders appear, and the lab's summary once the training cell finishes
         page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=180_000)
         page.wait_for_function(
