@@ -9,10 +9,11 @@ hold for every process the student starts (a cgroup per worker slot where the ke
 create one, rlimits in any case).
 
 The trusted side treats every byte that comes back as hostile: a reply's length is checked
-against a cap *before* it is read, a reply of the wrong kind is refused, and observations are
-refused before ``torch.load`` when their archive is compressed or larger than the cap.  The grader
-never opens a path the sandbox could have written: the job goes in and the feedback notebook
-comes out over the pipe.
+against a cap *before* it is read, a reply of the wrong kind is refused, and observations come in
+a plain layout of JSON and raw bytes (:func:`~rlhf_course.grading.observe.from_wire`; a reply in
+any other layout is refused before ``torch.load`` when its archive is compressed or larger than the
+cap).  The grader never opens a path the sandbox could have written: the job goes in and the
+feedback notebook comes out over the pipe.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from pathlib import Path
 import torch
 
 import rlhf_course
+from rlhf_course.grading.observe import PLAIN_MAGIC
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -500,7 +502,8 @@ class Sandbox:
         """The reply to the oldest call not yet answered.  It must arrive within ``call_seconds`` of
         ``since``: when the runner could start on it (its sending, or the previous reply's arrival)."""
         body = self._receive(OBSERVATION, self.limits.reply_bytes, since + self.limits.call_seconds, "call")
-        check_archive(body, self.limits.reply_bytes)
+        if not body.startswith(PLAIN_MAGIC):
+            check_archive(body, self.limits.reply_bytes)
         return body
 
 
