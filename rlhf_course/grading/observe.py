@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import struct
 import warnings
 from dataclasses import dataclass, field
@@ -97,18 +98,24 @@ def observe(function: Callable, case: Case) -> Observation:
 # the sandbox and torch.load(weights_only=True) 0.37 ms in the grader, a pure-Python unpickler reading
 # byte by byte; this layout 0.05 ms and 0.07 ms.  A batch of 24 submissions sends about 3240.
 PLAIN_MAGIC = b"RLOBS1\n"  # a reply in the plain layout: magic, 4-byte header length, JSON header, tensor bytes
-_PLAIN_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+OBSERVATION_FIELDS = frozenset({"value", "value_type", "error", "grads", "grad_error", "args_after"})
+# The dtypes that cross the boundary either way, by name ("torch.float32"); the judges compute with no others.
+_ENCODED_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
+                                       torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
+
+
+def _raw_bytes(contiguous: torch.Tensor) -> bytes:
+    return contiguous.reshape(-1).view(torch.uint8).numpy().tobytes() if contiguous.numel() else b""
 
 
 def _plain_entry(value, blobs: list, offset: list):
     """A JSON-able description of one field value; tensor bytes go to ``blobs``."""
     if isinstance(value, torch.Tensor):
-        name = str(value.dtype).removeprefix("torch.")
         if type(value) is not torch.Tensor or value.device.type != "cpu" or value.layout != torch.strided \
-                or name not in _PLAIN_DTYPE_NAMES:
+                or str(value.dtype) not in _ENCODED_DTYPES:
             return {"unusable": f"a tensor on device {value.device.type} with layout {value.layout} and dtype {value.dtype}"}
-        data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b""
-        entry = {"dtype": name, "shape": list(value.shape), "offset": offset[0], "nbytes": len(data)}
+        data = _raw_bytes(value.detach().contiguous())
+        entry = {"dtype": str(value.dtype), "shape": list(value.shape), "offset": offset[0], "nbytes": len(data)}
         blobs.append(data)
         offset[0] += len(data)
         return entry
@@ -143,18 +150,14 @@ def _plain_value(entry, blob: bytes):
     if "unusable" in entry:
         return _Unusable(_short_text(entry["unusable"], "unusable", 300) or "?")
     dtype_name, shape, start, size = entry.get("dtype"), entry.get("shape"), entry.get("offset"), entry.get("nbytes")
-    if dtype_name not in _PLAIN_DTYPE_NAMES or not isinstance(shape, list) or len(shape) > 8 \
+    if dtype_name not in _ENCODED_DTYPES or not isinstance(shape, list) or len(shape) > 8 \
             or not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in shape) \
             or type(start) is not int or type(size) is not int:
         raise ValueError("malformed tensor entry")
-    dtype = getattr(torch, dtype_name)
-    count = 1
-    for n in shape:
-        count *= n
+    dtype, count = _ENCODED_DTYPES[dtype_name], math.prod(shape)
     if count > MAX_ELEMENTS:
         return _Unusable(f"a tensor of {count} elements")
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if size != count * itemsize or start < 0 or start + size > len(blob):
+    if size != count * dtype.itemsize or start < 0 or start + size > len(blob):
         raise ValueError("tensor bytes out of range")
     if count == 0:
         return torch.empty(shape, dtype=dtype)
@@ -169,8 +172,7 @@ def _from_plain(data: bytes) -> dict:
     except (struct.error, ValueError, RecursionError):
         raise ValueError("unreadable observation (header)") from None
     blob = data[start + length:]
-    expected = {"value", "value_type", "error", "grads", "grad_error", "args_after"}
-    if not isinstance(header, dict) or set(header) != expected:
+    if not isinstance(header, dict) or set(header) != OBSERVATION_FIELDS:
         raise ValueError("the observation does not have the expected fields")
     grads = header["grads"]
     if not isinstance(grads, list) or not all(isinstance(g, list) and len(g) == 2 and type(g[0]) is int for g in grads):
@@ -188,15 +190,11 @@ def _from_plain(data: bytes) -> dict:
 # sandbox's supervisor (it relays the frame untouched), a cheap decode in the child.  This direction
 # carries only the grader's own data (pickled; the child unpickles what the grader wrote).
 
-_ENCODED_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
-                                       torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
-
-
 def _encode_value(value):
     if type(value) is torch.Tensor and str(value.dtype) in _ENCODED_DTYPES and value.device.type == "cpu" \
             and value.layout == torch.strided:
         compact = value.detach().clone(memory_format=torch.contiguous_format)
-        data = compact.reshape(-1).view(torch.uint8).numpy().tobytes() if compact.numel() else b""
+        data = _raw_bytes(compact)
         return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.stride()), value.requires_grad, data)
     if value is None or type(value) in (bool, int, float, str):
         return ("plain", value)
@@ -241,8 +239,6 @@ def decode_call(body: bytes) -> tuple[str, list, list[int]]:
 
 
 MAX_ELEMENTS = 1 << 20  # per tensor: far above any test case, far below the grader's memory
-_PLAIN_DTYPES = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16,
-                 torch.int32, torch.int64, torch.uint8, torch.bool}
 
 
 def _checked_tensor(value, what: str) -> torch.Tensor | None:
@@ -256,7 +252,7 @@ def _checked_tensor(value, what: str) -> torch.Tensor | None:
         raise ValueError(f"{what} is a {type(value).__name__}, not a plain tensor")
     if value.device.type != "cpu" or value.layout != torch.strided:
         raise ValueError(f"{what} is a tensor on device {value.device.type} with layout {value.layout}")
-    if value.dtype not in _PLAIN_DTYPES:
+    if str(value.dtype) not in _ENCODED_DTYPES:
         raise ValueError(f"{what} has dtype {value.dtype}")
     if value.numel() > MAX_ELEMENTS:
         raise ValueError(f"{what} has {value.numel()} elements")
@@ -291,8 +287,7 @@ def from_wire(data: bytes, case: Case | None = None) -> Observation:
             raw = torch.load(io.BytesIO(data), weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is the sandbox's fault
             raise ValueError(f"unreadable observation ({type(exc).__name__})") from None
-    expected = {"value", "value_type", "error", "grads", "grad_error", "args_after"}
-    if not isinstance(raw, dict) or set(raw) != expected:
+    if not isinstance(raw, dict) or set(raw) != OBSERVATION_FIELDS:
         raise ValueError("the observation does not have the expected fields")
     value, value_type = raw["value"], _short_text(raw["value_type"], "value_type", 200) or "?"
     try:

@@ -42,7 +42,7 @@ def test_every_field_comes_back_exactly():
 def test_unusable_tensors_come_back_as_words_not_tensors():
     meta = from_wire(to_wire(Observation(value=torch.empty(3, device="meta"), args_after=CASE.args)), CASE)
     assert meta.value is None and "meta" in meta.value_type
-    huge = fields(value={"dtype": "float32", "shape": [2**20, 2], "offset": 0, "nbytes": 2**23})
+    huge = fields(value={"dtype": "torch.float32", "shape": [2**20, 2], "offset": 0, "nbytes": 2**23})
     assert from_wire(plain(huge), CASE).value is None  # never allocated, never read
 
 
@@ -51,12 +51,12 @@ def test_unusable_tensors_come_back_as_words_not_tensors():
     (PLAIN_MAGIC + struct.pack("<I", 9) + b"not json!", "unreadable"),
     (plain({"value": {"plain": None}}), "expected fields"),
     (PLAIN_MAGIC + struct.pack("<I", 200_000) + b"[" * 100_000 + b"]" * 100_000, "unreadable"),  # nesting
-    (plain(fields(value={"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16}), b"\0" * 8), "out of range"),
-    (plain(fields(value={"dtype": "float32", "shape": [4], "offset": 8, "nbytes": 8}), b"\0" * 16), "out of range"),
-    (plain(fields(value={"dtype": "float32", "shape": [2], "offset": -8, "nbytes": 8}), b"\0" * 16), "out of range"),
-    (plain(fields(value={"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}), b"\0" * 8), "malformed"),
-    (plain(fields(value={"dtype": "float32", "shape": [-1], "offset": 0, "nbytes": 4}), b"\0" * 4), "malformed"),
-    (plain(fields(value={"dtype": "float32", "shape": "4", "offset": 0, "nbytes": 16}), b"\0" * 16), "malformed"),
+    (plain(fields(value={"dtype": "torch.float32", "shape": [4], "offset": 0, "nbytes": 16}), b"\0" * 8), "out of range"),
+    (plain(fields(value={"dtype": "torch.float32", "shape": [4], "offset": 8, "nbytes": 8}), b"\0" * 16), "out of range"),
+    (plain(fields(value={"dtype": "torch.float32", "shape": [2], "offset": -8, "nbytes": 8}), b"\0" * 16), "out of range"),
+    (plain(fields(value={"dtype": "torch.complex64", "shape": [1], "offset": 0, "nbytes": 8}), b"\0" * 8), "malformed"),
+    (plain(fields(value={"dtype": "torch.float32", "shape": [-1], "offset": 0, "nbytes": 4}), b"\0" * 4), "malformed"),
+    (plain(fields(value={"dtype": "torch.float32", "shape": "4", "offset": 0, "nbytes": 16}), b"\0" * 16), "malformed"),
     (plain(fields(value={"plain": {"a": 1}})), "malformed"),
     (plain(fields(grads=[[[0], {"plain": None}]])), "malformed"),                     # an unhashable index
     (plain(fields(grads=[[5, {"plain": None}]])), "does not answer the case"),
