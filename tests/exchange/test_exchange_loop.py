@@ -155,3 +155,32 @@ def test_each_student_fetches_only_their_own_feedback(loop):
         page = pages[0].read_text()  # the trusted grader's page, as the student opens it
         assert f"{ASSIGNMENT}: 44 / 50" in page and "Tests: 44 / 44" in page and "ppo_gradient" in page
         assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page
+
+
+BYTE_CODE_CHECK = """\
+import importlib, json, os, sys
+stale = {}
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    source, cached = module.__spec__.origin, module.__spec__.cached
+    if not os.path.exists(cached):
+        stale[name] = "no cache"
+        continue
+    with open(cached, "rb") as f:
+        header = f.read(16)
+    info = os.stat(source)  # a timestamp cache: the source's mtime and size, as the importer checks
+    if (int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")) != \\
+            (int(info.st_mtime) & 0xFFFFFFFF, info.st_size & 0xFFFFFFFF):
+        stale[name] = "stale cache"
+print(json.dumps(stale))
+"""
+
+
+def test_a_students_imports_come_from_byte_code_caches(people):
+    """The server's packages carry their byte code: the users cannot write there, and compiling
+    torch, Jupyter and nbgrader from source in every kernel and server would double their start."""
+    import json
+    modules = ("torch", "torch.nn.functional", "nbgrader.apps.nbgraderapp", "jupyter_server.serverapp",
+               "jupyterlab.labapp", "rlhf_course.grading.course")
+    stale = json.loads(people["alice"].run(people["alice"].server.python, "-c", BYTE_CODE_CHECK, *modules).stdout)
+    assert stale == {}, stale
