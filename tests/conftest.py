@@ -175,3 +175,26 @@ SLOWEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(SLOWEST_FIRST)))  # stable
+
+
+# Where the suite's CPU goes (the suite keeps both cores busy, so its time is its CPU): with
+# RLHF_TEST_CPU_LOG=path, each test appends a JSON line with its wall seconds and the CPU seconds of
+# its worker process and of the processes it started and waited for (kernels, nbgrader commands,
+# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran).
+_CPU_LOG = os.environ.get("RLHF_TEST_CPU_LOG")
+if _CPU_LOG:
+    import json
+    import resource
+
+    def _cpu_seconds() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        wall, cpu = time.perf_counter(), _cpu_seconds()
+        yield
+        with open(_CPU_LOG, "a") as log:
+            log.write(json.dumps({"test": item.nodeid, "wall": round(time.perf_counter() - wall, 2),
+                                  "cpu": round(_cpu_seconds() - cpu, 2),
+                                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}) + "\n")
