@@ -122,3 +122,32 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     nbformat.write(notebooks.fill_answers(notebooks.read(course / "release" / ASSIGNMENT / NOTEBOOK), answers), warns)
     out = _validate(course, str(warns.relative_to(course)))
     assert "Success! Your notebook passes all the tests." in out, out[-3000:]
+
+
+def test_release_records_each_due_date_and_every_grade_cell(course):
+    """The release's gradebook (generated in one nbgrader process, grading/generate.py) records what
+    `nbgrader db assignment add --duedate` and `nbgrader generate_assignment` would."""
+    from nbgrader.api import Gradebook
+    release_course(course)
+    with Gradebook(pipeline.gradebook_url(course)) as gradebook:
+        for assignment in pipeline.source_assignments(course):
+            recorded = gradebook.find_assignment(assignment)
+            assert recorded.duedate is not None and recorded.duedate.year == 2100  # tests/conftest.py's RLHF_DUE_DATE
+            released = sorted((course / "release" / assignment).glob("*.ipynb"))
+            assert sorted(nb.name for nb in recorded.notebooks) == [p.stem for p in released]
+            for path in released:
+                grade_ids = {notebooks.grade_id(cell) for cell in notebooks.read(path).cells
+                             if cell.metadata.get("nbgrader", {}).get("grade")}
+                assert {cell.name for cell in recorded.notebooks[[p.stem for p in released].index(path.stem)].grade_cells} \
+                    == grade_ids
+
+
+def test_a_broken_source_stops_the_release_with_nbgraders_reason(course):
+    path = course / "source" / ASSIGNMENT / NOTEBOOK
+    nb = notebooks.read(path)
+    answer = notebooks.cells_by_grade_id(nb)["ppo_answer"]
+    answer.source = answer.source.replace("### END SOLUTION", "")
+    nbformat.write(nb, str(path))
+    with pytest.raises(RuntimeError, match=rf"(?s)generate_assignment {ASSIGNMENT} failed.*No end solution statement found"):
+        pipeline.generate_release(course, [ASSIGNMENT])
+    assert not list((course / "release").glob(f"{ASSIGNMENT}/*.ipynb"))
