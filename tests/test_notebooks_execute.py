@@ -8,6 +8,7 @@ from tests.notebook_client import SlicedPollClient
 from nbclient.exceptions import CellExecutionError
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import notebooks
 
 
 def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
@@ -33,9 +34,16 @@ def instructor_path(monkeypatch, repo):
 
 
 @pytest.mark.slow
-def test_source_notebook_runs_clean(repo, instructor_path):
+def test_source_notebook_runs_clean(repo, instructor_path, monkeypatch):
+    # The lab's smoke setting: the quick one's effects (RM score up, KL up, entropy down, DPO margin
+    # up) are tests/lab/test_demo.py's, on the same code the notebook's lab cell calls.
+    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / ASSIGNMENT / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
+           and notebooks.grade_id(c) in ("lab_run", "lab_plots")}
+    assert "tiny LM:" in str(lab["lab_run"]) and "PPO samples after:" in str(lab["lab_run"])
+    assert sum("image/png" in o.get("data", {}) for o in lab["lab_plots"]) == 2  # the PPO and the DPO figure
     assert "A = +1: objective = 1.0200" in text
     assert "A = -1: objective = -1.6600" in text
     assert "policy prefers y_w: loss = 0.5544" in text and "policy prefers y_l: loss = 0.8544" in text
