@@ -172,7 +172,7 @@ def copy_pinned_packages(repo: Path, venv: Path) -> bool:
 
     # The byte-code caches come too: the users cannot write to this folder, so without them every
     # process of theirs would compile its imports from source again (`import torch` 3.0 s of CPU
-    # instead of 1.4 s).  Python checks each cache against its source's size and mtime, both kept.
+    # instead of 1.6 s).  Python checks each cache against its source's size and mtime, both kept.
     def outside(folder, names):  # this checkout's editable install
         return [n for n in names if n.startswith(("__editable__", "rlhf_course-"))]
     shutil.copytree(_site_packages(own), _site_packages(venv), symlinks=True, dirs_exist_ok=True, ignore=outside,

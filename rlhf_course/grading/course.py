@@ -69,6 +69,8 @@ def generate_release(course_root: Path = COURSE_ROOT, assignments: list[str] | N
             checks = load_instructor_module(course_root, f"{edition.base}_hidden_checks").CHECKS
             editions.build_source(course_root, edition, checks)
     assignments = assignments or source_assignments(course_root)
+    if not assignments:
+        return []
     # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in
     # one process (generate.py: the same calls, nbgrader's start-up paid once instead of twice each)
     python_module(course_root, "rlhf_course.grading.generate", *assignments, f"--duedate={due_date or ''}")
