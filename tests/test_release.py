@@ -138,8 +138,7 @@ def test_release_records_each_due_date_and_every_grade_cell(course):
             for path in released:
                 grade_ids = {notebooks.grade_id(cell) for cell in notebooks.read(path).cells
                              if cell.metadata.get("nbgrader", {}).get("grade")}
-                assert {cell.name for cell in recorded.notebooks[[p.stem for p in released].index(path.stem)].grade_cells} \
-                    == grade_ids
+                assert {cell.name for cell in gradebook.find_notebook(path.stem, assignment).grade_cells} == grade_ids
 
 
 def test_a_broken_source_stops_the_release_with_nbgraders_reason(course):

@@ -2,6 +2,7 @@
 -> collect -> autograde -> feedback -> fetch_feedback, and what one student cannot do to another."""
 import csv
 import datetime as dt
+import json
 import os
 import shutil
 import stat
@@ -179,7 +180,6 @@ print(json.dumps(stale))
 def test_a_students_imports_come_from_byte_code_caches(people):
     """The server's packages carry their byte code: the users cannot write there, and compiling
     torch, Jupyter and nbgrader from source in every kernel and server would double their start."""
-    import json
     modules = ("torch", "torch.nn.functional", "nbgrader.apps.nbgraderapp", "jupyter_server.serverapp",
                "jupyterlab.labapp", "rlhf_course.grading.course")
     stale = json.loads(people["alice"].run(people["alice"].server.python, "-c", BYTE_CODE_CHECK, *modules).stdout)
