@@ -6,7 +6,7 @@ in parallel, written into nbgrader's gradebook, with feedback and a table of eve
 Every notebook of every named assignment (default: each released one with submissions) is graded
 by the checks in ``instructor/<assignment>_hidden_checks.py``, one per autograded cell.
 
-The gradebook is nbgrader's (``RLHF_GRADEBOOK_URL`` or sqlite in the course root), so
+The gradebook is nbgrader's (the course's ``c.CourseDirectory.db_url``, sqlite in the course root by default), so
 ``nbgrader export``, formgrader and the exchange keep working.  Only this process writes to it.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from queue import Queue
 from types import SimpleNamespace
 
+from sqlalchemy.engine import make_url
 from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT
@@ -207,7 +208,12 @@ def hand_back_outputs(course_root: Path) -> None:
     owner = course_root.stat()
     if os.geteuid() != 0 or owner.st_uid == 0:
         return
-    outputs = [course_root / name for name in ("gradebook.db", "grades.csv", REPORT, "feedback", "autograded")]
+    outputs = [course_root / name for name in ("grades.csv", REPORT, "feedback", "autograded")]
+    gradebook = make_url(pipeline.gradebook_url(course_root))
+    if gradebook.get_backend_name() == "sqlite" and gradebook.database:
+        database = Path(gradebook.database)
+        if database.parent.resolve().is_relative_to(course_root.resolve()):  # never chown outside the course
+            outputs.append(database)
     for top in outputs:
         if not top.exists() or top.is_symlink():
             continue

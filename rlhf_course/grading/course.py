@@ -47,9 +47,19 @@ def python_module(course_root: Path, module: str, *args: str, check: bool = True
 
 
 def course_config(course_root: Path):
-    """The course's nbgrader configuration, loaded as nbgrader loads it."""
-    from traitlets.config.loader import PyFileConfigLoader
-    return PyFileConfigLoader("nbgrader_config.py", path=str(course_root)).load_config()
+    """The course's nbgrader configuration, loaded as nbgrader's commands load it from the course root:
+    ``nbgrader_config`` (.json, then .py) from Jupyter's config paths, system-wide first, then the user's,
+    then the course's own ``nbgrader_config.py``, each later file winning over the earlier ones."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
+        for loader, name in ((JSONFileConfigLoader, "nbgrader_config.json"), (PyFileConfigLoader, "nbgrader_config.py")):
+            if os.path.isfile(os.path.join(folder, name)):
+                config.merge(loader(name, path=folder).load_config())
+    return config
 
 
 def source_assignments(course_root: Path) -> list[str]:
@@ -149,7 +159,13 @@ def cell_scores(db_url: str, student: str, assignment: str = ASSIGNMENT, noteboo
 
 
 def gradebook_url(course_root: Path) -> str:
-    return os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{course_root / 'gradebook.db'}")
+    """The gradebook every nbgrader command of this course uses: ``CourseDirectory.db_url`` from its
+    configuration (nbgrader's default, ``gradebook.db`` in the course root, where it is silent)."""
+    from nbgrader.coursedir import CourseDirectory
+    config = course_config(course_root)
+    if "root" not in config.get("CourseDirectory", {}):
+        config.CourseDirectory.root = str(Path(course_root).resolve())
+    return CourseDirectory(config=config).db_url
 
 
 def summary_table(course_root: Path, students: list[str]) -> str:

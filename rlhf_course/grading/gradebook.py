@@ -32,7 +32,7 @@ def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIG
             except MissingEntry:
                 raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
                                f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root, with the same RLHF_GRADEBOOK_URL") from None
+                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
 
 
 def submission_timestamp(course_root: Path, student: str, assignment: str = ASSIGNMENT):

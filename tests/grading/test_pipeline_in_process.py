@@ -24,11 +24,14 @@ AUTOGRADED = set(rlhf_hidden_checks.CHECKS)
 TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
 TAMPERED = {attack.name: attack for attack in answer_catalogue.ADVERSARIAL if attack.tamper and not attack.answers}
 EMPTY = "eve_left_it_as_released"
+CONFIGURED_GRADEBOOK = "class_of_2026.db"
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("in_process") / "course")
+    with open(course / "nbgrader_config.py", "a") as config:  # the instructor's gradebook, set the nbgrader way
+        config.write(f"\nc.CourseDirectory.db_url = 'sqlite:///' + str(COURSE_ROOT / '{CONFIGURED_GRADEBOOK}')\n")
     release_course(course)
     pipeline.write_submission(course, "ada_correct", {
         **pipeline.answers_for(course, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
@@ -115,6 +118,15 @@ def test_the_gradebook_export_and_report_hold_the_same_numbers(graded):
         assert not gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada_correct").flagged
     report = (course / batch.REPORT).read_text()
     assert "malformed notebook" in report and "failed tests" in report
+
+
+def test_the_gradebook_set_in_nbgrader_config_is_the_one_every_step_wrote(graded):
+    course, results = graded
+    assert pipeline.gradebook_url(course) == f"sqlite:///{course.resolve() / CONFIGURED_GRADEBOOK}"
+    assert not (course / "gradebook.db").exists()
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course)) as gb:  # release recorded it, grading scored it
+        assert {s.student.id for s in gb.find_assignment(ASSIGNMENT).submissions} == set(results)
 
 
 def test_feedback_pages_show_scores_and_messages_never_hidden_code(graded):
