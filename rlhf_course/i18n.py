@@ -79,6 +79,7 @@ ZH = {
     "mean gold reward": "平均真实奖励",
     "KL to reference": "与参考策略的 KL",
     "KL per response (nats)": "每个回答的 KL（nats）",
+    "GRPO iteration": "GRPO 迭代",
     # the lab: why it cannot train yet
     "{name} is not implemented yet: complete it in the notebook first": "{name} 还没有实现：请先在笔记本中完成它",
     "{name} raised {error}": "{name} 抛出了 {error}",

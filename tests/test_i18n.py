@@ -91,7 +91,7 @@ def test_without_a_cjk_font_the_figures_fall_back_to_english(monkeypatch, fns):
 
 
 def test_the_explorers_placeholder_and_the_lab_error_speak_chinese(monkeypatch):
-    from rlhf_course.lab.student import StudentFunctionError, _guard
+    from rlhf_course.lab.student import StudentFunctionError, guard
 
     monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
 
@@ -100,7 +100,7 @@ def test_the_explorers_placeholder_and_the_lab_error_speak_chinese(monkeypatch):
 
     placeholder = explorers.ppo_explorer(ppo_clipped_objective)
     assert placeholder.value == "<b>先在上方实现 ppo_clipped_objective，这里就会画出图。</b>"
-    guarded = _guard(ppo_clipped_objective, "ppo_clipped_objective", lambda *a, **k: (), needs_grad=False)
+    guarded = guard(ppo_clipped_objective, "ppo_clipped_objective", lambda *a, **k: (), needs_grad=False)
     with pytest.raises(StudentFunctionError, match="ppo_clipped_objective 还没有实现：请先在笔记本中完成它"):
         guarded(None, None)
 

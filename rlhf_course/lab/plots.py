@@ -15,20 +15,21 @@ def _series(history: list[dict], key: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def plot_ppo_history(history: list[dict], axes=None):
-    """The four curves of PPO-RLHF: RM score and gold reward, KL, entropy, value loss."""
+def plot_ppo_history(history: list[dict], axes=None, method: str = "PPO"):
+    """The curves of an RL run against the reward model (PPO, or GRPO with ``method="GRPO"``): RM score
+    and gold reward, KL to the reference, entropy; one point per iteration."""
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
     ax_reward, ax_kl, ax_entropy = axes
     ax_reward.plot(*_series(history, "reward_model_score"), label=L("reward-model score (proxy, SFT std units)"))
     ax_reward.plot(*_series(history, "gold_reward"), label=L("gold reward (truth)"))
-    ax_reward.set(title=L("Reward rises"), xlabel=L("PPO iteration"), ylabel=L("mean reward per response"))
+    ax_reward.set(title=L("Reward rises"), xlabel=L(f"{method} iteration"), ylabel=L("mean reward per response"))
     ax_reward.legend(loc="lower right", fontsize=8)
     ax_kl.plot(*_series(history, "kl_to_reference"), color="tab:red")
-    ax_kl.set(title=L("KL to the reference policy grows"), xlabel=L("PPO iteration"),
+    ax_kl.set(title=L("KL to the reference policy grows"), xlabel=L(f"{method} iteration"),
               ylabel=L("KL(pi || pi_ref) per response (nats)"))
     ax_entropy.plot(*_series(history, "entropy_per_token"), color="tab:purple")
-    ax_entropy.set(title=L("Policy entropy falls"), xlabel=L("PPO iteration"), ylabel=L("entropy per token (nats)"))
+    ax_entropy.set(title=L("Policy entropy falls"), xlabel=L(f"{method} iteration"), ylabel=L("entropy per token (nats)"))
     for ax in axes:
         ax.grid(alpha=0.3)
     return axes

@@ -22,7 +22,7 @@ def _where(exc: BaseException) -> str:
     return f" (at {last.filename}, line {last.lineno}: {last.line})"
 
 
-def _guard(function: Callable, name: str, expected_shape: Callable[..., tuple], needs_grad: bool):
+def guard(function: Callable, name: str, expected_shape: Callable[..., tuple], needs_grad: bool):
     def guarded(*args, **kwargs):
         try:
             result = function(*args, **kwargs)
@@ -56,9 +56,9 @@ class StudentFunctions:
     @classmethod
     def wrap(cls, ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: Callable):
         return cls(
-            _guard(ppo_clipped_objective, "ppo_clipped_objective", lambda *a, **k: (), needs_grad=True),
-            _guard(dpo_loss, "dpo_loss", lambda log_p_w, *a, **k: tuple(log_p_w.shape), needs_grad=True),
-            _guard(compute_gae, "compute_gae", lambda rewards, *a, **k: tuple(rewards.shape), needs_grad=False),
+            guard(ppo_clipped_objective, "ppo_clipped_objective", lambda *a, **k: (), needs_grad=True),
+            guard(dpo_loss, "dpo_loss", lambda log_p_w, *a, **k: tuple(log_p_w.shape), needs_grad=True),
+            guard(compute_gae, "compute_gae", lambda rewards, *a, **k: tuple(rewards.shape), needs_grad=False),
         )
 
 
