@@ -1,0 +1,213 @@
+"""Hidden checks for the GRPO exercise (source/grpo/).  INSTRUCTOR ONLY: never released.
+
+The student writes ``group_relative_advantages(rewards, scale_by_std=True, eps=1e-4)``: for rewards of
+shape (P, G), G sampled responses to each of P prompts, each reward minus its group's mean (dim 1),
+divided by (the group's Bessel-corrected std + eps) when ``scale_by_std`` (TRL's GRPOTrainer), left
+unscaled otherwise (Dr. GRPO); a group of one response or of equal rewards gives zeros, never NaN.
+The harness is :mod:`rlhf_course.grading.checks`; this module holds the cases, the float64 reference
+and the list of checks only.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, run, short, translated_messages,
+                                        uniform, unmodified, unmodified_only)
+from rlhf_course.grading.observe import Case, Observation
+
+GRPO_ARGS = ("rewards", "scale_by_std", "eps")
+DEFAULT_EPS = 1e-4
+
+
+def advantages_reference(rewards: torch.Tensor, scale_by_std: bool = True, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """The contract in float64: per group (row), r - mean, over (Bessel std + eps) when scaled; zeros
+    for a group of one (its std is undefined: nothing to compare the response with)."""
+    r = rewards.double()
+    if r.shape[1] < 2:
+        return torch.zeros_like(r)
+    centred = r - r.mean(1, keepdim=True)
+    return centred / (r.std(1, keepdim=True) + eps) if scale_by_std else centred
+
+
+def run_check(check_id: str, function: Callable) -> None:
+    """Used by a hidden test cell: raise ``CheckFailed`` naming the property when it fails."""
+    run(CHECKS[check_id], function, translated_messages(__file__))
+
+
+def _rewards(gen: torch.Generator, prompts: int, group: int, dtype=torch.float32) -> torch.Tensor:
+    """Reward-model scores: each prompt's group around its own level (levels far apart)."""
+    level = uniform(gen, -3.0, 3.0, prompts, 1)
+    spread = uniform(gen, 0.2, 2.0, prompts, 1)
+    return (level + spread * torch.randn(prompts, group, generator=gen, dtype=torch.float64)).to(dtype)
+
+
+def _args(case: Case) -> tuple[torch.Tensor, bool, float]:
+    rewards, *rest = case.args
+    scale_by_std = rest[0] if rest else True
+    eps = rest[1] if len(rest) > 1 else DEFAULT_EPS
+    return rewards, scale_by_std, eps
+
+
+def _value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return compare(obs.value, advantages_reference(*_args(case)), rtol=1e-5, atol=1e-6, what="advantages")
+
+
+# ----------------------------------------------------------------------------- visible
+
+VISIBLE_REWARDS = ((1.0, 0.0, 0.0, 1.0), (2.0, 4.0, 6.0, 8.0))
+
+
+def _visible_cases() -> list[Case]:
+    rewards = torch.tensor(VISIBLE_REWARDS)
+    return [Case((rewards,)), Case((rewards, False))]
+
+
+def _visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = compare(obs.value, advantages_reference(*_args(case)), rtol=0, atol=1e-4, what="advantages")
+    return detail or unmodified_only(case, obs, GRPO_ARGS)
+
+
+# ----------------------------------------------------------------------------- hidden
+
+def _value_cases() -> list[Case]:
+    gen = generator(501)
+    # eps = 0 here and in the checks below that are not about eps: each check decides one property.
+    return [Case((_rewards(gen, 6, 8), True, 0.0), note="eps = 0, shape (6, 8)"),
+            Case((_rewards(gen, 3, 16), True, 0.0), note="eps = 0, shape (3, 16)"),
+            Case((_rewards(gen, 2, 5).double(), True, 0.0), note="float64, eps = 0, shape (2, 5)")]
+
+
+def _bessel_cases() -> list[Case]:
+    gen = generator(502)
+    return [Case((_rewards(gen, 4, 2), True, 0.0), note="groups of 2, eps = 0"),
+            Case((_rewards(gen, 4, 3), True, 0.0), note="groups of 3, eps = 0")]
+
+
+def _bessel_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = compare(obs.value, advantages_reference(*_args(case)), rtol=1e-5, atol=1e-6, what="advantages")
+    if detail is None:
+        return None
+    rewards, _, eps = _args(case)
+    population = rewards.double().std(1, correction=0, keepdim=True)
+    as_population = (rewards.double() - rewards.double().mean(1, keepdim=True)) / (population + eps)
+    if compare(obs.value, as_population, rtol=1e-4, atol=1e-6) is None:
+        return "the std is the population std (divides by G); the contract's is torch.std's, which divides by G - 1"
+    return detail
+
+
+def _eps_cases() -> list[Case]:
+    gen = generator(503)
+    # Groups whose rewards differ by about 1e-4: the std is as small as eps, so where eps sits decides.
+    base = uniform(gen, -1.0, 1.0, 3, 1)
+    rewards = base + 1e-4 * torch.randn(3, 6, generator=gen, dtype=torch.float64)
+    return [Case((rewards,), note="float64, rewards within about 1e-4 of each other, default eps"),
+            Case((rewards, True, 1e-2), note="float64, eps = 0.01")]
+
+
+def _eps_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    detail = compare(obs.value, advantages_reference(*_args(case)), rtol=1e-6, atol=1e-9, what="advantages")
+    return detail and f"{detail}: eps is added to the std, outside the square root"
+
+
+def _unscaled_cases() -> list[Case]:
+    gen = generator(504)
+    return [Case((_rewards(gen, 5, 6), False), note="scale_by_std=False"),
+            Case((_rewards(gen, 2, 9, torch.float64), False, 0.5), note="scale_by_std=False, eps = 0.5")]
+
+
+def _per_group_cases() -> list[Case]:
+    gen = generator(505)
+    rewards = _rewards(gen, 4, 6, torch.float64)
+    rewards[:, :] += torch.tensor([[-50.0], [-5.0], [5.0], [50.0]], dtype=torch.float64)
+    return [Case((rewards, False), note="groups at levels -50, -5, 5, 50"),
+            Case((rewards, True, 0.0), note="groups at levels -50 .. 50, eps = 0")]
+
+
+def _per_group_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    value = obs.value
+    if tuple(value.shape) != tuple(case.args[0].shape):
+        return f"advantages have shape {tuple(value.shape)}, expected {tuple(case.args[0].shape)}"
+    row_sums = value.double().sum(1)
+    if not torch.isfinite(row_sums).all() or (row_sums.abs() > 1e-6 * (1 + value.double().abs().sum(1))).any():
+        return f"each group's advantages must sum to 0 (centred on that group's own mean), row sums {short(row_sums)}"
+    return _value_judge(case, obs, recall)
+
+
+def _degenerate_cases() -> list[Case]:
+    gen = generator(506)
+    single = _rewards(gen, 5, 1)
+    equal = torch.full((3, 4), 0.75)  # exactly representable: every mean of it is exact
+    mixed = torch.cat([torch.full((1, 4), -1.25), 3 * _rewards(gen, 2, 4)])
+    return [Case((single,), note="groups of one response"), Case((single, False), note="groups of one, unscaled"),
+            Case((equal,), note="every reward equal"), Case((mixed,), note="one group of equal rewards among others")]
+
+
+def _degenerate_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    value = obs.value
+    if tuple(value.shape) != tuple(case.args[0].shape):
+        return f"advantages have shape {tuple(value.shape)}, expected {tuple(case.args[0].shape)}"
+    if not torch.isfinite(value).all():
+        return f"advantages must be finite (a group with no spread gives 0), got {short(value)}"
+    rewards = case.args[0]
+    flat = (rewards == rewards[:, :1]).all(1)  # the groups with no spread
+    detail = compare(value[flat], torch.zeros_like(value[flat]), rtol=0, atol=1e-6, what="advantages of a group with no spread")
+    # the other groups only have to be left as the contract says (their spread makes eps negligible here)
+    return detail or compare(value[~flat], advantages_reference(*_args(case))[~flat], rtol=1e-3, atol=1e-6,
+                             what="advantages of the other groups")
+
+
+def _dtype_cases() -> list[Case]:
+    gen = generator(507)
+    return [Case((_rewards(gen, 3, 7, torch.float64), True, 0.0), note="float64, eps = 0"),
+            Case((_rewards(gen, 3, 7, torch.float64), False), note="float64, unscaled"),
+            Case((_rewards(gen, 2, 4, torch.float32), True, 0.0), note="float32, eps = 0")]
+
+
+def _dtype_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    rewards = case.args[0]
+    if obs.value.dtype != rewards.dtype:
+        return f"advantages have dtype {obs.value.dtype}; the contract keeps the rewards' dtype {rewards.dtype}"
+    tolerance = 1e-12 if rewards.dtype == torch.float64 else 1e-5
+    return compare(obs.value, advantages_reference(*_args(case)), rtol=tolerance, atol=tolerance, what="advantages")
+
+
+def _unmodified_cases() -> list[Case]:
+    gen = generator(508)
+    return [Case((_rewards(gen, 3, 5),)), Case((_rewards(gen, 3, 5), False))]
+
+
+def _unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    return unmodified(case, obs, GRPO_ARGS, recall)
+
+
+_GRA = "group_relative_advantages"
+
+_ALL = [
+    Check("grpo_visible_tests", _GRA, 2, "the visible example: both groups, scaled and unscaled",
+          _visible_cases, _visible_judge, visible=True),
+    Check("grpo_values", _GRA, 2, "(r - group mean) / (group std + eps) per group when scale_by_std=True",
+          _value_cases, _value_judge),
+    Check("grpo_bessel_std", _GRA, 1, "the group's std is torch.std's, Bessel-corrected (divides by G - 1), as in "
+          "TRL's GRPOTrainer", _bessel_cases, _bessel_judge),
+    Check("grpo_eps_outside_sqrt", _GRA, 1, "eps (1e-4 by default) is added to the std, outside the square root, "
+          "so groups with almost equal rewards keep their exact scale", _eps_cases, _eps_judge),
+    Check("grpo_unscaled", _GRA, 1, "scale_by_std=False gives r - group mean, unscaled (Dr. GRPO)",
+          _unscaled_cases, _value_judge),
+    Check("grpo_per_group_mean", _GRA, 1, "each group is centred on its own mean (over dim 1), never the batch's",
+          _per_group_cases, _per_group_judge),
+    Check("grpo_degenerate_groups", _GRA, 1, "a group of one response, or of equal rewards, gives zeros, never NaN",
+          _degenerate_cases, _degenerate_judge),
+    Check("grpo_dtype_and_float64", _GRA, 1, "the result keeps the rewards' shape and dtype, float64 at float64 accuracy",
+          _dtype_cases, _dtype_judge),
+    Check("grpo_inputs_unmodified", _GRA, 1, "group_relative_advantages must not modify its inputs",
+          _unmodified_cases, _unmodified_judge),
+]
+
+CHECKS: dict[str, Check] = by_id(_ALL)
+HIDDEN_CHECKS = {check.id: check for check in _ALL if not check.visible}
+
+
+def checks_for(function_name: str, *, hidden_only: bool = True) -> list[Check]:
+    return [check for check in _ALL if check.function == function_name and not (hidden_only and check.visible)]

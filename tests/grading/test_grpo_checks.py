@@ -1,0 +1,77 @@
+"""The GRPO exercise's hidden checks, in-process: an independent reference passes all, each wrong answer
+students write loses exactly its cells, each correct variant none, and a failure names its property."""
+import math
+
+import pytest
+import torch
+
+from rlhf_course.grading.checks import CheckFailed, evaluate
+from rlhf_course.grading.course import load_instructor_module
+from tests.conftest import REPO
+
+checks = load_instructor_module(REPO, "grpo_hidden_checks")
+catalogue = load_instructor_module(REPO, "grpo_catalogue")
+
+
+def function_from(cell_source: str):
+    namespace = {"torch": torch, "math": math}
+    exec(compile(cell_source, "answer", "exec"), namespace)
+    return namespace["group_relative_advantages"]
+
+
+def lost_by(function) -> set[str]:
+    return {check.id for check in checks.CHECKS.values() if evaluate(check, function) is not None}
+
+
+def by_hand(rewards, scale_by_std=True, eps=1e-4):
+    """The contract, one group at a time in Python floats: no torch reduction involved."""
+    rows = []
+    for group in rewards.double().tolist():
+        size = len(group)
+        mean = sum(group) / size
+        if size < 2:
+            rows.append([0.0])
+            continue
+        std = math.sqrt(sum((r - mean) ** 2 for r in group) / (size - 1))
+        rows.append([(r - mean) / (std + eps) if scale_by_std else r - mean for r in group])
+    return torch.tensor(rows, dtype=torch.float64).to(rewards.dtype)
+
+
+def test_an_independent_reference_passes_every_check():
+    assert lost_by(by_hand) == set()
+    checks.run_check("grpo_values", by_hand)
+
+
+@pytest.mark.parametrize("wrong", catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+def test_each_wrong_answer_loses_exactly_its_cells(wrong):
+    assert lost_by(function_from(wrong.source)) == set(wrong.loses)
+
+
+@pytest.mark.parametrize("variant", catalogue.CORRECT_VARIANTS, ids=lambda v: v.name)
+def test_each_correct_variant_gets_full_marks(variant):
+    assert lost_by(function_from(variant.source)) == set()
+
+
+def test_a_failure_names_the_property_and_the_mistake():
+    population = function_from(catalogue.WRONG_BY_NAME["grpo_population_std"].source)
+    with pytest.raises(CheckFailed, match="Bessel-corrected .* What went wrong: the std is the population std"):
+        checks.run_check("grpo_bessel_std", population)
+    nan = function_from(catalogue.WRONG_BY_NAME["grpo_nan_for_one_response"].source)
+    with pytest.raises(CheckFailed, match="never NaN.*must be finite.*groups of one response"):
+        checks.run_check("grpo_degenerate_groups", nan)
+
+
+def test_the_visible_example_numbers():
+    # group 1: mean 0.5, std sqrt(1/3); group 2: mean 5, std sqrt(20/3)
+    scaled = checks.advantages_reference(torch.tensor(checks.VISIBLE_REWARDS))
+    assert scaled[0].tolist() == pytest.approx([0.5 / (math.sqrt(1 / 3) + 1e-4) * s for s in (1, -1, -1, 1)])
+    assert scaled[1].tolist() == pytest.approx([k / (math.sqrt(20 / 3) + 1e-4) for k in (-3, -1, 1, 3)])
+    assert scaled[0, 0].item() == pytest.approx(0.8659, abs=1e-4) and scaled[1, 3].item() == pytest.approx(1.1618, abs=1e-4)
+
+
+def test_the_group_mean_baseline_is_a_shrunk_leave_one_out_baseline():
+    """What the notebook teaches: r - mean(group) = (G - 1) / G * (r - mean(others))."""
+    rewards = torch.randn(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    group = rewards.shape[1]
+    leave_one_out = rewards - (rewards.sum(1, keepdim=True) - rewards) / (group - 1)
+    assert torch.allclose(checks.advantages_reference(rewards, False), (group - 1) / group * leave_one_out)
