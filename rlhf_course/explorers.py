@@ -265,3 +265,103 @@ def gae_explorer(compute_gae: Callable):
         }
     probe = lambda f: gae_advantages(f, *GUIDE_EPISODE, 0.99, 0.95)  # noqa: E731
     return _explorer(plot_gae, probe, compute_gae, sliders)
+
+
+# ----------------------------------------------------------------------------- GRPO
+
+# Three prompts' groups of reward-model scores: one the policy nearly always gets right, one it nearly
+# always gets wrong (both with little spread), one it answers unevenly.
+GRPO_PROMPTS = (("easy prompt", 0.9, 0.05), ("uneven prompt", 0.5, 0.4), ("hard prompt", 0.1, 0.05))
+BANDIT_PROBS = (0.4, 0.3, 0.2, 0.1)        # the policy over four responses
+BANDIT_REWARDS = (3.0, 2.2, 1.5, 2.6)      # their mean rewards: a reward model's scores carry an offset
+GROUP_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+def grpo_groups(group_relative_advantages: Callable, group_size: int, scale_by_std: bool):
+    """Rewards (3, G) for the three prompts of :data:`GRPO_PROMPTS` and your advantages of them."""
+    generator = torch.Generator().manual_seed(0)
+    rewards = torch.stack([mean + spread * torch.randn(group_size, generator=generator, dtype=torch.float64)
+                           for _, mean, spread in GRPO_PROMPTS])
+    advantages = _call(group_relative_advantages, rewards.clone(), scale_by_std, 1e-4)
+    return rewards.numpy(), advantages.detach().numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def grpo_gradient_estimates(group_relative_advantages: Callable, scale_by_std: bool, reward_noise: float,
+                            draws: int = 2000):
+    """A one-step policy (softmax over four responses) and the policy-gradient estimate one group of G
+    samples gives, g = (1/G) sum_i A_i grad log pi(a_i), over ``draws`` groups for each G.
+
+    For each G: the estimate's noise relative to its mean, ||std|| / ||E g||, and its mean step along the
+    true gradient, E[g] . grad J / ||grad J||^2 (1 for plain REINFORCE, which has no baseline), for raw
+    rewards (no baseline) and for your advantages.  Your function is called once per G on all draws."""
+    probs = torch.tensor(BANDIT_PROBS, dtype=torch.float64)
+    means = torch.tensor(BANDIT_REWARDS, dtype=torch.float64)
+    score = torch.eye(len(probs), dtype=torch.float64) - probs  # grad_theta log pi(a) for each a, rows
+    true_gradient = (probs * means) @ score
+    generator = torch.Generator().manual_seed(1)
+    rows = {"no baseline": ([], []), "your advantages": ([], [])}
+    for group in GROUP_SIZES:
+        actions = torch.multinomial(probs.expand(draws, -1), group, replacement=True, generator=generator)
+        rewards = means[actions] + reward_noise * torch.randn(draws, group, generator=generator, dtype=torch.float64)
+        advantages = _call(group_relative_advantages, rewards.clone(), scale_by_std, 1e-4).detach().double()
+        for name, weights in (("no baseline", rewards), ("your advantages", advantages)):
+            estimates = (weights.unsqueeze(-1) * score[actions]).mean(1)  # (draws, actions)
+            mean = estimates.mean(0)
+            noise = estimates.std(0).norm() / mean.norm().clamp_min(1e-12)
+            step = (mean @ true_gradient) / (true_gradient @ true_gradient)
+            rows[name][0].append(noise.item())
+            rows[name][1].append(step.item())
+    return np.array(GROUP_SIZES), {name: (np.array(a), np.array(b)) for name, (a, b) in rows.items()}
+
+
+def plot_grpo_advantages(group_relative_advantages: Callable, group_size: int = 8, scale_by_std: bool = True,
+                         reward_noise: float = 0.5, axes=None) -> dict:
+    """Your advantages for an easy, an uneven and a hard prompt's group; the noise of the policy gradient
+    one group gives, against G; and its mean step along the true gradient, with the (G - 1) / G of a
+    group mean that includes the response itself."""
+    import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
+
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    rewards, advantages = grpo_groups(group_relative_advantages, group_size, scale_by_std)
+    ax = axes[0]
+    for (name, _, _), r, a, marker in zip(GRPO_PROMPTS, rewards, advantages, "o^s"):
+        ax.scatter(r, a, marker=marker, label=L(name), alpha=0.8)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set(title=L("Your advantages, G = {g}, {form}", g=group_size,
+                   form=L("scaled by the group std") if scale_by_std else L("unscaled (Dr. GRPO)")),
+           xlabel=L("reward-model score of the response"), ylabel=L("advantage"))
+    ax.legend(fontsize=8)
+    sizes, rows = grpo_gradient_estimates(group_relative_advantages, bool(scale_by_std), float(reward_noise))
+    styles = {"no baseline": ("--", "tab:gray"), "your advantages": ("o-", "tab:green")}
+    for name, (noise, step) in rows.items():
+        style, color = styles[name]
+        axes[1].plot(sizes, noise, style, color=color, label=L(name))
+        axes[2].plot(sizes, step, style, color=color, label=L(name))
+    axes[2].plot(sizes, (sizes - 1) / sizes, ":", color="black", label=L("(G - 1) / G: the unscaled group mean"))
+    for ax in axes[1:]:
+        ax.axvline(group_size, color="tab:green", alpha=0.3, lw=4)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.set_xlabel(L("group size G"))
+        ax.legend(fontsize=8)
+    axes[1].set(title=L("Noise of one group's gradient estimate"), ylabel=L("||std|| / ||mean|| over 2000 groups"),
+                yscale="log")
+    axes[2].set(title=L("Mean step along the true gradient"), ylabel=L("E[g] . grad J / ||grad J||^2"))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    return {"rewards": rewards, "advantages": advantages, "group_sizes": sizes,
+            **{f"{name}_{kind}": values for name, pair in rows.items() for kind, values in zip(("noise", "step"), pair)}}
+
+
+def grpo_explorer(group_relative_advantages: Callable):
+    def sliders(widgets):
+        return {
+            "group_size": widgets.IntSlider(value=8, min=2, max=32, step=1, description="G", continuous_update=False),
+            "scale_by_std": widgets.Checkbox(value=True, description="scale_by_std"),
+            "reward_noise": widgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="reward noise",
+                                                continuous_update=False),
+        }
+    probe = lambda f: grpo_groups(f, 4, True)  # noqa: E731
+    return _explorer(plot_grpo_advantages, probe, group_relative_advantages, sliders)

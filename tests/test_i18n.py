@@ -43,6 +43,13 @@ def figures(fns):
     yield "gae", lambda: explorers.plot_gae(fns["compute_gae"])
     yield "lab_ppo", lambda: plots.plot_ppo_history(HISTORY)
     yield "lab_dpo", lambda: plots.plot_dpo_history(HISTORY)
+    yield "grpo", lambda: explorers.plot_grpo_advantages(_group_advantages)
+    yield "lab_grpo", lambda: plots.plot_ppo_history(HISTORY, method="GRPO")
+
+
+def _group_advantages(rewards, scale_by_std=True, eps=1e-4):
+    centred = rewards - rewards.mean(1, keepdim=True)
+    return centred / (rewards.std(1, keepdim=True) + eps) if scale_by_std else centred
 
 
 def texts(figure) -> list[str]:
