@@ -56,7 +56,7 @@ def _value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 
 # ----------------------------------------------------------------------------- visible
 
-VISIBLE_REWARDS = ((1.0, 0.0, 0.0, 1.0), (2.0, 4.0, 6.0, 8.0))
+VISIBLE_REWARDS = ((1.0, 0.0, 0.0, 1.0), (1.0, 3.0, 4.0, 8.0))
 
 
 def _visible_cases() -> list[Case]:
@@ -191,8 +191,8 @@ _ALL = [
           _value_cases, _value_judge),
     Check("grpo_bessel_std", _GRA, 1, "the group's std is torch.std's, Bessel-corrected (divides by G - 1), as in "
           "TRL's GRPOTrainer", _bessel_cases, _bessel_judge),
-    Check("grpo_eps_outside_sqrt", _GRA, 1, "eps (1e-4 by default) is added to the std, outside the square root, "
-          "so groups with almost equal rewards keep their exact scale", _eps_cases, _eps_judge),
+    Check("grpo_eps_outside_sqrt", _GRA, 1, "eps (1e-4 by default) is added to the std, outside the square root",
+          _eps_cases, _eps_judge),
     Check("grpo_unscaled", _GRA, 1, "scale_by_std=False gives r - group mean, unscaled (Dr. GRPO)",
           _unscaled_cases, _value_judge),
     Check("grpo_per_group_mean", _GRA, 1, "each group is centred on its own mean (over dim 1), never the batch's",

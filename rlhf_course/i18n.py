@@ -102,6 +102,18 @@ ZH = {
     "{name} raised {error}": "{name} 抛出了 {error}",
     "{name} must return a torch.Tensor, got {got}": "{name} 必须返回 torch.Tensor，实际返回的是 {got}",
     "{count} functions are not ready: ": "有 {count} 个函数还不能运行：",
+    # the GRPO lab
+    "{name} comes from your notebook {pattern} next to this folder, and there is none: fetch that assignment first":
+        "{name} 取自本文件夹旁边你的笔记本 {pattern}，但没有找到：请先获取（fetch）那份作业",
+    "{name} could not be loaded from your notebook ({errors})": "无法从你的笔记本载入 {name}（{errors}）",
+    "GRPO on the tiny LM, stage times (s): ": "在微型语言模型上运行 GRPO，各阶段用时（秒）：",
+    "reward_model_score": "奖励模型得分",
+    "gold_reward": "真实奖励（gold）",
+    "kl_to_reference": "与参考策略的 KL",
+    "entropy_per_token": "每个 token 的熵",
+    "(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)":
+        "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
+    "The lab stopped: {reason}": "实验已停止：{reason}",
     # feedback pages and grading messages
     "passed": "通过",
     "passed: {message}": "通过：{message}",

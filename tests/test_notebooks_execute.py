@@ -104,3 +104,26 @@ def test_chinese_release_runs_until_first_todo_and_says_so_in_chinese(repo):
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
     placeholder = [o for c in executed if c.metadata["nbgrader"].get("grade_id") == "ppo_explorer" for o in c.outputs]
     assert "先在上方实现 ppo_clipped_objective" in str(placeholder)
+
+
+@pytest.mark.slow
+def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_functions(repo, instructor_path, monkeypatch):
+    """The lab cell finds ppo_clipped_objective and kl_estimator_k3 in the notebooks beside it (here the
+    instructor's sources, as a student's fetched folders would hold theirs) and trains the smoke setting."""
+    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
+    nb = execute(repo / "source" / "grpo" / "grpo.ipynb")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
+    assert "unscaled: [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
+    assert text.count("passed: ") == 8
+    lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
+           and notebooks.grade_id(c) in ("lab_run", "lab_plots")}
+    assert "GRPO on the tiny LM" in str(lab["lab_run"]) and "The lab stopped" not in str(lab["lab_run"])
+    assert sum("image/png" in o.get("data", {}) for o in lab["lab_plots"]) == 1
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+@pytest.mark.slow
+def test_grpo_release_runs_until_its_todo(repo):
+    executed = run_until_todo(repo / "release" / "grpo" / "grpo.ipynb", timeout=120)
+    assert executed[-1].metadata["nbgrader"]["grade_id"] == "grpo_visible_tests"

@@ -22,7 +22,9 @@ language.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -30,7 +32,8 @@ import torch
 from rlhf_course.lab import language
 from rlhf_course.lab.language import RESPONSE_LENGTH, gold_reward
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
-from rlhf_course.lab.student import guard
+from rlhf_course.i18n import t
+from rlhf_course.lab.student import StudentFunctionError, guard
 from rlhf_course.lab.train import _examples, _progress, frozen_copy
 
 
@@ -123,3 +126,125 @@ def grpo_train(sft_policy: PolicyLM, reward_model: RewardModel, student: GrpoFun
             first_samples = _examples(prompts, responses, reward_model)
     policy.eval()
     return policy, history, {"before": first_samples, "after": _examples(prompts, responses, reward_model)}
+
+
+# ----------------------------------------------------------------------------- in the notebook
+
+# Where a student's other two functions live: the assignments fetched beside this one (any edition).
+OTHER_FUNCTIONS = (("ppo_clipped_objective", "rlhf*/rlhf_building_blocks.ipynb"),
+                   ("kl_estimator_k3", "kl_penalty*/kl_penalty.ipynb"))
+
+
+def find_other_functions(folder: Path) -> dict[str, Callable]:
+    """Your ``ppo_clipped_objective`` and ``kl_estimator_k3``, from your own notebooks of the two earlier
+    assignments in the folders next to ``folder`` (as ``nbgrader fetch_assignment`` lays them out).
+    Raises StudentFunctionError saying which one is missing and where it was looked for."""
+    from rlhf_course.grading.notebooks import functions_from_notebook
+
+    found = {}
+    for name, pattern in OTHER_FUNCTIONS:
+        candidates = sorted(folder.parent.glob(pattern))
+        if not candidates:
+            raise StudentFunctionError(t("{name} comes from your notebook {pattern} next to this folder, and there "
+                                         "is none: fetch that assignment first", name=name, pattern=pattern))
+        errors = []
+        for path in candidates:  # the English edition first, then the others
+            try:
+                found[name] = functions_from_notebook(path, (name,))[name]
+                break
+            except Exception as exc:  # the student's own code: say which notebook and what went wrong
+                errors.append(f"{path.parent.name}/{path.name}: {type(exc).__name__}: {exc}")
+        else:
+            raise StudentFunctionError(t("{name} could not be loaded from your notebook ({errors})", name=name,
+                                         errors="; ".join(errors)))
+    return found
+
+
+def check_before_training(student: GrpoFunctions) -> None:
+    """One small call of each function before any training (milliseconds, not the SFT's seconds):
+    raises StudentFunctionError naming every function that cannot run."""
+    generator = torch.Generator().manual_seed(0)
+    calls = {
+        "group_relative_advantages": lambda: student.group_relative_advantages(
+            torch.randn(2, 4, generator=generator), True, 1e-4),
+        "ppo_clipped_objective": lambda: student.ppo_clipped_objective(
+            torch.rand(4, 10, generator=generator).add(0.5).requires_grad_(), torch.randn(4, 1, generator=generator), 0.2),
+        "kl_estimator_k3": lambda: student.kl_estimator_k3(
+            torch.randn(4, 10, generator=generator).requires_grad_(), torch.randn(4, 10, generator=generator)),
+    }
+    problems = []
+    for call in calls.values():
+        try:
+            call()
+        except StudentFunctionError as exc:
+            problems.append(str(exc))
+    if len(problems) == 1:
+        raise StudentFunctionError(problems[0])
+    if problems:
+        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + "; ".join(problems))
+
+
+@dataclass
+class GrpoLabResult:
+    history: list[dict]
+    samples: dict
+    seconds: dict[str, float]
+
+    def summary(self) -> str:
+        first, last = self.history[0], self.history[-1]
+        lines = [t("GRPO on the tiny LM, stage times (s): ") + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())]
+        for key in ("reward_model_score", "gold_reward", "kl_to_reference", "entropy_per_token"):
+            lines.append(f"  {t(key):<32} {first[key]:8.3f} -> {last[key]:8.3f}")
+        return "\n".join(lines)
+
+
+def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
+            setting: str = "quick", show_progress: bool = True, threads: int | None = 2, **overrides) -> GrpoLabResult:
+    """SFT and the reward model as in the PPO lab (same seed, same models), then GRPO with the three
+    functions. Raises StudentFunctionError naming a function that cannot train."""
+    import time
+    from rlhf_course.lab.train import LabConfig, train_reward_model, train_sft
+
+    if threads:
+        torch.set_num_threads(min(threads, torch.get_num_threads() or threads))
+    student = GrpoFunctions.wrap(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3)
+    check_before_training(student)
+    lab_config = LabConfig.setting(setting)
+    torch.manual_seed(lab_config.seed)
+    generator = torch.Generator().manual_seed(lab_config.seed)
+    seconds = {}
+    start = time.perf_counter()
+    sft = train_sft(lab_config, generator, show_progress)
+    reward_model, _ = train_reward_model(sft, lab_config, generator, show_progress)
+    seconds["SFT and reward model"] = time.perf_counter() - start
+    start = time.perf_counter()
+    _, history, samples = grpo_train(sft, reward_model, student, GrpoConfig.setting(setting, **overrides), generator,
+                                     show_progress)
+    seconds["GRPO"] = time.perf_counter() - start
+    return GrpoLabResult(history, samples, seconds)
+
+
+def run_in_notebook(group_relative_advantages: Callable, folder: Path | None = None) -> GrpoLabResult | None:
+    """The notebook's entry point: your advantages with your clipped objective and k3 from your earlier
+    notebooks; one readable line instead of a traceback when something is not ready. Skipped while
+    nbgrader runs the notebook. ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the run's length."""
+    if os.environ.get("NBGRADER_EXECUTION"):
+        print(t("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)"))
+        return None
+    try:
+        others = find_other_functions(Path(folder or Path.cwd()))
+        result = run_lab(group_relative_advantages, **others, setting=os.environ.get("RLHF_LAB_SETTING") or "quick")
+    except StudentFunctionError as exc:
+        print(t("The lab stopped: {reason}", reason=exc))
+        return None
+    print(result.summary())
+    return result
+
+
+def show_in_notebook(result: GrpoLabResult | None) -> None:
+    if result is None:
+        return
+    import matplotlib.pyplot as plt
+    from rlhf_course.lab.plots import plot_ppo_history
+    plot_ppo_history(result.history, method="GRPO")
+    plt.show()
