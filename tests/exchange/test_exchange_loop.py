@@ -157,30 +157,30 @@ def entries_of(loop, student: str) -> dict[str, dict]:
 
 def test_an_entry_named_for_a_classmate_is_refused_and_theirs_collected(loop):
     alice, bob = loop["people"]["alice"], loop["people"]["bob"]
+    notebook = (loop["course"] / "submitted" / alice.name / ASSIGNMENT / NOTEBOOK).read_text()
+    assert "FORGED BY BOB" not in notebook
+    assert float(grades(loop)[alice.name]["raw_score"]) == 44
     rows = entries_of(loop, alice.name)
     forged = [row for row in rows.values() if row["status"] == "refused"]
     assert len(forged) == 1 and forged[0]["reason"] == f"made by {bob.name}, not by {alice.name} whom it names", rows
     assert forged[0]["entry"] in loop["collect_log"]
     collected = [row for row in rows.values() if row["status"] == "collected"]
     assert [row["entry"] for row in collected] == [loop["submissions"][alice.name][-1].name]
-    notebook = (loop["course"] / "submitted" / alice.name / ASSIGNMENT / NOTEBOOK).read_text()
-    assert "FORGED BY BOB" not in notebook
-    assert float(grades(loop)[alice.name]["raw_score"]) == 44
 
 
 def test_links_are_never_followed(loop):
     course, bob, mallory = loop["course"], loop["people"]["bob"], loop["people"]["mallory"]
+    # Bob's real (late) submission is collected instead of his linked one, as a plain file with his own work.
+    collected = course / "submitted" / bob.name / ASSIGNMENT / NOTEBOOK
+    assert not collected.is_symlink() and "BEGIN SOLUTION" not in collected.read_text()
+    assert not (course / "submitted" / mallory.name).exists()
+    assert not list((course / "submitted").rglob("*hidden_checks*"))
     rows = entries_of(loop, bob.name)
     linked = [row for row in rows.values() if row["status"] == "refused" and row["entry"].startswith(bob.name + "+")]
     assert [row["reason"] for row in linked] == [f"{NOTEBOOK} is a symbolic link"], rows
-    # Bob's real (late) submission is collected instead, as a plain file with his own work.
-    collected = course / "submitted" / bob.name / ASSIGNMENT / NOTEBOOK
-    assert not collected.is_symlink() and "BEGIN SOLUTION" not in collected.read_text()
     assert [row["entry"] for row in rows.values() if row["status"] == "collected"] == \
         [loop["submissions"][bob.name][-1].name]
     assert "instructor is a symbolic link" in {row["reason"] for row in entries_of(loop, mallory.name).values()}
-    assert not (course / "submitted" / mallory.name).exists()
-    assert not list((course / "submitted").rglob("*hidden_checks*"))
 
 
 def test_special_files_are_refused_and_the_collect_goes_on(loop):
@@ -206,13 +206,13 @@ def test_a_malformed_entry_name_is_refused_and_shown_escaped(loop):
 
 def test_the_submission_time_is_the_kernels(loop):
     course, grace = loop["course"], loop["people"]["grace"]
+    graded = grades(loop)[grace.name]
+    assert float(graded["raw_score"]) == 44 and float(graded["late_submission_penalty"]) == 2.0, graded
     (row,) = entries_of(loop, grace.name).values()
     assert row["status"] == "collected" and row["claimed_time"].startswith("2020-01-01 09:00:00"), row
     assert "the entry name claims" in row["flag"] and "timestamp.txt claims" in row["flag"], row
     stamp = (course / "submitted" / grace.name / ASSIGNMENT / "timestamp.txt").read_text()
     assert stamp == row["kernel_time"] and not stamp.startswith("2020"), stamp
-    graded = grades(loop)[grace.name]
-    assert float(graded["raw_score"]) == 44 and float(graded["late_submission_penalty"]) == 2.0, graded
     # Honest entries: the kernel agrees with the student's clock, nothing is flagged.
     for student in ("alice", "bob"):
         name = loop["people"][student].name
