@@ -114,6 +114,10 @@ class Refused(Exception):
     """An inbound entry that is not collected, and why (shown in the log and the collect report)."""
 
 
+class CollectFailed(Exception):
+    """Writing the collected copy failed (the course's side, e.g. its disk is full): no entry is to blame."""
+
+
 def shown(text: str) -> str:
     """A name a student chose, safe to print: control and non-ASCII characters escaped."""
     return ascii(text)[1:-1]
@@ -153,6 +157,7 @@ class Entry:
 class _Walk:
     """What one walk through an entry has counted so far."""
     uid: int
+    device: int
     max_items: int
     max_bytes: int
     ignore: list
@@ -204,17 +209,21 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
                 self.duedate = None
         self.entries = []
         self.inbound_fd = os.open(self.inbound_path, _DIR_FLAGS)
-        wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
-        for name in sorted(os.listdir(self.inbound_fd)):
-            entry = self._parse_name(name)
-            if entry is None or (wanted is not None and entry.student != wanted):
-                continue
-            self.entries.append(entry)
-            if not entry.reason:
-                try:
-                    self._check_entry(entry)
-                except Refused as refusal:
-                    entry.reason = str(refusal)
+        try:
+            wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
+            for name in sorted(os.listdir(self.inbound_fd)):
+                entry = self._parse_name(name)
+                if entry is None or (wanted is not None and entry.student != wanted):
+                    continue
+                self.entries.append(entry)
+                if not entry.reason:
+                    try:
+                        self._check_entry(entry)
+                    except Refused as refusal:
+                        entry.reason = str(refusal)
+        except BaseException:
+            os.close(self.inbound_fd)
+            raise
 
     def _parse_name(self, name: str) -> Entry | None:
         """nbgrader's ``<student>+<assignment>+<timestamp>[+<random>]``: None if the entry is for
@@ -271,12 +280,15 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
     # -- walking an entry -------------------------------------------------------------------
     def _walk_entry(self, entry: Entry, dest_fd: int | None) -> _Walk:
         """Checks (dest_fd None) or copies an entry into the folder dest_fd; raises Refused."""
-        walk = _Walk(entry.uid, self.max_entry_items, self._entry_byte_limit(), list(self.coursedir.ignore))
+        walk = _Walk(entry.uid, os.fstat(self.inbound_fd).st_dev, self.max_entry_items, self._entry_byte_limit(),
+                     list(self.coursedir.ignore))
         try:
             with _opened(entry.name, _DIR_FLAGS, self.inbound_fd) as fd:
                 info = os.fstat(fd)
                 if info.st_uid != entry.uid:
                     raise Refused(f"made by {_user_name(info.st_uid)}, not by {entry.student} whom it names")
+                if info.st_dev != walk.device:  # a FUSE mount, say, which could stall every read
+                    raise Refused("the entry is on another file system than the exchange")
                 walk.ctime_ns = info.st_ctime_ns
                 self._walk_folder(fd, dest_fd, walk, "", 0)
         except OSError as error:
@@ -301,6 +313,8 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
                 raise Refused(f"{path} is {_KINDS.get(kind, 'not a regular file')}")
             if info.st_uid != walk.uid:
                 raise Refused(f"{path} is owned by {_user_name(info.st_uid)}, not by the student")
+            if info.st_dev != walk.device:
+                raise Refused(f"{path} is on another file system than the exchange")
             if kind == stat.S_IFDIR:
                 if depth + 1 >= self.max_entry_depth:
                     raise Refused(f"{path}: folders nested deeper than {self.max_entry_depth} levels")
@@ -310,24 +324,37 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
                     if dest_fd is None:
                         self._walk_folder(sub, None, walk, where + name + "/", depth + 1)
                     else:
-                        os.mkdir(name, 0o770, dir_fd=dest_fd)
-                        with _opened(name, _DIR_FLAGS, dest_fd) as sub_dest:
+                        with _writing(path):
+                            os.mkdir(name, 0o770, dir_fd=dest_fd)
+                            sub_dest = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+                        try:
                             self._walk_folder(sub, sub_dest, walk, where + name + "/", depth + 1)
+                        finally:
+                            os.close(sub_dest)
             elif dest_fd is None:
                 walk.size += info.st_size
                 walk.ctime_ns = max(walk.ctime_ns, info.st_ctime_ns)
                 if walk.size > walk.max_bytes:
                     raise Refused(f"more than {walk.max_bytes} bytes")
             else:
+                # O_NONBLOCK: a FIFO swapped in opens without waiting for a writer, and a student's
+                # lease on their file makes the open fail instead of waiting for the lease to break.
                 with _opened(name, _READ_FLAGS, fd) as src:
                     _same(info, os.fstat(src), path)
-                    with _opened(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, dest_fd,
-                                 0o660) as out:
+                    with _writing(path):
+                        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                      0o660, dir_fd=dest_fd)
+                    try:
                         while chunk := os.read(src, _CHUNK):
                             walk.size += len(chunk)
                             if walk.size > walk.max_bytes:
                                 raise Refused(f"more than {walk.max_bytes} bytes")
-                            os.write(out, chunk)  # a regular file on a local disk: written whole
+                            with _writing(path):
+                                view = memoryview(chunk)
+                                while view:
+                                    view = view[os.write(out, view):]
+                    finally:
+                        os.close(out)
                     walk.ctime_ns = max(walk.ctime_ns, os.fstat(src).st_ctime_ns)
 
     # -- choosing and copying ---------------------------------------------------------------
@@ -337,6 +364,9 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
     def copy_files(self):
         try:
             self._collect_all()
+        except CollectFailed as failure:
+            self._write_report()
+            self.fail(str(failure))
         finally:
             os.close(self.inbound_fd)
         self._write_report()
@@ -384,24 +414,36 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
                 self.log.info("Submission already collected: %s %s", entry.student, self.coursedir.assignment_id)
                 return
         parent = os.path.dirname(dest_path)
-        os.makedirs(parent, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=f".{self.coursedir.assignment_id}.collecting-", dir=parent)
+        with _writing(dest_path):
+            os.makedirs(parent, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{self.coursedir.assignment_id}.collecting-", dir=parent)
         try:
             staged = os.path.join(staging, "submission")
-            os.mkdir(staged, 0o770)
-            with _opened(staged, _DIR_FLAGS) as dest_fd:
+            with _writing(dest_path):
+                os.mkdir(staged, 0o770)
+                dest_fd = os.open(staged, _DIR_FLAGS)
+            try:
                 walk = self._walk_entry(entry, dest_fd)
                 # The copy's own change times count too: a file changed during the collect is later.
                 entry.kernel = max(entry.kernel, _utc_from_ns(walk.ctime_ns))
-                with _opened("timestamp.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, dest_fd,
-                             0o660) as out:
+                with _writing(dest_path), _opened("timestamp.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                                  dest_fd, 0o660) as out:
                     os.write(out, entry.kernel.strftime("%Y-%m-%d %H:%M:%S.%f UTC").encode())
-            if os.path.isdir(dest_path):
-                self.log.info("Updating submission: %s %s", entry.student, self.coursedir.assignment_id)
-                os.rename(dest_path, os.path.join(staging, "previous"))
-            else:
-                self.log.info("Collecting submission: %s %s", entry.student, self.coursedir.assignment_id)
-            os.rename(staged, dest_path)
+            finally:
+                os.close(dest_fd)
+            with _writing(dest_path):
+                if os.path.isdir(dest_path):
+                    self.log.info("Updating submission: %s %s", entry.student, self.coursedir.assignment_id)
+                    previous = os.path.join(staging, "previous")
+                    os.rename(dest_path, previous)
+                    try:
+                        os.rename(staged, dest_path)
+                    except OSError:
+                        os.rename(previous, dest_path)  # the earlier collected copy stays
+                        raise
+                else:
+                    self.log.info("Collecting submission: %s %s", entry.student, self.coursedir.assignment_id)
+                    os.rename(staged, dest_path)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         entry.status, entry.reason = "collected", ""
@@ -429,6 +471,15 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
         os.chmod(temporary, 0o640)
         os.replace(temporary, path)
         self.log.info("Collect report: %s", path)
+
+
+@contextlib.contextmanager
+def _writing(path: str):
+    """An error writing the copy is the course's (disk full, say), not the entry's: it stops the collect."""
+    try:
+        yield
+    except OSError as error:
+        raise CollectFailed(f"cannot write the collected copy of {path}: {error}") from error
 
 
 @contextlib.contextmanager

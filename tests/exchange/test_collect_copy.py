@@ -9,7 +9,7 @@ import pwd
 import pytest
 from nbgrader.coursedir import CourseDirectory
 
-from rlhf_course.exchange import Refused, StrictExchangeCollect
+from rlhf_course.exchange import CollectFailed, Refused, StrictExchangeCollect
 
 ASSIGNMENT = "ps1"
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -104,3 +104,10 @@ def test_an_entry_or_a_file_owned_by_someone_else_is_refused(collect):
 def test_the_default_size_limit_is_nbgraders_submit_limit(tmp_path):
     coursedir = CourseDirectory(root=str(tmp_path), max_dir_size=123)
     assert StrictExchangeCollect(coursedir=coursedir)._entry_byte_limit() == 123_000
+
+
+def test_a_copy_that_cannot_be_written_stops_the_collect_and_blames_no_entry(collect):
+    exchange, entry, _, dest = collect
+    dest.parent.parent.write_text("not a folder")  # submitted/ cannot hold anything
+    with pytest.raises(CollectFailed, match="cannot write the collected copy of .*submitted"):
+        exchange._collect(checked(exchange, entry))
