@@ -264,7 +264,8 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
         for what, moment in (("the entry name", entry.claimed), ("timestamp.txt", entry.stamp_file)):
             if moment is not None and abs((moment - entry.kernel).total_seconds()) > self.clock_tolerance:
                 gap = (entry.kernel - moment).total_seconds()
-                flags.append(f"{what} claims {abs(gap):.0f} s {'before' if gap > 0 else 'after'} the kernel time")
+                size = f"{abs(gap):.0f} s" if abs(gap) < 3600 else f"{abs(gap) / 3600:.1f} h"
+                flags.append(f"{what} claims {size} {'before' if gap > 0 else 'after'} the kernel time")
         entry.flag = "; ".join(flags)
 
     def _claimed_in_file(self, entry: Entry) -> datetime.datetime | None:
