@@ -9,7 +9,9 @@ submission once the name leaks.  Here:
   them, nor rename or delete anyone else's; new entries take the inbound folder's group (the
   instructors');
 * each submission is 0770 for folders and 0640 for files: its student and the instructors' group,
-  nobody else.
+  nobody else;
+* collect believes only the kernel: an entry's owner, not its name, says whose it is; it is copied
+  without following links, within limits; its time is its latest ctime (StrictExchangeCollect).
 """
 from __future__ import annotations
 
@@ -176,6 +178,7 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
     descriptors, never following a link, as regular files and folders owned by that student, within
     a size and a count limit; its time is the latest change time (ctime) of the entry and everything
     in it, which no user can set back.  Each entry's fate goes to the log and ``collect_report.csv``.
+    nbgrader's ``check_owner`` is not honoured: the owner is always checked, and a mismatch refuses.
     """
 
     max_entry_bytes = Integer(

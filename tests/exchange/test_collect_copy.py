@@ -5,6 +5,7 @@ through the real exchange."""
 import datetime as dt
 import os
 import pwd
+import subprocess
 
 import pytest
 from nbgrader.coursedir import CourseDirectory
@@ -111,3 +112,16 @@ def test_a_copy_that_cannot_be_written_stops_the_collect_and_blames_no_entry(col
     dest.parent.parent.write_text("not a folder")  # submitted/ cannot hold anything
     with pytest.raises(CollectFailed, match="cannot write the collected copy of .*submitted"):
         exchange._collect(checked(exchange, entry))
+
+
+def test_a_folder_on_another_file_system_is_refused(collect):
+    """A student with fusermount could mount a file system that never answers a read on their entry."""
+    exchange, entry, source, _ = collect
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "none", str(source / "data")],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting needs root")
+    try:
+        with pytest.raises(Refused, match="data is on another file system than the exchange"):
+            exchange._check_entry(entry)
+    finally:
+        subprocess.run(["umount", str(source / "data")], check=True)
