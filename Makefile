@@ -67,4 +67,4 @@ hub: $(STAMP) $(CHP)
 	  --students $(HUB_STUDENTS)
 
 clean:
-	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv $(OUT)
+	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

@@ -9,21 +9,32 @@ submission once the name leaks.  Here:
   them, nor rename or delete anyone else's; new entries take the inbound folder's group (the
   instructors');
 * each submission is 0770 for folders and 0640 for files: its student and the instructors' group,
-  nobody else.
+  nobody else;
+* collect believes only the kernel: an entry's owner, not its name, says whose it is; it is copied
+  without following links, within limits; its time is its latest ctime (StrictExchangeCollect).
 """
 from __future__ import annotations
 
+import contextlib
+import csv
+import datetime
+import fnmatch
 import math
 import os
+import pwd
+import re
 import shutil
+import stat
 import tempfile
+from dataclasses import dataclass
 
 from nbgrader.exchange.default import (ExchangeCollect, ExchangeFetchAssignment, ExchangeFetchFeedback,
                                        ExchangeList, ExchangeReleaseAssignment, ExchangeReleaseFeedback,
                                        ExchangeSubmit)
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import LateSubmissionPlugin
-from nbgrader.utils import check_directory
-from traitlets import Float
+from nbgrader.utils import check_directory, check_mode, parse_utc
+from traitlets import Float, Integer, Unicode
 
 ROOT_MODE = 0o755
 SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE = 0o770, 0o640
@@ -47,10 +58,6 @@ class StrictExchangeFetchFeedback(_TraversableRoot, ExchangeFetchFeedback):
 
 
 class StrictExchangeList(_TraversableRoot, ExchangeList):
-    pass
-
-
-class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
     pass
 
 
@@ -103,6 +110,409 @@ class StrictExchangeSubmit(_TraversableRoot, ExchangeSubmit):
         super().copy_files()
         dest = os.path.join(self.inbound_path, self.assignment_filename)
         self.set_perms(dest, fileperms=SUBMISSION_FILE_MODE, dirperms=SUBMISSION_DIR_MODE)
+
+
+class Refused(Exception):
+    """An inbound entry that is not collected, and why (shown in the log and the collect report)."""
+
+
+class CollectFailed(Exception):
+    """Writing the collected copy failed (the course's side, e.g. its disk is full): no entry is to blame."""
+
+
+def shown(text: str) -> str:
+    """A name a student chose, safe to print: control and non-ASCII characters escaped."""
+    return ascii(text)[1:-1]
+
+
+_STUDENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+_ENTRY_SUFFIX = re.compile(r"[A-Za-z0-9_=-]{1,64}")
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+REPORT_COLUMNS = ["assignment", "student", "entry", "status", "reason", "kernel_time", "claimed_time", "flag"]
+
+
+@dataclass
+class Entry:
+    """One inbound entry of the assignment, as found, and what became of it."""
+    name: str
+    student: str = ""
+    uid: int = -1
+    claimed: datetime.datetime | None = None
+    stamp_file: datetime.datetime | None = None
+    kernel: datetime.datetime | None = None
+    status: str = "refused"
+    reason: str = ""
+    flag: str = ""
+
+    def row(self, assignment: str) -> list[str]:
+        def when(moment):
+            return moment.strftime("%Y-%m-%d %H:%M:%S.%f UTC") if moment else ""
+        return [assignment, self.student, shown(self.name), self.status, self.reason, when(self.kernel),
+                when(self.claimed), self.flag]
+
+
+@dataclass
+class _Walk:
+    """What one walk through an entry has counted so far."""
+    uid: int
+    device: int
+    max_items: int
+    max_bytes: int
+    ignore: list
+    items: int = 0
+    size: int = 0
+    ctime_ns: int = 0
+
+
+class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
+    """Collects what the kernel vouches for, never what an entry claims.
+
+    Stock collect takes the student from the entry's name (an entry another student made is only
+    warned about), follows links as the instructor (a link to the instructor's source notebook or
+    to /dev/zero is copied through), stops at a FIFO, and takes the submission time from the name.
+    Here an entry counts only if its owner is the student it names; it is read through folder
+    descriptors, never following a link, as regular files and folders owned by that student, within
+    a size and a count limit; its time is the latest change time (ctime) of the entry and everything
+    in it, which no user can set back.  Each entry's fate goes to the log and ``collect_report.csv``.
+    nbgrader's ``check_owner`` is not honoured: the owner is always checked, and a mismatch refuses.
+    """
+
+    max_entry_bytes = Integer(
+        None, allow_none=True,
+        help="Most bytes one entry may hold (default: nbgrader's CourseDirectory.max_dir_size, as submit)",
+    ).tag(config=True)
+    max_entry_items = Integer(1000, help="Most files and folders one entry may hold").tag(config=True)
+    max_entry_depth = Integer(16, help="Most levels of folders in one entry").tag(config=True)
+    clock_tolerance = Float(
+        5.0, help="Seconds the time a student's entry claims may differ from its kernel time before it is flagged",
+    ).tag(config=True)
+    report_name = Unicode("collect_report.csv", help="The collect report, in the course root").tag(config=True)
+
+    def _entry_byte_limit(self) -> int:
+        return self.max_entry_bytes if self.max_entry_bytes is not None else 1000 * self.coursedir.max_dir_size
+
+    # -- finding the entries ------------------------------------------------------------------
+    def init_src(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        if not check_mode(self.inbound_path, read=True, execute=True):
+            self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                self.duedate = None
+        self.entries = []
+        self.inbound_fd = os.open(self.inbound_path, _DIR_FLAGS)
+        try:
+            wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
+            for name in sorted(os.listdir(self.inbound_fd)):
+                entry = self._parse_name(name)
+                if entry is None or (wanted is not None and entry.student != wanted):
+                    continue
+                self.entries.append(entry)
+                if not entry.reason:
+                    try:
+                        self._check_entry(entry)
+                    except Refused as refusal:
+                        entry.reason = str(refusal)
+        except BaseException:
+            os.close(self.inbound_fd)
+            raise
+
+    def _parse_name(self, name: str) -> Entry | None:
+        """nbgrader's ``<student>+<assignment>+<timestamp>[+<random>]``: None if the entry is for
+        another assignment; otherwise an Entry, refused already if the name is not well formed."""
+        parts = name.split("+")
+        if len(parts) < 3 or parts[1] != self.coursedir.assignment_id:
+            return None
+        entry = Entry(name)
+        if len(parts) > 4 or not _STUDENT_NAME.fullmatch(parts[0]) or (
+                len(parts) == 4 and not _ENTRY_SUFFIX.fullmatch(parts[3])):
+            entry.reason = "malformed entry name (not <student>+<assignment>+<timestamp>[+<random>])"
+            return entry
+        entry.student = parts[0]
+        try:
+            entry.uid = pwd.getpwnam(entry.student).pw_uid
+        except KeyError:
+            entry.reason = f"no Unix user named {entry.student}"
+            return entry
+        try:
+            entry.claimed = parse_utc(parts[2])
+        except (ValueError, OverflowError, TypeError, LookupError):
+            entry.reason = "malformed timestamp in the entry name"
+        return entry
+
+    def _check_entry(self, entry: Entry) -> None:
+        """Refuses an entry another user made or one that breaks a rule; sets its kernel time."""
+        try:
+            info = os.stat(entry.name, dir_fd=self.inbound_fd, follow_symlinks=False)
+        except OSError as error:
+            raise Refused(f"unreadable ({error.strerror})") from None
+        if info.st_uid != entry.uid:
+            raise Refused(f"made by {_user_name(info.st_uid)}, not by {entry.student} whom it names")
+        if not stat.S_ISDIR(info.st_mode):
+            raise Refused(f"the entry is {_KINDS.get(stat.S_IFMT(info.st_mode), 'not a folder')}")
+        entry.kernel = _utc_from_ns(self._walk_entry(entry, None).ctime_ns)
+        entry.stamp_file = self._claimed_in_file(entry)
+        flags = []
+        for what, moment in (("the entry name", entry.claimed), ("timestamp.txt", entry.stamp_file)):
+            if moment is not None and abs((moment - entry.kernel).total_seconds()) > self.clock_tolerance:
+                gap = (entry.kernel - moment).total_seconds()
+                size = f"{abs(gap):.0f} s" if abs(gap) < 3600 else f"{abs(gap) / 3600:.1f} h"
+                flags.append(f"{what} claims {size} {'before' if gap > 0 else 'after'} the kernel time")
+        entry.flag = "; ".join(flags)
+
+    def _claimed_in_file(self, entry: Entry) -> datetime.datetime | None:
+        try:
+            with _opened(entry.name, _DIR_FLAGS, self.inbound_fd) as folder, \
+                    _opened("timestamp.txt", _READ_FLAGS, folder) as fd:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                return parse_utc(os.read(fd, 200).decode("utf-8", "replace").strip())
+        except (OSError, ValueError, OverflowError, TypeError, LookupError):
+            return None
+
+    # -- walking an entry -------------------------------------------------------------------
+    def _walk_entry(self, entry: Entry, dest_fd: int | None) -> _Walk:
+        """Checks (dest_fd None) or copies an entry into the folder dest_fd; raises Refused."""
+        walk = _Walk(entry.uid, os.fstat(self.inbound_fd).st_dev, self.max_entry_items, self._entry_byte_limit(),
+                     list(self.coursedir.ignore))
+        try:
+            with _opened(entry.name, _DIR_FLAGS, self.inbound_fd) as fd:
+                info = os.fstat(fd)
+                if info.st_uid != entry.uid:
+                    raise Refused(f"made by {_user_name(info.st_uid)}, not by {entry.student} whom it names")
+                if info.st_dev != walk.device:  # a FUSE mount, say, which could stall every read
+                    raise Refused("the entry is on another file system than the exchange")
+                walk.ctime_ns = info.st_ctime_ns
+                self._walk_folder(fd, dest_fd, walk, "", 0)
+        except OSError as error:
+            raise Refused(f"unreadable ({error.strerror})") from None
+        return walk
+
+    def _walk_folder(self, fd: int, dest_fd: int | None, walk: _Walk, where: str, depth: int) -> None:
+        with os.scandir(fd) as listing:
+            names = sorted(item.name for item in listing)
+        for name in names:
+            if any(fnmatch.fnmatch(name, pattern) for pattern in walk.ignore):
+                continue
+            if depth == 0 and name == "timestamp.txt" and dest_fd is not None:
+                continue  # the collected copy carries the kernel time instead
+            path = shown(where + name)
+            walk.items += 1
+            if walk.items > walk.max_items:
+                raise Refused(f"more than {walk.max_items} files and folders")
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            kind = stat.S_IFMT(info.st_mode)
+            if kind not in (stat.S_IFDIR, stat.S_IFREG):
+                raise Refused(f"{path} is {_KINDS.get(kind, 'not a regular file')}")
+            if info.st_uid != walk.uid:
+                raise Refused(f"{path} is owned by {_user_name(info.st_uid)}, not by the student")
+            if info.st_dev != walk.device:
+                raise Refused(f"{path} is on another file system than the exchange")
+            if kind == stat.S_IFDIR:
+                if depth + 1 >= self.max_entry_depth:
+                    raise Refused(f"{path}: folders nested deeper than {self.max_entry_depth} levels")
+                with _opened(name, _DIR_FLAGS, fd) as sub:
+                    _same(info, os.fstat(sub), path)
+                    walk.ctime_ns = max(walk.ctime_ns, os.fstat(sub).st_ctime_ns)
+                    if dest_fd is None:
+                        self._walk_folder(sub, None, walk, where + name + "/", depth + 1)
+                    else:
+                        with _writing(path):
+                            os.mkdir(name, 0o770, dir_fd=dest_fd)
+                            sub_dest = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+                        try:
+                            self._walk_folder(sub, sub_dest, walk, where + name + "/", depth + 1)
+                        finally:
+                            os.close(sub_dest)
+            elif dest_fd is None:
+                walk.size += info.st_size
+                walk.ctime_ns = max(walk.ctime_ns, info.st_ctime_ns)
+                if walk.size > walk.max_bytes:
+                    raise Refused(f"more than {walk.max_bytes} bytes")
+            else:
+                # O_NONBLOCK: a FIFO swapped in opens without waiting for a writer, and a student's
+                # lease on their file makes the open fail instead of waiting for the lease to break.
+                with _opened(name, _READ_FLAGS, fd) as src:
+                    _same(info, os.fstat(src), path)
+                    with _writing(path):
+                        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                      0o660, dir_fd=dest_fd)
+                    try:
+                        while chunk := os.read(src, _CHUNK):
+                            walk.size += len(chunk)
+                            if walk.size > walk.max_bytes:
+                                raise Refused(f"more than {walk.max_bytes} bytes")
+                            with _writing(path):
+                                view = memoryview(chunk)
+                                while view:
+                                    view = view[os.write(out, view):]
+                    finally:
+                        os.close(out)
+                    walk.ctime_ns = max(walk.ctime_ns, os.fstat(src).st_ctime_ns)
+
+    # -- choosing and copying ---------------------------------------------------------------
+    def init_dest(self):
+        pass
+
+    def copy_files(self):
+        try:
+            self._collect_all()
+        except CollectFailed as failure:
+            self._write_report()
+            self.fail(str(failure))
+        finally:
+            os.close(self.inbound_fd)
+        self._write_report()
+
+    def _collect_all(self):
+        by_student: dict[str, list[Entry]] = {}
+        for entry in self.entries:
+            if entry.reason:
+                self.log.error("Refused inbound entry %s: %s", shown(entry.name), entry.reason)
+            else:
+                by_student.setdefault(entry.student, []).append(entry)
+            if entry.flag:
+                self.log.warning("Inbound entry %s: %s", shown(entry.name), entry.flag)
+        if not by_student:
+            self.log.warning("No submissions of '%s' for course '%s' to collect", self.coursedir.assignment_id,
+                             self.coursedir.course_id)
+        for student in sorted({e.student for e in self.entries if e.student} - set(by_student)):
+            self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
+        for student, entries in sorted(by_student.items()):
+            entries.sort(key=lambda e: e.kernel, reverse=True)
+            if self.before_duedate and self.duedate is not None:
+                on_time = [e for e in entries if e.kernel <= self.duedate]
+                entries = on_time + [e for e in entries if e not in on_time]
+            for entry in entries:
+                entry.status, entry.reason = "not latest", "a later entry (by kernel time) counts"
+            for entry in entries:
+                try:
+                    self._collect(entry)
+                    break
+                except Refused as refusal:
+                    entry.status, entry.reason = "refused", str(refusal)
+                    self.log.error("Refused inbound entry %s: %s", shown(entry.name), entry.reason)
+            else:
+                self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
+
+    def _collect(self, entry: Entry) -> None:
+        dest_path = self.coursedir.format_path(self.coursedir.submitted_directory, entry.student,
+                                               self.coursedir.assignment_id)
+        if os.path.isdir(dest_path):
+            existing = self.coursedir.get_existing_timestamp(dest_path)
+            if not ((self.update and (existing is None or entry.kernel > existing))
+                    or (self.before_duedate and existing != entry.kernel)):
+                entry.status = "kept"
+                entry.reason = "already collected" + ("" if self.update else "; use --update to update")
+                self.log.info("Submission already collected: %s %s", entry.student, self.coursedir.assignment_id)
+                return
+        parent = os.path.dirname(dest_path)
+        with _writing(dest_path):
+            os.makedirs(parent, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{self.coursedir.assignment_id}.collecting-", dir=parent)
+        try:
+            staged = os.path.join(staging, "submission")
+            with _writing(dest_path):
+                os.mkdir(staged, 0o770)
+                dest_fd = os.open(staged, _DIR_FLAGS)
+            try:
+                walk = self._walk_entry(entry, dest_fd)
+                # The copy's own change times count too: a file changed during the collect is later.
+                entry.kernel = max(entry.kernel, _utc_from_ns(walk.ctime_ns))
+                with _writing(dest_path), _opened("timestamp.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                                  dest_fd, 0o660) as out:
+                    os.write(out, entry.kernel.strftime("%Y-%m-%d %H:%M:%S.%f UTC").encode())
+            finally:
+                os.close(dest_fd)
+            with _writing(dest_path):
+                if os.path.isdir(dest_path):
+                    self.log.info("Updating submission: %s %s", entry.student, self.coursedir.assignment_id)
+                    previous = os.path.join(staging, "previous")
+                    os.rename(dest_path, previous)
+                    try:
+                        os.rename(staged, dest_path)
+                    except OSError:
+                        os.rename(previous, dest_path)  # the earlier collected copy stays
+                        raise
+                else:
+                    self.log.info("Collecting submission: %s %s", entry.student, self.coursedir.assignment_id)
+                    os.rename(staged, dest_path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        entry.status, entry.reason = "collected", ""
+
+    def _write_report(self) -> None:
+        """One row per entry of this assignment; the rows of other assignments (and, with
+        --student, of other students) are kept."""
+        path = os.path.join(self.coursedir.root, self.report_name)
+        assignment = self.coursedir.assignment_id
+        students = {e.student for e in self.entries}
+        everyone = self.coursedir.student_id in ("", "*")
+        kept = []
+        if os.path.isfile(path):
+            with open(path, newline="") as handle:
+                kept = [row for row in csv.DictReader(handle) if row.get("assignment") != assignment
+                        or not (everyone or row.get("student") in students)]
+        fd, temporary = tempfile.mkstemp(prefix=f".{self.report_name}.", dir=self.coursedir.root)
+        with os.fdopen(fd, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(REPORT_COLUMNS)
+            for row in kept:
+                writer.writerow([row.get(column, "") for column in REPORT_COLUMNS])
+            for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
+                writer.writerow(entry.row(assignment))
+        os.chmod(temporary, 0o640)
+        os.replace(temporary, path)
+        self.log.info("Collect report: %s", path)
+
+
+@contextlib.contextmanager
+def _writing(path: str):
+    """An error writing the copy is the course's (disk full, say), not the entry's: it stops the collect."""
+    try:
+        yield
+    except OSError as error:
+        raise CollectFailed(f"cannot write the collected copy of {path}: {error}") from error
+
+
+@contextlib.contextmanager
+def _opened(name, flags, dir_fd=None, mode=0o777):
+    fd = os.open(name, flags, mode, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _same(before: os.stat_result, after: os.stat_result, path: str) -> None:
+    """What was opened is what was looked at (not swapped for something else in between)."""
+    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino) or \
+            stat.S_IFMT(before.st_mode) != stat.S_IFMT(after.st_mode):
+        raise Refused(f"{path} changed while it was collected")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _utc_from_ns(ns: int) -> datetime.datetime:
+    """A change time as nbgrader keeps times (naive UTC), to the microsecond as timestamp.txt stores it,
+    so a collected time reads back equal."""
+    return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=ns // 1000)
 
 
 class PenaltyPerHour(LateSubmissionPlugin):

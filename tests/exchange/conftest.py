@@ -1,4 +1,4 @@
-"""Real Unix users (an instructor and two students), created by the tests as root (the accounts of
+"""Real Unix users (an instructor and four students), created by the tests as root (the accounts of
 rlhf_course/classroom.py, as `make hub` creates them), who run nbgrader from the server's Python
 environment (rlhf_course/server_env.py), never from the checkout."""
 import os
@@ -37,7 +37,9 @@ def people(server):
     _needs_root()
     base = Path(tempfile.mkdtemp(prefix="rlhf-exchange-test-"))
     base.chmod(0o755)
-    names = {"instructor": f"{PREFIX}_instr", "alice": f"{PREFIX}_alice", "bob": f"{PREFIX}_bob"}
+    # Alice and Bob are honest (Bob also attacks Alice); Mallory and Grace only attack the collect.
+    names = {"instructor": f"{PREFIX}_instr", "alice": f"{PREFIX}_alice", "bob": f"{PREFIX}_bob",
+             "mallory": f"{PREFIX}_mallory", "grace": f"{PREFIX}_grace"}
     _cleanup(names)
     subprocess.run(["groupadd", INSTRUCTORS], check=True)
     users = {}

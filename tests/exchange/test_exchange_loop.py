@@ -77,7 +77,15 @@ def loop(people, repo):
     inbound = exchange / COURSE_ID / "inbound"
     submissions = {s.name: sorted(inbound.glob(f"{s.name}+{ASSIGNMENT}+*")) for s in (alice, bob)}
 
-    instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
+    # Attacks on the collect, from the students' own accounts, all in the same collect as the honest entries.
+    grace_nb = grace_notebook(people["grace"], bob_nb)
+    for student, script in ((bob, BOB_ATTACKS), (people["mallory"], MALLORY_ATTACKS), (people["grace"], GRACE_ATTACKS)):
+        student.python(script.format(inbound=str(inbound), assignment=ASSIGNMENT, notebook=NOTEBOOK,
+                                     alice=alice.name, own=student.name, own_notebook=str(grace_nb if student is
+                                     people["grace"] else bob_nb), course=str(course)))
+    started = time.monotonic()
+    collect = instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
+    collect_seconds = time.monotonic() - started
     # `sudo make grade`: trusted grading as root, outputs handed back to the course's owner.
     grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course)],
                              cwd=course, env=dict(os.environ, **env), capture_output=True, text=True)
@@ -88,7 +96,129 @@ def loop(people, repo):
     for student in (alice, bob):
         student.nbgrader("fetch_feedback", ASSIGNMENT)
     return {"people": people, "exchange": exchange, "course": course, "inbound": inbound,
-            "submissions": submissions}
+            "submissions": submissions, "collect_log": collect.stdout + collect.stderr, "collect_seconds": collect_seconds}
+
+
+ATTACK_PRELUDE = """\
+import datetime as dt, os, shutil
+inbound, assignment, notebook = {inbound!r}, {assignment!r}, {notebook!r}
+def claim(minutes):
+    return (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+def entry(student, stamp):
+    path = os.path.join(inbound, "+".join((student, assignment, stamp)))
+    os.mkdir(path)
+    with open(os.path.join(path, "timestamp.txt"), "w") as f:
+        f.write(stamp)
+    return path
+"""
+# Bob: an entry named for Alice, newer than hers; his own newest entry's notebook a link to the
+# instructor's source notebook; an entry name with a terminal escape in it.
+BOB_ATTACKS = ATTACK_PRELUDE + """
+forged = entry({alice!r}, claim(30))
+text = open({own_notebook!r}).read()
+open(os.path.join(forged, notebook), "w").write(text.replace('"cells": [', '"cells": [{{"cell_type": "markdown", "id": "forged", "metadata": {{}}, "source": "FORGED BY BOB"}},', 1))
+linked = entry({own!r}, claim(40))
+os.symlink(os.path.join({course!r}, "source", assignment, notebook), os.path.join(linked, notebook))
+entry({own!r} + "\\x1b[2J", claim(50))
+"""
+# Mallory: a linked folder (the instructor's hidden checks), a link to /dev/zero, a FIFO; nothing honest.
+# The FIFO's entry claims to be the newest (stock collect would take it and stop with a traceback).
+MALLORY_ATTACKS = ATTACK_PRELUDE + """
+os.symlink(os.path.join({course!r}, "instructor"), os.path.join(entry({own!r}, claim(1)), "instructor"))
+os.symlink("/dev/zero", os.path.join(entry({own!r}, claim(2)), notebook))
+os.mkfifo(os.path.join(entry({own!r}, claim(3)), notebook))
+"""
+# Grace: a correct notebook submitted late by hand, under an old date (in the name and in timestamp.txt).
+GRACE_ATTACKS = ATTACK_PRELUDE + """
+shutil.copyfile({own_notebook!r}, os.path.join(entry({own!r}, "2020-01-01 09:00:00.000000 UTC"), notebook))
+"""
+
+
+def grace_notebook(grace, correct: Path) -> Path:
+    path = grace.home / NOTEBOOK
+    shutil.copyfile(correct, path)
+    os.chown(path, grace.uid, grace.gid)
+    return path
+
+
+def collect_report(loop) -> dict[str, dict]:
+    with open(loop["course"] / "collect_report.csv", newline="") as handle:
+        return {row["entry"]: row for row in csv.DictReader(handle)}
+
+
+def grades(loop) -> dict[str, dict]:
+    with open(loop["course"] / "grades.csv") as handle:
+        return {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
+
+
+def entries_of(loop, student: str) -> dict[str, dict]:
+    return {name: row for name, row in collect_report(loop).items() if name.startswith(student)}
+
+
+def test_an_entry_named_for_a_classmate_is_refused_and_theirs_collected(loop):
+    alice, bob = loop["people"]["alice"], loop["people"]["bob"]
+    notebook = (loop["course"] / "submitted" / alice.name / ASSIGNMENT / NOTEBOOK).read_text()
+    assert "FORGED BY BOB" not in notebook
+    assert float(grades(loop)[alice.name]["raw_score"]) == 44
+    rows = entries_of(loop, alice.name)
+    forged = [row for row in rows.values() if row["status"] == "refused"]
+    assert len(forged) == 1 and forged[0]["reason"] == f"made by {bob.name}, not by {alice.name} whom it names", rows
+    assert forged[0]["entry"] in loop["collect_log"]
+    collected = [row for row in rows.values() if row["status"] == "collected"]
+    assert [row["entry"] for row in collected] == [loop["submissions"][alice.name][-1].name]
+
+
+def test_links_are_never_followed(loop):
+    course, bob, mallory = loop["course"], loop["people"]["bob"], loop["people"]["mallory"]
+    # Bob's real (late) submission is collected instead of his linked one, as a plain file with his own work.
+    collected = course / "submitted" / bob.name / ASSIGNMENT / NOTEBOOK
+    assert not collected.is_symlink() and "BEGIN SOLUTION" not in collected.read_text()
+    assert not (course / "submitted" / mallory.name).exists()
+    assert not list((course / "submitted").rglob("*hidden_checks*"))
+    rows = entries_of(loop, bob.name)
+    linked = [row for row in rows.values() if row["status"] == "refused" and row["entry"].startswith(bob.name + "+")]
+    assert [row["reason"] for row in linked] == [f"{NOTEBOOK} is a symbolic link"], rows
+    assert [row["entry"] for row in rows.values() if row["status"] == "collected"] == \
+        [loop["submissions"][bob.name][-1].name]
+    assert "instructor is a symbolic link" in {row["reason"] for row in entries_of(loop, mallory.name).values()}
+
+
+def test_special_files_are_refused_and_the_collect_goes_on(loop):
+    course, mallory = loop["course"], loop["people"]["mallory"]
+    rows = entries_of(loop, mallory.name)
+    assert sorted(row["reason"] for row in rows.values()) == sorted([
+        "instructor is a symbolic link", f"{NOTEBOOK} is a symbolic link", f"{NOTEBOOK} is a FIFO"]), rows
+    assert {row["status"] for row in rows.values()} == {"refused"}
+    assert f"Nothing collected for {mallory.name}: every entry of theirs was refused" in loop["collect_log"]
+    assert loop["collect_seconds"] < 30  # nbgrader's start-up; a blocked FIFO or /dev/zero would never end
+    size = sum(path.stat().st_size for path in (course / "submitted").rglob("*") if path.is_file())
+    assert size < 2_000_000, size
+    # Students after Mallory (alphabetically and in the log) are collected.
+    assert (course / "submitted" / loop["people"]["grace"].name / ASSIGNMENT / NOTEBOOK).is_file()
+
+
+def test_a_malformed_entry_name_is_refused_and_shown_escaped(loop):
+    bob = loop["people"]["bob"]
+    (row,) = [row for name, row in collect_report(loop).items() if name.startswith(bob.name + "\\x1b[2J+")]
+    assert row["status"] == "refused" and row["reason"].startswith("malformed entry name"), row
+    assert "\x1b" not in loop["collect_log"] and "\x1b" not in (loop["course"] / "collect_report.csv").read_text()
+
+
+def test_the_submission_time_is_the_kernels(loop):
+    course, grace = loop["course"], loop["people"]["grace"]
+    graded = grades(loop)[grace.name]
+    assert float(graded["raw_score"]) == 44 and float(graded["late_submission_penalty"]) == 2.0, graded
+    (row,) = entries_of(loop, grace.name).values()
+    assert row["status"] == "collected" and row["claimed_time"].startswith("2020-01-01 09:00:00"), row
+    assert "the entry name claims" in row["flag"] and "timestamp.txt claims" in row["flag"], row
+    stamp = (course / "submitted" / grace.name / ASSIGNMENT / "timestamp.txt").read_text()
+    assert stamp == row["kernel_time"] and not stamp.startswith("2020"), stamp
+    # Honest entries: the kernel agrees with the student's clock, nothing is flagged.
+    for student in ("alice", "bob"):
+        name = loop["people"][student].name
+        honest = [r for r in entries_of(loop, name).values() if r["entry"] in
+                  {p.name for p in loop["submissions"][name]}]
+        assert len(honest) == len(loop["submissions"][name]) and not any(r["flag"] for r in honest), honest
 
 
 def test_exchange_permissions(loop):
@@ -136,7 +266,9 @@ def test_latest_submission_counts_and_late_one_is_penalised(loop):
     assert len(loop["submissions"][alice.name]) == 2
     latest = loop["submissions"][alice.name][-1]
     collected = course / "submitted" / alice.name / ASSIGNMENT
-    assert (collected / "timestamp.txt").read_text() == (latest / "timestamp.txt").read_text()
+    kernel_time = dt.datetime.fromisoformat((collected / "timestamp.txt").read_text().removesuffix(" UTC"))
+    claimed = dt.datetime.fromisoformat((latest / "timestamp.txt").read_text().removesuffix(" UTC"))
+    assert abs((kernel_time - claimed).total_seconds()) < 5
     with open(course / "grades.csv") as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
     assert float(rows[alice.name]["raw_score"]) == 44 and float(rows[alice.name]["late_submission_penalty"]) == 0
@@ -151,8 +283,8 @@ def test_each_student_fetches_only_their_own_feedback(loop):
         pages = list((student.home / ASSIGNMENT / "feedback").rglob("*.html"))
         assert len(pages) == 1, pages
         stamp = pages[0].parent.name
-        own = (loop["course"] / "submitted" / student.name / ASSIGNMENT / "timestamp.txt").read_text().strip()
-        assert stamp == own  # the feedback of their own latest submission
+        own = (loop["submissions"][student.name][-1] / "timestamp.txt").read_text().strip()
+        assert stamp == own  # the feedback of their own latest submission, under the time their clock gave it
         page = pages[0].read_text()  # the trusted grader's page, as the student opens it
         assert f"{ASSIGNMENT}: 44 / 50" in page and "Tests: 44 / 44" in page and "ppo_gradient" in page
         assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page

@@ -1,0 +1,127 @@
+"""The collect's copy of one inbound entry, checked again while it copies (no Unix users needed):
+what the student changes between the check and the copy is refused there, and an earlier collected
+submission is never lost to a refused one.  tests/exchange/test_exchange_loop.py runs the attacks
+through the real exchange."""
+import datetime as dt
+import os
+import pwd
+import subprocess
+
+import pytest
+from nbgrader.coursedir import CourseDirectory
+
+from rlhf_course.exchange import CollectFailed, Refused, StrictExchangeCollect
+
+ASSIGNMENT = "ps1"
+ME = pwd.getpwuid(os.getuid()).pw_name
+NAME = f"{ME}+{ASSIGNMENT}+2026-01-01 00:00:00.000000 UTC"
+
+
+@pytest.fixture
+def collect(tmp_path):
+    inbound = tmp_path / "inbound"
+    (inbound / NAME / "data").mkdir(parents=True)
+    (inbound / NAME / "answer.ipynb").write_text("{}")
+    (inbound / NAME / "data" / "notes.txt").write_text("x" * 900)
+    course = tmp_path / "course"
+    course.mkdir()
+    coursedir = CourseDirectory(root=str(course), assignment_id=ASSIGNMENT)
+    exchange = StrictExchangeCollect(coursedir=coursedir, max_entry_bytes=1000)
+    exchange.inbound_fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
+    entry = exchange._parse_name(NAME)
+    assert (entry.student, entry.uid, entry.reason) == (ME, os.getuid(), "")
+    yield exchange, entry, inbound / NAME, course / "submitted" / ME / ASSIGNMENT
+    os.close(exchange.inbound_fd)
+
+
+def checked(exchange, entry):
+    exchange._check_entry(entry)
+    assert entry.kernel is not None and not entry.reason
+    return entry
+
+
+def test_an_entry_within_the_limits_is_copied_with_the_kernel_time(collect):
+    exchange, entry, source, dest = collect
+    exchange._collect(checked(exchange, entry))
+    assert entry.status == "collected"
+    assert (dest / "data" / "notes.txt").read_text() == "x" * 900 and (dest / "answer.ipynb").read_text() == "{}"
+    latest = max(os.lstat(path).st_ctime_ns for path in [source, *source.rglob("*")])
+    expected = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=latest // 1000)
+    assert (dest / "timestamp.txt").read_text() == expected.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    assert "claims" in entry.flag  # the name says 2026-01-01
+
+
+def test_bytes_are_counted_as_read_and_a_refused_update_loses_nothing(collect):
+    exchange, entry, source, dest = collect
+    exchange._collect(checked(exchange, entry))
+    before = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    exchange.update = True
+    second = checked(exchange, exchange._parse_name(NAME))
+    second.kernel = entry.kernel + dt.timedelta(seconds=1)  # newer, so the collect replaces the first
+    with open(source / "data" / "notes.txt", "a") as grown:  # grows after it was checked
+        grown.write("y" * 500)
+    with pytest.raises(Refused, match="more than 1000 bytes"):
+        exchange._collect(second)
+    assert {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
+    assert [p.name for p in dest.parent.iterdir()] == [ASSIGNMENT]  # no staging folder left behind
+
+
+@pytest.mark.parametrize("swap, reason", [
+    (lambda path: (path.unlink(), path.symlink_to("/dev/zero")), "notes.txt is a symbolic link"),
+    (lambda path: (path.unlink(), os.mkfifo(path)), "notes.txt is a FIFO"),
+])
+def test_a_file_swapped_after_the_check_is_refused_at_the_copy(collect, swap, reason):
+    exchange, entry, source, dest = collect
+    checked(exchange, entry)
+    swap(source / "data" / "notes.txt")
+    with pytest.raises(Refused, match=f"data/{reason}"):
+        exchange._collect(entry)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+
+
+def test_too_many_files_or_folders_too_deep_are_refused(collect):
+    exchange, entry, source, _ = collect
+    exchange.max_entry_items = 2
+    with pytest.raises(Refused, match="more than 2 files and folders"):
+        exchange._check_entry(entry)
+    exchange.max_entry_items, exchange.max_entry_depth = 1000, 3
+    (source / "a" / "b" / "c").mkdir(parents=True)
+    with pytest.raises(Refused, match="a/b/c: folders nested deeper than 3 levels"):
+        exchange._check_entry(entry)
+
+
+def test_an_entry_or_a_file_owned_by_someone_else_is_refused(collect):
+    exchange, entry, source, _ = collect
+    entry.uid = os.getuid() + 1
+    with pytest.raises(Refused, match=rf"made by .*, not by {ME} whom it names"):
+        exchange._check_entry(entry)
+    if os.geteuid() == 0:  # a file the student did not make (a hard link to someone else's, say)
+        entry.uid = os.getuid()
+        os.chown(source / "answer.ipynb", os.getuid() + 1, -1)
+        with pytest.raises(Refused, match="answer.ipynb is owned by .*, not by the student"):
+            exchange._check_entry(entry)
+
+
+def test_the_default_size_limit_is_nbgraders_submit_limit(tmp_path):
+    coursedir = CourseDirectory(root=str(tmp_path), max_dir_size=123)
+    assert StrictExchangeCollect(coursedir=coursedir)._entry_byte_limit() == 123_000
+
+
+def test_a_copy_that_cannot_be_written_stops_the_collect_and_blames_no_entry(collect):
+    exchange, entry, _, dest = collect
+    dest.parent.parent.write_text("not a folder")  # submitted/ cannot hold anything
+    with pytest.raises(CollectFailed, match="cannot write the collected copy of .*submitted"):
+        exchange._collect(checked(exchange, entry))
+
+
+def test_a_folder_on_another_file_system_is_refused(collect):
+    """A student with fusermount could mount a file system that never answers a read on their entry."""
+    exchange, entry, source, _ = collect
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "none", str(source / "data")],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting needs root")
+    try:
+        with pytest.raises(Refused, match="data is on another file system than the exchange"):
+            exchange._check_entry(entry)
+    finally:
+        subprocess.run(["umount", str(source / "data")], check=True)
