@@ -16,10 +16,11 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 ## The main job: build the student release, grade the example class, print a summary,
-## then train the tiny LM with RLHF on the reference solution (figures in $(OUT)/demo).
+## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo).
 demo: $(STAMP)
 	$(PY) -m rlhf_course.grading.course examples
 	$(PY) -m rlhf_course.demo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
+	$(PY) -m rlhf_course.lab.grpo source/grpo/grpo.ipynb --out $(OUT)/demo
 
 ## The whole test suite, one test file per worker process at a time (TEST_WORKERS=0: all in this process;
 ## files share no state: sandbox slots, ports and accounts are claimed per run).

@@ -248,3 +248,43 @@ def show_in_notebook(result: GrpoLabResult | None) -> None:
     from rlhf_course.lab.plots import plot_ppo_history
     plot_ppo_history(result.history, method="GRPO")
     plt.show()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlhf_course.lab.grpo NOTEBOOK [--setting quick] [--out DIR]``: GRPO on the tiny LM with the
+    notebook's ``group_relative_advantages`` and the other two functions from the notebooks beside its folder;
+    prints the summary, writes ``grpo.png`` into ``--out``."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("--setting", default="quick", choices=["quick", "full", "smoke"])
+    parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
+    args = parser.parse_args(argv)
+    from rlhf_course.grading.notebooks import functions_from_notebook
+
+    try:
+        advantages = functions_from_notebook(args.notebook, ("group_relative_advantages",))
+        others = find_other_functions(args.notebook.resolve().parent)
+        result = run_lab(**advantages, **others, setting=args.setting,
+                         show_progress=sys.stderr.isatty() or "CI" not in os.environ)
+    except (StudentFunctionError, LookupError) as exc:
+        print(f"GRPO lab stopped: {exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rlhf_course.lab.plots import plot_ppo_history
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
+    plot_ppo_history(result.history, axes, method="GRPO")
+    fig.suptitle("GRPO on the tiny LM (no value head)")
+    fig.savefig(args.out / "grpo.png", dpi=110)
+    print("figure:", args.out / "grpo.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -108,3 +108,16 @@ def test_unknown_settings_are_named():
         GrpoConfig.setting("quick", kl_coeff=0.1)
     with pytest.raises(ValueError, match="unknown setting 'fast'"):
         GrpoConfig.setting("fast")
+
+
+def test_the_command_line_trains_from_the_notebooks_and_writes_the_figure(repo, tmp_path, capsys):
+    from rlhf_course.lab import grpo
+    assert grpo.main([str(repo / "source" / "grpo" / "grpo.ipynb"), "--setting", "smoke", "--out", str(tmp_path)]) == 0
+    assert "GRPO on the tiny LM" in capsys.readouterr().out and (tmp_path / "grpo.png").stat().st_size > 10_000
+
+
+def test_the_lab_names_the_notebook_it_could_not_find(tmp_path, capsys):
+    from rlhf_course.lab import grpo
+    (tmp_path / "grpo").mkdir()
+    assert grpo.run_in_notebook(group_relative_advantages, tmp_path / "grpo") is None
+    assert "ppo_clipped_objective comes from your notebook rlhf*/rlhf_building_blocks.ipynb" in capsys.readouterr().out
