@@ -53,12 +53,20 @@ def test_kl_free_ppo_hacks_the_reward_model(results):
     policy repeats words.  How far the gold falls is a property of the seed, bimodal: 0.46, 0.42, 0.08,
     0.45, 0.09 for seeds 1-5.  So every seed must fall by more than 0.04; a mean fall above 0.15 (true of
     the cached seeds, 0.32) is not asked of a fresh run, whose three seeds may all land in the low mode."""
+    def repeats(samples) -> int:
+        words = " ".join(sample["response"] for sample in samples).split()
+        return sum(a == b for a, b in zip(words, words[1:]))
+
+    after = []
     for run in results["kl_free_ppo"]:
         s = frontier.hacking_summary(run)
         assert s["proxy_fall"] < 0.03, (run["seed"], s)
         assert s["gold_fall"] > 0.04, (run["seed"], s)
-        words = " ".join(sample["response"] for sample in run["samples"]["after"]).split()
-        assert sum(a == b for a, b in zip(words, words[1:])) >= 4, run["samples"]["after"]  # the hack: repeats
+        # the hack: adjacent repeats in the four samples shown, where the start had about none. Counted on
+        # four responses, per seed: 10, 22, 5 in the cached sweep, 3 for a seed of a fresh one on another CPU.
+        assert repeats(run["samples"]["after"]) >= repeats(run["samples"]["before"]) + 2, run["samples"]["after"]
+        after.append(repeats(run["samples"]["after"]))
+    assert sum(after) >= 4 * len(after), after
 
 
 def test_larger_kl_coefficients_give_lower_kl(results):
