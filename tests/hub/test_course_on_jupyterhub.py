@@ -376,6 +376,16 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 limits = Path(f"/proc/{pid}/limits").read_text()
                 assert re.search(r"Max processes\s+256\s+256", limits), limits
                 assert re.search(r"Max file size\s+1073741824\s+1073741824", limits), limits
+            # every user's server, the instructor's too, reads the config that makes its kernels private
+            for name in (instructor, alice, bob):
+                [server_pid] = [pid for pid, cmd in processes(users[name].uid).items() if "jupyterhub.singleuser" in cmd]
+                environ = dict(item.split("=", 1) for item in
+                               Path(f"/proc/{server_pid}/environ").read_text().split("\0") if "=" in item)
+                folders = [Path(f) for f in environ["JUPYTER_CONFIG_PATH"].split(":")]
+                assert any(json.loads((f / "jupyter_config.json").read_text()).get("KernelManager", {}).get(
+                    "transport") == "ipc" for f in folders if (f / "jupyter_config.json").exists()), (name, folders)
+                assert environ["JUPYTER_RUNTIME_DIR"] == f"/run/rlhf-classroom/{name}", name
+                assert f"rlhf-classroom/{name}" in Path(f"/proc/{server_pid}/cgroup").read_text()
 
         with steps.step("validate"):
             for student in (alice, bob):  # both validate at once, as a class would
