@@ -63,9 +63,13 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 	cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund
 	touch $@
 
+# Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
+# (largest file, 1G).  make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
-	  --students $(HUB_STUDENTS)
+	  --students $(HUB_STUDENTS) $(if $(HUB_MAKE_PRIVATE),--make-checkout-private) \
+	  $(if $(HUB_MEMORY),--memory $(HUB_MEMORY)) $(if $(HUB_CPUS),--cpus $(HUB_CPUS)) \
+	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE))
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

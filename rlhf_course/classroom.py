@@ -13,6 +13,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/home/<user>/`: homes, 0700; the course in the instructor's home, `course/` (nbgrader_config.py,
   source/, instructor/, release/, the gradebook), owned by the instructor and the instructors' group;
 * `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange.py: root 0755, inbound 3733);
+* `<base>/jupyter/everyone/`: on every user's JUPYTER_CONFIG_PATH (the instructor's too): jupyter_config.json
+  and nbgrader_config.py, every kernel over Unix sockets in its user's private runtime folder
+  (rlhf_course/hub_spawner.py, rlhf_course/private_kernels.py);
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
@@ -29,6 +32,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -36,6 +40,7 @@ import urllib.request
 from pathlib import Path
 
 from rlhf_course import ASSIGNMENT
+from rlhf_course.hub_spawner import remove_user_resources
 from rlhf_course.server_env import ServerEnv
 
 COURSE_ID = "rlhf-course"
@@ -93,6 +98,50 @@ def remove_accounts(names, group: str | None = None) -> None:
             pass
 
 
+PRIVATE_FOLDERS = ("source", "instructor")  # solutions and hidden tests
+
+
+def readable_by_others(folder: Path) -> list[Path]:
+    """What in ``folder`` an account that is neither its owner nor in its group could read: every
+    folder above it searchable by others (o+x), and a file or folder there that others may read
+    (o+r).  Empty when one folder on the way shuts others out."""
+    folder = folder.resolve()
+    if not all(os.stat(p).st_mode & stat.S_IXOTH for p in [*reversed(folder.parents), folder]):
+        return []
+    exposed = []
+    for path, dirs, files in os.walk(folder):
+        here = Path(path)
+        for name in dirs[:]:
+            mode = os.lstat(here / name).st_mode
+            if mode & stat.S_IROTH:
+                exposed.append(here / name)
+            if not mode & stat.S_IXOTH:
+                dirs.remove(name)  # nothing below it is reachable by others
+        exposed += [here / name for name in files
+                    if stat.S_ISREG(os.lstat(here / name).st_mode) and os.lstat(here / name).st_mode & stat.S_IROTH]
+    if os.stat(folder).st_mode & stat.S_IROTH:
+        exposed.insert(0, folder)
+    return exposed
+
+
+def check_checkout_private(repo: Path, make_private: bool = False) -> None:
+    """The checkout's solutions and hidden tests must be out of the students' reach: the hub's command
+    line names the checkout, and a clone made under the usual umask (022) is world-readable."""
+    exposed = {name: readable_by_others(repo / name) for name in PRIVATE_FOLDERS if (repo / name).exists()}
+    if not any(exposed.values()):
+        return
+    if make_private:
+        repo.chmod(repo.stat().st_mode & ~0o007)
+        print(f"made {repo} private to its owner and group (chmod o-rwx), as --make-checkout-private asked",
+              flush=True)
+        return check_checkout_private(repo)
+    shown = "; ".join(f"{name}/ ({len(paths)} paths, e.g. {paths[0]})" for name, paths in exposed.items() if paths)
+    raise SystemExit(
+        f"every account on this machine, the students' too, could read this checkout's {shown}: "
+        f"the solutions and hidden tests.  Run `chmod o-rwx {repo}` (or `make hub HUB_MAKE_PRIVATE=1`, "
+        f"which does it), then make hub again.")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,14 +149,18 @@ def free_port() -> int:
 
 
 class Classroom:
-    def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path):
+    def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
+                 make_checkout_private: bool = False, limits: dict | None = None):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
+        self.make_checkout_private = make_checkout_private
+        self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
         self.instructor_name = f"{prefix}instructor"
         self.student_names = [f"{prefix}{s}" for s in students]
         self.group = f"{prefix}instructors"
         self.hub_dir = base / "hub"
         self.exchange = base / "exchange"
         self.student_config = base / "jupyter" / "student"
+        self.everyone_config = base / "jupyter" / "everyone"
         self.course = base / "home" / self.instructor_name / "course"
         self.url = f"http://127.0.0.1:{port}"
         self.server: ServerEnv | None = None
@@ -129,8 +182,10 @@ class Classroom:
             raise SystemExit(f"configurable-http-proxy not found at {self.proxy} (make hub installs it)")
         if self.base.exists() and not (self.base / MARKER).exists():
             raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
+        check_checkout_private(self.repo, self.make_checkout_private)
         self.created = True
         self.remove_accounts()  # left by an interrupted run
+        remove_user_resources(self.names)
         shutil.rmtree(self.base, ignore_errors=True)
         self.base.mkdir(parents=True)
         self.base.chmod(0o755)
@@ -160,6 +215,18 @@ class Classroom:
         instructor.run(self.server.python, "-m", "rlhf_course.grading.course", "release", cwd=self.course,
                        env=self.instructor_env())
 
+        self.everyone_config.mkdir(parents=True)
+        # Every kernel over Unix sockets in its user's 0700 runtime folder, not TCP on loopback, where any
+        # local account may subscribe to its IOPub and hear it.  Read by the servers and by nbgrader's
+        # Validate (both load jupyter_config from JUPYTER_CONFIG_PATH); Validate's kernels (nbclient's)
+        # need their sockets named by absolute path (rlhf_course/private_kernels.py).
+        (self.everyone_config / "jupyter_config.json").write_text(json.dumps(
+            {"KernelManager": {"transport": "ipc"},
+             "NotebookClient": {"kernel_manager_class": "rlhf_course.private_kernels.PrivateKernelManager"}},
+            indent=1))
+        (self.everyone_config / "nbgrader_config.py").write_text(
+            "from rlhf_course.private_kernels import ipc_prefix\n"
+            "get_config().KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets\n")
         self.student_config.mkdir(parents=True)
         (self.student_config / "nbgrader_config.py").write_text(
             "from rlhf_course import exchange\n"
@@ -175,7 +242,8 @@ class Classroom:
         self.write_hub_config()
 
     def instructor_env(self) -> dict:
-        env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": COURSE_ID}
+        env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": COURSE_ID,
+               "JUPYTER_CONFIG_PATH": str(self.everyone_config)}
         if os.environ.get("RLHF_DUE_DATE"):
             env["RLHF_DUE_DATE"] = os.environ["RLHF_DUE_DATE"]
         return env
@@ -184,7 +252,8 @@ class Classroom:
         base_env = {"PATH": self.server.path, "LANG": "C.UTF-8"}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:
-            environments[name] = {**base_env, "JUPYTER_CONFIG_PATH": str(self.student_config)}
+            environments[name] = {**base_env,
+                                  "JUPYTER_CONFIG_PATH": f"{self.student_config}:{self.everyone_config}"}
         folders = {self.instructor_name: str(self.course)}
         folders.update({name: str(self.base / "home" / name) for name in self.student_names})
         settings = {"passwords": self.passwords, "environments": environments, "folders": folders}
@@ -205,8 +274,11 @@ c.JupyterHub.authenticator_class = "rlhf_course.hub_auth.PasswordTableAuthentica
 c.PasswordTableAuthenticator.passwords = users["passwords"]
 c.Authenticator.allowed_users = set(users["passwords"])
 c.Authenticator.admin_users = set()
-# Each user's JupyterLab runs as that user (setuid from root), from the shared environment.
-c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
+# Each user's JupyterLab runs as that user (setuid from root), from the shared environment, in a cgroup
+# of its own (memory, processes, CPU) and under rlimits (rlhf_course/hub_spawner.py).
+c.JupyterHub.spawner_class = "rlhf_course.hub_spawner.ClassroomSpawner"
+for trait, value in {self.limits!r}.items():
+    setattr(c.ClassroomSpawner, trait, value)
 c.Spawner.default_url = "/lab"
 c.Spawner.env_keep = []
 c.Spawner.start_timeout = 120
@@ -264,6 +336,7 @@ c.Spawner.pre_spawn_hook = per_user
         if not self.created:
             return
         self.remove_accounts()
+        remove_user_resources(self.names)
         if self.server:
             self.server.remove()
         shutil.rmtree(self.base, ignore_errors=True)
@@ -288,9 +361,19 @@ def main(argv=None) -> None:
     parser.add_argument("--students", nargs="+", default=["alice", "bob", "carol"])
     parser.add_argument("--proxy", type=Path, required=True, help="the configurable-http-proxy executable")
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--make-checkout-private", action="store_true",
+                        help="chmod o-rwx the checkout when other accounts could read its source/ or instructor/ "
+                             "(without it, make hub refuses to start then)")
+    parser.add_argument("--memory", default=None, help="memory of each user's server and kernels together "
+                        "(e.g. 4G; default ClassroomSpawner.mem_limit)")
+    parser.add_argument("--cpus", type=float, default=None, help="CPU cores each user's processes may use together")
+    parser.add_argument("--processes", type=int, default=None, help="processes (and threads) per user")
+    parser.add_argument("--file-size", default=None, help="largest file a user's process may write (e.g. 1G)")
     args = parser.parse_args(argv)
+    limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
+              ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
-                          args.port or free_port(), args.proxy.resolve())
+                          args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits)
     stopping = []
 
     def stop(signum, frame):

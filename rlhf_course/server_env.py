@@ -75,14 +75,34 @@ def shared_interpreter() -> Path:
     return interpreter
 
 
+def lock_folder() -> Path:
+    """Where the build locks live: a folder only root can enter (0700, root's own, no link).  A lock
+    file every account could open is a lock any account could take and hold, and every later
+    `make hub` or test run would wait on it forever."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    ROOT.chmod(0o755)
+    folder = ROOT / ".locks"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise RuntimeError(f"{folder} is not a folder of this account's own: remove it (it holds only build locks)")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        folder.chmod(0o700)
+    return folder
+
+
 @contextlib.contextmanager
 def _locked(folder: Path):
     """Another test session (another checkout) may be building the same folder."""
-    ROOT.mkdir(parents=True, exist_ok=True)
-    ROOT.chmod(0o755)
-    with open(ROOT / f"{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = lock_folder() / f"{folder.name}.lock"
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(descriptor)
 
 
 @contextlib.contextmanager

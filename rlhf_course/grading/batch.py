@@ -141,9 +141,22 @@ def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:
     return asdict(result)
 
 
+def dask_address_warning(address: str) -> str | None:
+    """Why an address without TLS is a risk, or None for a tls:// one.  Dask workers grade as root
+    (they start the sandboxes) and run whatever a client that reaches the scheduler sends them."""
+    if address.startswith("tls://"):
+        return None
+    return (f"warning: {address} is not a tls:// address: any account or machine that can reach this scheduler "
+            "can run code as root on its workers.  Run workers only where no student has a shell, on a private "
+            "network, or use TLS with client certificates (README: A course that outgrows one machine).")
+
+
 def grade_on_dask(course_root: Path, tasks: list[Task], address: str, limits: Limits):
     from distributed import Client, as_completed as dask_completed
 
+    warning = dask_address_warning(address)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     with Client(address) as client:
         futures = client.map(_grade_on_dask_worker, [str(course_root)] * len(tasks), tasks,
                              [limits] * len(tasks), pure=False)

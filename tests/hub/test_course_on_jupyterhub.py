@@ -9,12 +9,17 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
    shows both scores; the instructor releases feedback;
 4. each student fetches their feedback and opens it: their own scores, no hidden test code, nothing of
    the other student;
-5. a student is refused another student's server, the Formgrader and the course directory.
+5. a student is refused another student's server, the Formgrader and the course directory;
+6. from a student's shell, while a classmate's kernel runs: nothing of it can be heard (every loopback TCP
+   port and every Unix socket subscribed to), its runtime files are unreadable, and it runs in its user's
+   cgroup under the classroom's limits.
 
 A screenshot of every open page lands in test-artifacts/hub/ at each step, and on the first failure.
 Needs root (accounts, setuid spawning), chromium, npm (the proxy) and bubblewrap (trusted grading).
 """
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import pwd
@@ -39,7 +44,7 @@ from tests.browser.test_lab_views import INSTRUCTOR_ONLY, nbgrader_menu_items, o
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
-PREFIX = "rlhfh_"
+PREFIX = f"rlhfh{os.getpid() % 1000}_"  # per run: two checkouts may run this test at once
 WRITTEN = "lab_question_1"  # the written answer the instructor grades by hand
 WRITTEN_COMMENT = "Right: the reward model never saw a repeat, so without the KL penalty PPO would exploit it."
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
@@ -73,7 +78,7 @@ def hub(repo, tmp_path_factory):
     started = time.time()
     process = subprocess.Popen(
         ["make", "--no-print-directory", "-C", str(repo), "hub", f"HUB_PORT={free_port()}", f"HUB_BASE={base}",
-         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob"],
+         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob", "HUB_MAKE_PRIVATE=1"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     ready = base / "hub" / "ready"
     try:
@@ -181,6 +186,81 @@ def quiet_lab_settings(user: User) -> None:
     subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(user.home / ".jupyter")], check=True)
 
 
+# Run as a student: subscribe to everything on this machine a ZMQ kernel could be listening on (every
+# loopback TCP port, every named Unix socket) and count what arrives.
+OVERHEAR = r"""
+import json, sys, time, zmq
+seconds = float(sys.argv[1])
+targets = []
+for table, loopback in (("/proc/net/tcp", "0100007F"), ("/proc/net/tcp6", "00000000000000000000000001000000")):
+    for line in open(table).read().splitlines()[1:]:
+        fields = line.split()
+        address, port = fields[1].split(":")
+        if fields[3] == "0A" and address in (loopback, "0" * len(loopback)):
+            targets.append(("tcp://127.0.0.1:" if "6" not in table else "tcp://[::1]:") + str(int(port, 16)))
+for line in open("/proc/net/unix").read().splitlines()[1:]:
+    fields = line.split()
+    if len(fields) >= 8 and fields[7].startswith("/"):
+        targets.append("ipc://" + fields[7])
+context = zmq.Context()
+context.setsockopt(zmq.IPV6, 1)
+poller = zmq.Poller()
+for target in targets:
+    socket = context.socket(zmq.SUB)
+    socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(target)
+    poller.register(socket, zmq.POLLIN)
+heard, deadline = [], time.time() + seconds
+while time.time() < deadline:
+    for socket, _ in poller.poll(200):
+        frames = socket.recv_multipart()
+        if sum(map(len, frames)) < 2**18:  # status, code, text: a message's bytes, to check whose it is
+            heard.append([frame.decode("latin-1") for frame in frames])
+print(json.dumps({"targets": targets, "heard": heard}))
+"""
+
+
+def signed_with(frames: list[str], keys: list[str]) -> bool:
+    """A Jupyter message (its frames as latin-1) signed with one of these connection keys."""
+    if "<IDS|MSG>" not in frames:
+        return False
+    at = frames.index("<IDS|MSG>")
+    body = b"".join(frame.encode("latin-1") for frame in frames[at + 2:at + 6])
+    return any(hmac.compare_digest(hmac.new(key.encode(), body, hashlib.sha256).hexdigest(), frames[at + 1])
+               for key in keys)
+
+
+def processes(uid: int) -> dict[int, str]:
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            pass
+    return found
+
+
+def tcp_listeners(pid: int) -> list[int]:
+    """The TCP ports process `pid` listens on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.append(int(fields[1].split(":")[1], 16))
+    return ports
+
+
 def test_the_course_on_a_jupyterhub(hub, repo):
     from playwright.sync_api import sync_playwright
     server = ServerEnv.__new__(ServerEnv)  # the classroom's environment, for commands run as its users
@@ -242,6 +322,12 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                     time.sleep(0.5)
 
         with steps.step("slider"):
+            # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
+            listener = subprocess.Popen(
+                ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
+                 f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "12"],
+                cwd=users[bob].home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(2)  # connected before Alice runs anything
             page = pages[alice]
             for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
                 cell = page.locator(".jp-Notebook .jp-Cell").nth(index[grade_id])
@@ -260,6 +346,46 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
                 " return img && img.getAttribute('src') !== before; }",
                 arg=[explorer.element_handle(), before], timeout=60_000)
+
+        with steps.step("kernels_private"):
+            out, err = listener.communicate(timeout=60)
+            assert listener.returncode == 0, err[-3000:]
+            overheard = json.loads(out)
+            print(f"bob subscribed to {len(overheard['targets'])} sockets and heard {len(overheard['heard'])} messages")
+            kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if "ipykernel" in cmd}
+            assert kernels, "Alice's kernel is not running"
+            # Other tests on this machine may run kernels of root's over TCP (Bob hears those): what counts is a
+            # message of Alice's, one signed with her kernel's key
+            keys = [json.loads(Path(cmd.split(" -f ")[1].split()[0]).read_text())["key"] for cmd in kernels.values()]
+            assert not [m for m in overheard["heard"] if signed_with(m, keys)], "Bob heard Alice's kernel"
+            for pid, cmd in kernels.items():
+                connection = Path(cmd.split(" -f ")[1].split()[0])
+                assert connection.parent == Path("/run/rlhf-classroom") / alice, connection
+                assert json.loads(connection.read_text())["transport"] == "ipc"
+                assert f"ipc://{connection.parent}" in " ".join(overheard["targets"])  # Bob tried its sockets
+                # ipykernel's pipe for forked subprocesses' output stays on loopback TCP: a PULL socket (it
+                # sends nothing) that drops messages without the kernel's random key.  Bob tried it too.
+                for port in tcp_listeners(pid):
+                    assert f"tcp://127.0.0.1:{port}" in overheard["targets"], port
+                assert len(tcp_listeners(pid)) <= 1, cmd
+                probe = users[bob].python(f"import os\ntry:\n    open({str(connection)!r}).read()\n    print('READ')\n"
+                                          "except PermissionError:\n    print('denied')")
+                assert probe.stdout.strip() == "denied"
+                # the kernel runs in Alice's cgroup, under the classroom's limits
+                assert f"rlhf-classroom/{alice}" in Path(f"/proc/{pid}/cgroup").read_text()
+                limits = Path(f"/proc/{pid}/limits").read_text()
+                assert re.search(r"Max processes\s+256\s+256", limits), limits
+                assert re.search(r"Max file size\s+1073741824\s+1073741824", limits), limits
+            # every user's server, the instructor's too, reads the config that makes its kernels private
+            for name in (instructor, alice, bob):
+                [server_pid] = [pid for pid, cmd in processes(users[name].uid).items() if "jupyterhub.singleuser" in cmd]
+                environ = dict(item.split("=", 1) for item in
+                               Path(f"/proc/{server_pid}/environ").read_text().split("\0") if "=" in item)
+                folders = [Path(f) for f in environ["JUPYTER_CONFIG_PATH"].split(":")]
+                assert any(json.loads((f / "jupyter_config.json").read_text()).get("KernelManager", {}).get(
+                    "transport") == "ipc" for f in folders if (f / "jupyter_config.json").exists()), (name, folders)
+                assert environ["JUPYTER_RUNTIME_DIR"] == f"/run/rlhf-classroom/{name}", name
+                assert f"rlhf-classroom/{name}" in Path(f"/proc/{server_pid}/cgroup").read_text()
 
         with steps.step("validate"):
             for student in (alice, bob):  # both validate at once, as a class would

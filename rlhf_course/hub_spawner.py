@@ -1,0 +1,174 @@
+"""The classroom's spawner (`make hub`): each user's JupyterLab runs as that user, as with JupyterHub's
+LocalProcessSpawner, and in addition
+
+* its kernels talk to it over Unix sockets in the user's own runtime folder
+  (`/run/rlhf-classroom/<user>/`, 0700): no other account can connect to them.  Over TCP on loopback,
+  any local account could subscribe to any kernel's IOPub port and hear its cells and outputs;
+  the transport itself (`KernelManager.transport = "ipc"`) is set in the config every user's server
+  reads (rlhf_course/classroom.py);
+* one user cannot starve the classroom: the server and everything it starts (kernels, terminals,
+  nbgrader's validation) share one cgroup per user, memory (`mem_limit`), processes (`process_limit`)
+  and CPU (`cpu_limit`, in cores), and run under rlimits: processes of the account (RLIMIT_NPROC),
+  the size of one file written (RLIMIT_FSIZE, `file_size_limit`), and, where the kernel lets root
+  make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
+  homes is the file system's business (README).
+
+The process enters its cgroup and takes its rlimits in the forked child, before it becomes the user:
+nothing the user can configure runs outside them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import resource
+import shutil
+import signal
+import stat
+import time
+from pathlib import Path
+
+from jupyterhub.spawner import LocalProcessSpawner
+from jupyterhub.traitlets import ByteSpecification
+from traitlets import Int, Unicode, default
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_NAME = "rlhf-classroom"
+RUNTIME_ROOT = Path("/run/rlhf-classroom")
+
+
+class UserCgroup:
+    """One user's cgroup (v2, or v1's memory, pids and cpu hierarchies), made by root."""
+
+    def __init__(self, name: str, root: Path = CGROUP_ROOT):
+        self.name, self.root = name, root
+        self.v2 = (root / "cgroup.controllers").is_file()
+
+    def dirs(self) -> list[Path]:
+        if self.v2:
+            return [self.root / CGROUP_NAME / self.name]
+        return [self.root / c / CGROUP_NAME / self.name for c in ("memory", "pids", "cpu") if (self.root / c).is_dir()]
+
+    def prepare(self, memory: int | None, cpus: float | None, processes: int | None) -> list[Path]:
+        """Make the cgroup with these limits; its `cgroup.procs` files, or [] where root may make none."""
+        try:
+            if self.v2:
+                parent = self.root / CGROUP_NAME
+                parent.mkdir(exist_ok=True)
+                (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+            period = 100_000
+            for d in self.dirs():
+                d.mkdir(parents=True, exist_ok=True)
+                controller = "unified" if self.v2 else d.parent.parent.name
+                settings = {
+                    "unified": {"memory.max": memory, "memory.swap.max": 0 if memory else None,
+                                "pids.max": processes,
+                                "cpu.max": f"{int(period * cpus)} {period}" if cpus else None},
+                    "memory": {"memory.limit_in_bytes": memory, "memory.memsw.limit_in_bytes": memory},
+                    "pids": {"pids.max": processes},
+                    "cpu": {"cpu.cfs_period_us": period if cpus else None,
+                            "cpu.cfs_quota_us": int(period * cpus) if cpus else None},
+                }[controller]
+                for file, value in settings.items():
+                    if value is not None and (d / file).exists():
+                        (d / file).write_text(str(value))
+            return [d / "cgroup.procs" for d in self.dirs()]
+        except OSError:
+            return []
+
+    def remove(self) -> None:
+        """Kill what is left in it (the account is going) and remove it."""
+        for d in self.dirs():
+            with contextlib.suppress(OSError):
+                for pid in (d / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(pid), signal.SIGKILL)
+        for d in self.dirs():
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # busy while the killed processes exit
+                    time.sleep(0.1)
+
+
+def runtime_dir(name: str, root: Path = RUNTIME_ROOT) -> Path:
+    """The user's private runtime folder (kernels' connection files and sockets): root's `root` (0755)
+    holds one 0700 folder per account, owned by it.  Short on purpose: a Unix socket's path has at
+    most 107 bytes."""
+    user = pwd.getpwnam(name)
+    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise RuntimeError(f"{root} must be a folder of root's that only root can write to")
+    folder = root / name
+    with contextlib.suppress(FileNotFoundError):
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != user.pw_uid:
+            shutil.rmtree(folder) if stat.S_ISDIR(info.st_mode) else folder.unlink()
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    os.chown(folder, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    folder.chmod(0o700)
+    return folder
+
+
+def remove_user_resources(names, runtime_root: Path = RUNTIME_ROOT) -> None:
+    """What the spawner made for these accounts: their cgroups and runtime folders."""
+    for name in names:
+        UserCgroup(name).remove()
+        shutil.rmtree(runtime_root / name, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        runtime_root.rmdir()  # only when no other classroom uses it
+
+
+def limited_preexec(name: str, drop_privileges, mem_limit: int | None, cpu_limit: float | None,
+                    process_limit: int | None, file_size_limit: int | None):
+    """A `preexec_fn`: enter the user's cgroup and take the rlimits (still as root), then become the user."""
+    procs = UserCgroup(name).prepare(mem_limit, cpu_limit, process_limit)
+    rlimits = [(resource.RLIMIT_NPROC, process_limit), (resource.RLIMIT_FSIZE, file_size_limit)]
+    if not procs:  # no cgroup: each process's address space instead of the user's resident memory
+        rlimits.append((resource.RLIMIT_AS, mem_limit))
+    rlimits = [(which, value) for which, value in rlimits if value]
+
+    def preexec():
+        pid = str(os.getpid()).encode()
+        for path in procs:
+            descriptor = os.open(path, os.O_WRONLY)
+            try:
+                os.write(descriptor, pid)
+            finally:
+                os.close(descriptor)
+        for which, value in rlimits:
+            resource.setrlimit(which, (value, value))
+        drop_privileges()
+
+    return preexec
+
+
+class ClassroomSpawner(LocalProcessSpawner):
+    process_limit = Int(256, help="processes and threads of each user, all together (a fork bomb stops here)"
+                        ).tag(config=True)
+    file_size_limit = ByteSpecification(1024**3, help="the largest file a user's process may write"
+                                        ).tag(config=True)
+    runtime_root = Unicode(str(RUNTIME_ROOT), help="root's folder of the users' private runtime folders"
+                           ).tag(config=True)
+
+    @default("mem_limit")
+    def _mem_limit_default(self):
+        return 4 * 1024**3  # torch and the tiny LM's training fit in about 1.5 GiB
+
+    @default("cpu_limit")
+    def _cpu_limit_default(self):
+        return 1.0
+
+    def make_preexec_fn(self, name):
+        return limited_preexec(name, super().make_preexec_fn(name), self.mem_limit, self.cpu_limit,
+                               self.process_limit, self.file_size_limit)
+
+    def get_env(self):
+        env = super().get_env()
+        env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir(self.user.name, Path(self.runtime_root)))
+        return env

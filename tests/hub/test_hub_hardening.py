@@ -1,0 +1,180 @@
+"""make hub, from another account on the machine (a few seconds, no hub, no browser): the shared
+environment's build locks, the checkout's solutions and the per-user limits, each tried as a
+non-root account (`nobody`, or an account made here) the way a student's shell would."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rlhf_course import classroom, hub_spawner, server_env
+from jupyterhub.spawner import set_user_setuid
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # reachable by every account, unlike a private checkout's .venv
+
+
+def as_nobody(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           SYSTEM_PYTHON, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+
+
+@pytest.fixture
+def open_folder():
+    """A folder every account can traverse (pytest's own tmp folders are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="rlhf-hardening-"))
+    folder.chmod(0o755)
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)])
+
+
+@pytest.fixture(autouse=True)
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("these probes switch to other accounts (root)")
+
+
+def test_no_other_account_can_open_or_hold_a_build_lock(open_folder, monkeypatch):
+    monkeypatch.setattr(server_env, "ROOT", open_folder / "server-env")
+    with server_env._locked(server_env.ROOT / "base-probe"):
+        pass
+    locks = [p for p in server_env.ROOT.rglob("*") if p.is_file()]
+    assert locks, "the lock file was not made"
+    probe = as_nobody(
+        "import fcntl\n"
+        f"for path in {[str(p) for p in locks]!r}:\n"
+        "    try:\n"
+        "        with open(path) as f:\n"
+        "            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "            print('HELD', path)\n"
+        "    except OSError as error:\n"
+        "        print('refused', path, type(error).__name__)\n")
+    assert "HELD" not in probe.stdout, probe.stdout + probe.stderr
+    for lock in locks:  # root's own, 0600, in a 0700 folder of root's
+        assert lock.stat().st_uid == 0 and lock.stat().st_mode & 0o777 == 0o600, lock
+        assert lock.parent.stat().st_mode & 0o777 == 0o700 and lock.parent.stat().st_uid == 0
+    # a link planted where a lock goes is never followed
+    victim = open_folder / "victim"
+    victim.write_text("root's file")
+    (server_env.lock_folder() / "base-linked.lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        with server_env._locked(server_env.ROOT / "base-linked"):
+            pass
+    assert victim.read_text() == "root's file"
+
+
+def make_checkout(folder: Path) -> Path:
+    checkout = folder / "checkout"
+    for name in classroom.PRIVATE_FOLDERS:
+        (checkout / name / "rlhf").mkdir(parents=True)
+        (checkout / name / "rlhf" / "solution.py").write_text("ANSWER = 42\n")
+    for path in [checkout, *checkout.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # a clone under umask 022
+    return checkout
+
+
+def test_make_hub_refuses_a_checkout_students_could_read(open_folder, repo):
+    checkout = make_checkout(open_folder)
+    secret = checkout / "instructor" / "rlhf" / "solution.py"
+    assert "ANSWER" in as_nobody(f"print(open({str(secret)!r}).read())").stdout  # what the check is about
+    room = classroom.Classroom(checkout, open_folder / "classroom", "rlhfnever_", ["ann"], 8000, Path(sys.executable))
+    with pytest.raises(SystemExit, match=rf"chmod o-rwx {checkout}"):
+        room.create()
+    assert not (open_folder / "classroom").exists()  # refused before anything was made
+
+    # private below a readable parent: the folders themselves shut others out
+    for name in classroom.PRIVATE_FOLDERS:
+        (checkout / name).chmod(0o750)
+    classroom.check_checkout_private(checkout)
+    assert "ANSWER" not in as_nobody(f"print(open({str(secret)!r}).read())").stdout
+    # one file readable inside a traversable folder is enough to refuse
+    (checkout / "source").chmod(0o711)
+    (checkout / "source" / "rlhf").chmod(0o711)
+    with pytest.raises(SystemExit, match="source/"):
+        classroom.check_checkout_private(checkout)
+    assert "ANSWER" in as_nobody(f"print(open({str(checkout / 'source/rlhf/solution.py')!r}).read())").stdout
+
+    # --make-checkout-private closes the checkout itself and says so
+    classroom.check_checkout_private(checkout, make_private=True)
+    assert checkout.stat().st_mode & 0o007 == 0
+    probe = as_nobody(f"print(open({str(checkout / 'source/rlhf/solution.py')!r}).read())")
+    assert "ANSWER" not in probe.stdout and "PermissionError" in probe.stderr
+
+
+@pytest.fixture
+def account(open_folder):
+    name = f"rlhflim_{os.getpid() % 100000}"
+    classroom.remove_accounts([name])
+    classroom.add_account(name, open_folder / "home" / name)
+    (open_folder / "home").chmod(0o755)
+    yield name
+    hub_spawner.remove_user_resources([name], open_folder / "run")
+    classroom.remove_accounts([name])
+
+
+HOG = """
+import os, sys, time
+what = sys.argv[1]
+if what == "fork":  # a fork bomb that keeps its children
+    children = 0
+    try:
+        while children < 2000:
+            if os.fork() == 0:
+                os.closerange(0, 3)  # the test reads until the output closes
+                time.sleep(30)
+                os._exit(0)
+            children += 1
+    except OSError as error:
+        print("fork refused after", children, type(error).__name__)
+    else:
+        print("forked", children)
+elif what == "memory":  # 2 GiB, touched
+    block = bytearray(2 * 1024**3)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    print("got 2 GiB")
+elif what == "disk":
+    try:
+        with open("big", "wb") as f:  # in the home
+            f.write(b"x" * (8 * 1024**2))
+        print("wrote 8 MiB")
+    except OSError as error:
+        print("write refused", error.errno)
+"""
+
+
+def run_limited(name: str, what: str) -> subprocess.CompletedProcess:
+    preexec = hub_spawner.limited_preexec(name, set_user_setuid(name), mem_limit=512 * 1024**2, cpu_limit=0.5,
+                                          process_limit=40, file_size_limit=1024**2)
+    return subprocess.run([SYSTEM_PYTHON, "-c", HOG, what], preexec_fn=preexec, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin"},
+                          start_new_session=True)
+
+
+def test_a_students_fork_bomb_memory_hog_and_huge_file_are_stopped(account):
+    started = time.time()
+    fork = run_limited(account, "fork")
+    assert "fork refused after" in fork.stdout, fork.stdout + fork.stderr
+    assert int(fork.stdout.split("after")[1].split()[0]) < 40
+    subprocess.run(["pkill", "-KILL", "-u", account])
+    memory = run_limited(account, "memory")
+    print("memory hog:", memory.returncode, memory.stderr.strip().splitlines()[-1:])
+    assert "got 2 GiB" not in memory.stdout and memory.returncode != 0, memory.stdout + memory.stderr
+    disk = run_limited(account, "disk")
+    assert "write refused 27" in disk.stdout, disk.stdout + disk.stderr  # EFBIG
+    # the limits held for the account's processes only: this one still forks and allocates
+    assert subprocess.run(["true"]).returncode == 0
+    block = bytearray(64 * 1024**2)
+    assert len(block) and time.time() - started < 60
+    cgroups = hub_spawner.UserCgroup(account).dirs()
+    print("cgroups:", [str(d) for d in cgroups if d.exists()] or "none (rlimits alone)")
+
+
+def test_make_grade_warns_of_a_dask_scheduler_without_tls():
+    from rlhf_course.grading.batch import dask_address_warning
+    for address in ("tcp://grading-host:8786", "grading-host:8786", "inproc://x"):
+        warning = dask_address_warning(address)
+        assert warning and "not a tls:// address" in warning and "as root" in warning, address
+    assert dask_address_warning("tls://grading-host:8786") is None
