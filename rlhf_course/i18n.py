@@ -70,6 +70,7 @@ ZH = {
     "Noise of one group's gradient estimate": "单组梯度估计的噪声",
     "||std|| / ||mean|| over 2000 groups": "2000 组上的 ||标准差|| / ||均值||",
     "Mean step along the true gradient": "沿真实梯度方向的平均步长",
+    "reward noise": "奖励噪声",
     "E[g] . grad J / ||grad J||^2": "E[g] · grad J / ||grad J||^2",
     # the lab: training curves
     "reward-model score (proxy, SFT std units)": "奖励模型得分（代理指标，以 SFT 标准差为单位）",

@@ -139,3 +139,11 @@ def test_the_grpo_lab_summary_speaks_chinese_in_aligned_columns(monkeypatch):
     assert first == "在微型语言模型上运行 GRPO，各阶段用时（秒）：SFT 与奖励模型 25.3, GRPO 11.0"
     columns = lambda text: sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)  # noqa: E731
     assert len(lines) == 4 and len({columns(line) for line in lines}) == 1, summary
+
+
+def test_the_grpo_explorer_names_its_reward_noise_slider_in_chinese(monkeypatch):
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    explorer = explorers.grpo_explorer(_group_advantages)
+    descriptions = [getattr(child, "description", "") for child in explorer.children]
+    assert descriptions[:3] == ["G", "scale_by_std", "奖励噪声"]
+    plt.close("all")
