@@ -360,7 +360,7 @@ def grpo_explorer(group_relative_advantages: Callable):
         return {
             "group_size": widgets.IntSlider(value=8, min=2, max=32, step=1, description="G", continuous_update=False),
             "scale_by_std": widgets.Checkbox(value=True, description="scale_by_std"),
-            "reward_noise": widgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="reward noise",
+            "reward_noise": widgets.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description=t("reward noise"),
                                                 continuous_update=False),
         }
     probe = lambda f: grpo_groups(f, 4, True)  # noqa: E731

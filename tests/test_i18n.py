@@ -124,3 +124,26 @@ def test_every_chinese_template_keeps_the_english_fields():
     for english, chinese in i18n.ZH.items():
         fields = lambda text: sorted(f for _, f, _, _ in string.Formatter().parse(text) if f)  # noqa: E731
         assert fields(english) == fields(chinese), english
+
+
+def test_the_grpo_lab_summary_speaks_chinese_in_aligned_columns(monkeypatch):
+    """A Chinese character takes two columns: padded by columns, the four lines end in the same column."""
+    import unicodedata
+
+    from rlhf_course.lab.grpo import GrpoLabResult
+
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    row = {"reward_model_score": 0.1, "gold_reward": 0.02, "kl_to_reference": 0.0, "entropy_per_token": 2.9}
+    summary = GrpoLabResult([row, row], {}, {"SFT and reward model": 25.3, "GRPO": 11.0}).summary()
+    first, *lines = summary.splitlines()
+    assert first == "在微型语言模型上运行 GRPO，各阶段用时（秒）：SFT 与奖励模型 25.3, GRPO 11.0"
+    columns = lambda text: sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)  # noqa: E731
+    assert len(lines) == 4 and len({columns(line) for line in lines}) == 1, summary
+
+
+def test_the_grpo_explorer_names_its_reward_noise_slider_in_chinese(monkeypatch):
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    explorer = explorers.grpo_explorer(_group_advantages)
+    descriptions = [getattr(child, "description", "") for child in explorer.children]
+    assert descriptions[:3] == ["G", "scale_by_std", "奖励噪声"]
+    plt.close("all")

@@ -127,3 +127,29 @@ def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_function
 def test_grpo_release_runs_until_its_todo(repo):
     executed = run_until_todo(repo / "release" / "grpo" / "grpo.ipynb", timeout=120)
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "grpo_visible_tests"
+
+
+@pytest.mark.slow
+def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, monkeypatch):
+    """The Chinese GRPO edition's source: the English edition's printed numbers, every hidden test
+    reporting in Chinese, the lab trained (smoke setting) with the functions of the notebooks beside it
+    and its summary in Chinese."""
+    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
+    nb = execute(repo / "source" / "grpo_zh" / "grpo.ipynb")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
+    assert "unscaled: [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
+    assert text.count("通过：") == 8 and "passed: " not in text
+    lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
+           and notebooks.grade_id(c) in ("lab_run", "lab_plots")}
+    assert "在微型语言模型上运行 GRPO" in str(lab["lab_run"]) and "实验已停止" not in str(lab["lab_run"])
+    assert sum("image/png" in o.get("data", {}) for o in lab["lab_plots"]) == 1
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+@pytest.mark.slow
+def test_grpo_chinese_release_runs_until_its_todo(repo):
+    executed = run_until_todo(repo / "release" / "grpo_zh" / "grpo.ipynb", timeout=120)
+    assert executed[-1].metadata["nbgrader"]["grade_id"] == "grpo_visible_tests"
+    setup = next(c for c in executed if c.metadata["nbgrader"].get("grade_id") == "setup")
+    assert "i18n.set_language('zh-CN')" in setup.source

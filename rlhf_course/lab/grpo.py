@@ -192,10 +192,17 @@ class GrpoLabResult:
 
     def summary(self) -> str:
         first, last = self.history[0], self.history[-1]
-        lines = [t("GRPO on the tiny LM, stage times (s): ") + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())]
+        lines = [t("GRPO on the tiny LM, stage times (s): ") + ", ".join(f"{t(k)} {v:.1f}" for k, v in self.seconds.items())]
         for key in ("reward_model_score", "gold_reward", "kl_to_reference", "entropy_per_token"):
-            lines.append(f"  {t(key):<32} {first[key]:8.3f} -> {last[key]:8.3f}")
+            lines.append(f"  {_padded(t(key), 32)} {first[key]:8.3f} -> {last[key]:8.3f}")
         return "\n".join(lines)
+
+
+def _padded(label: str, width: int) -> str:
+    """``label`` padded to ``width`` columns as a terminal draws it: a Chinese character takes two."""
+    import unicodedata
+    columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in label)
+    return label + " " * max(width - columns, 0)
 
 
 def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
