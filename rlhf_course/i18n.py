@@ -42,7 +42,7 @@ ZH = {
     "loss -log sigmoid(beta h) (nats)": "损失 -log sigmoid(beta h)（nats）",
     "How hard each pair is pushed": "每个偏好对被推动的力度",
     "gradient weight sigmoid(-beta h)": "梯度权重 sigmoid(-beta h)",
-    "Implied reward difference": "隐式奖励差",
+    "Implied reward difference": "偏好边际（隐式奖励之差）",
     "log-ratio margin h (nats)": "对数概率比间隔 h（nats）",
     # GAE explorer
     "lambda = 0 (TD residual)": "lambda = 0（TD 误差）",
@@ -72,7 +72,7 @@ ZH = {
     "Mean step along the true gradient": "沿真实梯度方向的平均步长",
     "E[g] . grad J / ||grad J||^2": "E[g] · grad J / ||grad J||^2",
     # the lab: training curves
-    "reward-model score (proxy, SFT std units)": "奖励模型得分（代理，以 SFT 标准差为单位）",
+    "reward-model score (proxy, SFT std units)": "奖励模型得分（代理指标，以 SFT 标准差为单位）",
     "gold reward (truth)": "真实奖励（gold）",
     "Reward rises": "奖励上升",
     "PPO iteration": "PPO 迭代",
@@ -81,8 +81,8 @@ ZH = {
     "KL(pi || pi_ref) per response (nats)": "每个回答的 KL(pi || pi_ref)（nats）",
     "Policy entropy falls": "策略熵下降",
     "entropy per token (nats)": "每个 token 的熵（nats）",
-    "margin (left axis)": "间隔（左轴）",
-    "Preference margin widens": "偏好间隔变大",
+    "margin (left axis)": "偏好边际（左轴）",
+    "Preference margin widens": "偏好边际变大",
     "DPO step": "DPO 步数",
     "beta * (log-ratio chosen - rejected)": "beta *（被选 - 被拒 的对数概率比）",
     "accuracy (right axis)": "准确率（右轴）",
