@@ -3,7 +3,8 @@
     python bench/frontier.py [--out results.json]
 
 The whole study: SFT, reward model, the bigram reference and its exact frontier (300 values of
-beta), then 17 runs (PPO at 5 KL coefficients, DPO at 3 betas, 2 seeds each, 3 for KL-free PPO)
+beta), then 25 runs (PPO at 5 KL coefficients, GRPO at 3 k3 weights and its KL-in-the-reward variant at 1,
+DPO at 3 betas, 2 seeds each, 3 for KL-free PPO)
 in two single-threaded worker processes.  Target on the 2-core course machines: under 60 s.
 
 Wall time depends on what else the machine is doing, so the benchmark also prints the load

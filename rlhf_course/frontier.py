@@ -9,8 +9,9 @@ The reference policy is the bigram closest to the SFT transformer (fitted to its
 which pi*_beta ∝ pi_ref exp(gold/beta) is computed exactly for every beta
 (:mod:`rlhf_course.lab.exact_optimum`): the exact reward-KL frontier.  The trained policy is a
 transformer whose logits are the bigram's plus a residual that starts at zero, so PPO (several KL
-coefficients, 0 included) and DPO (several betas, on the reward model's own pairs) start from, and
-are regularised towards, exactly that reference.  Every run ends with the gold reward and KL of
+coefficients, 0 included), GRPO (several k3 weights, and one variant with the KL in the reward and no std
+scaling) and DPO (several betas, on the reward model's own pairs) start from, and are regularised
+towards, exactly that reference.  Every run ends with the gold reward and KL of
 fresh samples and how far below the exact curve it lands; the KL-free PPO runs (over-optimisation)
 also keep their whole history and sampled responses before and after.
 
@@ -27,7 +28,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -36,7 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
-from rlhf_course.lab import exact_optimum, language, train
+from rlhf_course.lab import exact_optimum, grpo, language, train
 from rlhf_course.lab.student import StudentFunctions
 
 DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
@@ -46,6 +47,10 @@ DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
 class SweepConfig:
     kl_coefs: tuple[float, ...] = (0.0, 0.003, 0.01, 0.05, 0.2)
     dpo_betas: tuple[float, ...] = (0.1, 0.5, 2.0)
+    grpo_kl_coefs: tuple[float, ...] = (0.05, 0.2, 1.0)  # the k3 weight in GRPO's loss
+    grpo_group_size: int = 8
+    # GRPO with its two departures from PPO's objective undone: the KL in the reward, no std scaling
+    grpo_variant_kl_coefs: tuple[float, ...] = (0.05,)
     seeds: tuple[int, ...] = (1, 2)
     hacking_seeds: tuple[int, ...] = (1, 2, 3)
     ppo_iterations: int = 70
@@ -95,6 +100,11 @@ def _run_job(job: tuple[str, float | str, int]) -> dict:
     if method == "ppo":
         policy, history, samples = train.ppo_rlhf(start, s["reward_model"], s["student"], s["config"], generator,
                                                   show_progress=False, kl_coef=setting)
+    elif method in ("grpo", "grpo_kl_in_reward_unscaled"):
+        settings = {"kl_coef": setting} if method == "grpo" else {"kl_coef": setting, "kl_in": "reward",
+                                                                  "scale_by_std": False}
+        policy, _, _ = grpo.grpo_train(start, s["reward_model"], s["grpo_student"],
+                                       replace(s["grpo_config"], **settings), generator, show_progress=False)
     else:
         policy, history = train.dpo_train(start, s["reward_model"], s["pairs"], s["student"], s["config"], generator,
                                           show_progress=False, beta=setting)
@@ -107,10 +117,13 @@ def _run_job(job: tuple[str, float | str, int]) -> dict:
     return row
 
 
-def _jobs(sweep: SweepConfig) -> list[tuple[str, float | str, int]]:
-    """PPO first (the longer runs), then DPO, then the two short measurements of the start and the
-    SFT transformer, so that two workers finish together."""
+def _jobs(sweep: SweepConfig, with_grpo: bool) -> list[tuple[str, float | str, int]]:
+    """PPO first (the longer runs), then GRPO and DPO, then the two short measurements of the start and
+    the SFT transformer, so that two workers finish together."""
     return ([("ppo", kl, seed) for kl in sweep.kl_coefs for seed in (sweep.hacking_seeds if kl == 0 else sweep.seeds)]
+            + [("grpo", kl, seed) for kl in (sweep.grpo_kl_coefs if with_grpo else ()) for seed in sweep.seeds]
+            + [("grpo_kl_in_reward_unscaled", kl, seed) for kl in (sweep.grpo_variant_kl_coefs if with_grpo else ())
+               for seed in sweep.seeds]
             + [("dpo", beta, seed) for beta in sweep.dpo_betas for seed in sweep.seeds]
             + [("point", "start", 0), ("point", "sft_transformer", 0)])
 
@@ -128,14 +141,20 @@ def _can_fork() -> bool:
 
 
 def run_sweep(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: Callable,
-              sweep: SweepConfig = SweepConfig(), show_progress: bool = True) -> dict:
-    """Every run of the sweep; a plain dict, ready for JSON."""
+              sweep: SweepConfig = SweepConfig(), show_progress: bool = True,
+              group_relative_advantages: Callable | None = None, kl_estimator_k3: Callable | None = None) -> dict:
+    """Every run of the sweep; a plain dict, ready for JSON.  GRPO runs too when its two other
+    functions are given (with the same ``ppo_clipped_objective``)."""
     # One torch thread per process: the runs are small, so two processes use two cores far better
     # than two threads in one (and forking after a multi-threaded torch call is unsafe).
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run_sweep(StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae), sweep, show_progress)
+        grpo_student = None
+        if group_relative_advantages is not None and kl_estimator_k3 is not None:
+            grpo_student = grpo.GrpoFunctions.wrap(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3)
+        return _run_sweep(StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae), sweep, show_progress,
+                          grpo_student)
     finally:
         torch.set_num_threads(previous_threads)
         _SHARED.clear()
@@ -169,7 +188,8 @@ def _set_up(config: train.LabConfig, sweep: SweepConfig) -> dict:
             "cpu_seconds": time.process_time() - cpu_start}
 
 
-def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool) -> dict:
+def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: bool,
+               grpo_student: "grpo.GrpoFunctions | None" = None) -> dict:
     config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
                                      dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
     start = time.perf_counter()
@@ -180,9 +200,15 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
     shared = _set_up(config, sweep)
     sft, bigram_policy, reward_model = shared["sft"], shared["bigram_policy"], shared["reward_model"]
     pairs, curve, transition, report = shared["pairs"], shared["frontier"], shared["transition"], shared["report"]
+    # GRPO like for like with PPO: as many responses an iteration (prompts x group = PPO's batch), as
+    # many iterations, epochs, learning rate and clip range.
+    grpo_config = grpo.GrpoConfig(iterations=sweep.ppo_iterations, prompts=sweep.ppo_batch // sweep.grpo_group_size,
+                                  group_size=sweep.grpo_group_size, epochs=config.ppo_epochs, lr=config.ppo_lr,
+                                  clip_epsilon=config.clip_epsilon)
     _SHARED.update(sft=sft, bigram_policy=bigram_policy, reward_model=reward_model, pairs=pairs, student=student,
-                   config=config, eval_batch=sweep.eval_batch, frontier=curve)
-    jobs = _jobs(sweep)
+                   config=config, eval_batch=sweep.eval_batch, frontier=curve, grpo_student=grpo_student,
+                   grpo_config=grpo_config)
+    jobs = _jobs(sweep, grpo_student is not None)
     setup_seconds, setup_cpu = time.perf_counter() - start, shared["cpu_seconds"]
     progress = tqdm(total=len(jobs), desc="sweep", disable=not show_progress)
     if workers > 1 and _can_fork():
@@ -259,25 +285,16 @@ def summarise(results: dict) -> dict:
     return {"kl_free_ppo": hacking, "settings": settings}
 
 
-def ppo_frontier(results: dict):
-    """The upper envelope of the PPO points (mean over seeds), sorted by KL: (kl, gold) arrays."""
-    settings = summarise(results)["settings"]
-    points = sorted((v["kl_to_reference"]["mean"], v["gold_reward"]["mean"])
-                    for k, v in settings.items() if k.startswith("ppo"))
-    kl, gold = [], []
-    for x, y in [(0.0, results["bigram"]["start"]["gold_reward"])] + points:
-        kl.append(x)
-        gold.append(max([y] + gold[-1:]))  # best gold reached at or below this KL
-    return np.array(kl), np.array(gold)
+def distance_below_frontier(results: dict, method: str | None = None) -> dict[str, float]:
+    """For each setting (of ``method``, "ppo" or "dpo", if given): how far below the exact curve its
+    runs end, each measured at its own KL (``gap_below_exact``), averaged over seeds.
 
-
-def distance_below_frontier(results: dict, method: str = "dpo") -> dict[str, float]:
-    """For each setting of ``method``: how far its mean gold lies below the PPO frontier at its KL."""
-    kl, gold = ppo_frontier(results)
+    The exact curve, not a line through PPO's points: a chord between points of a concave curve lies
+    below it, so a method compared with such a chord looks better than it is."""
     out = {}
     for key, value in summarise(results)["settings"].items():
-        if key.startswith(method):
-            out[key] = float(np.interp(value["kl_to_reference"]["mean"], kl, gold) - value["gold_reward"]["mean"])
+        if method is None or key.startswith(f"{method}@"):
+            out[key] = value["gap_below_exact"]["mean"]
     return out
 
 
@@ -289,7 +306,8 @@ def exact_frontier(results: dict) -> exact_optimum.Frontier:
 
 def plot_frontier(results: dict, axes=None):
     """Left: gold reward against KL to the bigram reference: the exact optimum (curve over beta),
-    PPO (circles by KL coefficient, joined in order), DPO (triangles by beta), every seed.
+    PPO (circles by KL coefficient, joined in order), GRPO (plus signs by k3 weight), DPO (triangles by
+    beta), every seed.
     Right: how far below the exact curve each run lands."""
     import matplotlib.pyplot as plt
     if axes is None:
@@ -307,14 +325,23 @@ def plot_frontier(results: dict, axes=None):
         ax.annotate(f"β={beta:g}", (curve.kl[i], curve.reward[i]), textcoords="offset points", xytext=(6, -12),
                     fontsize=7.5, color="0.3")
         ax.plot(curve.kl[i], curve.reward[i], ".", color="black")
-    cmap_ppo, cmap_dpo = plt.get_cmap("Blues"), plt.get_cmap("Oranges")
+    cmap_ppo, cmap_dpo, cmap_grpo = plt.get_cmap("Blues"), plt.get_cmap("Oranges"), plt.get_cmap("Greens")
     kls, betas = results["sweep"]["kl_coefs"], results["sweep"]["dpo_betas"]
+    grpo_kls = results["sweep"].get("grpo_kl_coefs", ())
     first_seed = results["sweep"]["seeds"][0]
     for run in runs:
         if run["method"] == "ppo":
             shade = cmap_ppo(0.35 + 0.6 * kls.index(run["setting"]) / max(1, len(kls) - 1))
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="o", s=55, color=shade, edgecolor="k", lw=0.5,
                        zorder=3, label=f"PPO, KL coef {run['setting']:g}" if run["seed"] == first_seed else None)
+        elif run["method"] == "grpo_kl_in_reward_unscaled":
+            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="X", s=70, color="tab:olive", edgecolor="k",
+                       lw=0.5, zorder=3, label=f"GRPO-R (KL in the reward, unscaled), {run['setting']:g}"
+                       if run["seed"] == first_seed else None)
+        elif run["method"] == "grpo":
+            shade = cmap_grpo(0.35 + 0.6 * grpo_kls.index(run["setting"]) / max(1, len(grpo_kls) - 1))
+            ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="P", s=80, color=shade, edgecolor="k", lw=0.5,
+                       zorder=3, label=f"GRPO, k3 weight {run['setting']:g}" if run["seed"] == first_seed else None)
         else:
             shade = cmap_dpo(0.35 + 0.6 * betas.index(run["setting"]) / max(1, len(betas) - 1))
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="^", s=70, color=shade, edgecolor="k", lw=0.5,
@@ -338,12 +365,14 @@ def plot_frontier(results: dict, axes=None):
     keys = list(settings)
     for i, key in enumerate(keys):
         values = settings[key]["gap_below_exact"]["values"]
-        color = "tab:blue" if key.startswith("ppo") else "tab:orange"
-        ax.scatter([i] * len(values), values, color=color, edgecolor="k", lw=0.5,
-                   marker="o" if key.startswith("ppo") else "^", zorder=3)
+        method = key.split("@")[0]
+        color, marker = {"ppo": ("tab:blue", "o"), "grpo": ("tab:green", "P"),
+                         "grpo_kl_in_reward_unscaled": ("tab:olive", "X")}.get(method, ("tab:orange", "^"))
+        ax.scatter([i] * len(values), values, color=color, edgecolor="k", lw=0.5, marker=marker, zorder=3)
         ax.plot([i - 0.25, i + 0.25], [settings[key]["gap_below_exact"]["mean"]] * 2, color=color)
     ax.axhline(0, color="black", lw=1)
-    ax.set_xticks(range(len(keys)), [k.replace("ppo@", "PPO ").replace("dpo@", "DPO ") for k in keys],
+    ax.set_xticks(range(len(keys)), [k.replace("grpo_kl_in_reward_unscaled@", "GRPO-R ").replace(
+        "grpo@", "GRPO ").replace("ppo@", "PPO ").replace("dpo@", "DPO ") for k in keys],
                   rotation=45, fontsize=8)
     ax.set(title="Below the exact curve at the run's own KL", ylabel="exact best gold - run's gold")
     ax.grid(alpha=0.3, axis="y")
@@ -427,14 +456,15 @@ def report(results: dict) -> str:
                      f"{k['mean']:6.2f} ({k['min']:5.2f}..{k['max']:5.2f})  "
                      f"{d['mean']:+.3f} ({d['min']:+.3f}..{d['max']:+.3f})")
     gaps = distance_below_frontier(results)
-    lines.append("DPO below the PPO frontier by: " + ", ".join(f"{k} {v:+.3f}" for k, v in gaps.items()))
+    lines.append("below the exact curve at their own KL (seed means): "
+                 + ", ".join(f"{k} {v:+.3f}" for k, v in gaps.items()))
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- CLI
 
 def load_or_run(path: Path = DEFAULT_OUT, functions: dict | None = None) -> dict:
-    """The cached results if present, else run the sweep (about a minute) and cache it."""
+    """The cached results if present, else run the sweep (about a minute on two free cores) and cache it."""
     if path.is_file():
         return json.loads(path.read_text())
     if functions is None:
@@ -450,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook", type=Path, default=COURSE_ROOT / "source" / ASSIGNMENT / NOTEBOOK,
                         help="a completed notebook whose functions drive the sweep (default: the reference)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--grpo-notebook", type=Path, default=COURSE_ROOT / "source" / "grpo" / "grpo.ipynb",
+                        help="a completed GRPO notebook; its kl_estimator_k3 comes from the KL notebook beside its folder")
+    parser.add_argument("--no-grpo", action="store_true", help="PPO and DPO only")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds of every setting (default: 1 2)")
     parser.add_argument("--workers", type=int, default=SweepConfig.workers)
     args = parser.parse_args(argv)
@@ -459,7 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds:
         sweep = SweepConfig(seeds=tuple(args.seeds), hacking_seeds=tuple(args.seeds), workers=args.workers)
     try:
-        results = run_sweep(**functions_from_notebook(args.notebook, STUDENT_FUNCTIONS), sweep=sweep)
+        functions = functions_from_notebook(args.notebook, STUDENT_FUNCTIONS)
+        if not args.no_grpo:
+            functions.update(functions_from_notebook(args.grpo_notebook, ("group_relative_advantages",)))
+            functions["kl_estimator_k3"] = grpo.find_other_functions(args.grpo_notebook.resolve().parent)["kl_estimator_k3"]
+        results = run_sweep(**functions, sweep=sweep)
     except (StudentFunctionError, LookupError) as exc:
         print(f"sweep stopped: {exc}", file=sys.stderr)
         return 2

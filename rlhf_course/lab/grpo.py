@@ -48,6 +48,9 @@ class GrpoConfig:
     clip_epsilon: float = 0.2
     scale_by_std: bool = True  # False: Dr. GRPO's unscaled advantages
     eps: float = 1e-4
+    # "loss": GRPO's k3 term in the loss; "reward": the sequence's log pi - log pi_ref subtracted from its
+    # reward before the group advantages (RLOO's and the PPO lab's way), and no KL term in the loss
+    kl_in: str = "loss"
 
     @classmethod
     def setting(cls, name: str, **overrides) -> "GrpoConfig":
@@ -59,6 +62,10 @@ class GrpoConfig:
         if unknown:
             raise TypeError(f"unknown GRPO settings: {sorted(unknown)}")
         return cls(**{**presets[name], **overrides})
+
+    def __post_init__(self):
+        if self.kl_in not in ("loss", "reward"):
+            raise ValueError(f"kl_in must be 'loss' or 'reward', not {self.kl_in!r}")
 
 
 @dataclass(frozen=True)
@@ -100,15 +107,17 @@ def grpo_train(sft_policy: PolicyLM, reward_model: RewardModel, student: GrpoFun
             old_log_probs, entropy, _ = response_stats(policy, prompts, responses)
             ref_log_probs, _, _ = response_stats(reference, prompts, responses)
             score = reward_model(torch.cat([prompts, responses], 1))
-            advantages = student.group_relative_advantages(score.view(config.prompts, config.group_size),
+            reward = score - config.kl_coef * (old_log_probs - ref_log_probs).sum(1) if config.kl_in == "reward" else score
+            advantages = student.group_relative_advantages(reward.view(config.prompts, config.group_size),
                                                            config.scale_by_std, config.eps)
             column = advantages.reshape(-1, 1)  # one advantage per response, broadcast over its tokens
         for _ in range(config.epochs):
             log_probs, _, _ = response_stats(policy, prompts, responses)
             ratio = torch.exp(log_probs - old_log_probs)
             objective = student.ppo_clipped_objective(ratio, column, config.clip_epsilon)
-            kl_term = student.kl_estimator_k3(log_probs, ref_log_probs).mean()
-            loss = -(objective - config.kl_coef * kl_term)
+            if config.kl_in == "loss":
+                objective = objective - config.kl_coef * student.kl_estimator_k3(log_probs, ref_log_probs).mean()
+            loss = -objective
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
