@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from rlhf_course import STUDENT_FUNCTIONS
+from rlhf_course.i18n import t
 from rlhf_course.lab import train
 from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
@@ -94,13 +95,13 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
     and the lab is for the student to watch.  ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the
     run's length: quick (about 12 s on 2 cores) unless set; the browser tests use smoke (a few steps)."""
     if os.environ.get("NBGRADER_EXECUTION"):
-        print("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)")
+        print(t("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)"))
         return None
     try:
         result = run_demo(ppo_clipped_objective, dpo_loss, compute_gae,
                           setting=os.environ.get("RLHF_LAB_SETTING") or "quick")
     except StudentFunctionError as exc:
-        print(f"The lab stopped: {exc}")
+        print(t("The lab stopped: {reason}", reason=exc))
         return None
     print(format_summary(result))
     return result
