@@ -54,9 +54,10 @@ def results(request):
 
 def test_kl_free_ppo_hacks_the_reward_model(results):
     """Every seed: the proxy stays at its peak while the gold reward ends below its own peak, and the
-    policy repeats words.  How far the gold falls is a property of the seed, bimodal: 0.46, 0.42, 0.08,
-    0.45, 0.09 for seeds 1-5.  So every seed must fall by more than 0.04; a mean fall above 0.15 (true of
-    the cached seeds, 0.32) is not asked of a fresh run, whose three seeds may all land in the low mode."""
+    policy repeats words.  How far the gold falls is a property of the seed (and the CPU), bimodal: 0.46, 0.42,
+    0.08, 0.45, 0.09 for seeds 1-5 on one CPU, 0.37, 0.06, 0.06 for seeds 1-3 in the cache, made on another.
+    So every seed must fall by more than 0.04; the mean fall is not asked of a fresh run, whose three seeds may
+    all land in the low mode."""
     def repeats(samples) -> int:
         words = " ".join(sample["response"] for sample in samples).split()
         return sum(a == b for a, b in zip(words, words[1:]))
