@@ -10,3 +10,6 @@ COURSE_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "rlhf"
 NOTEBOOK = "rlhf_building_blocks.ipynb"
 STUDENT_FUNCTIONS = ("ppo_clipped_objective", "dpo_loss", "compute_gae")
+# What a course directory is made of, as an instructor copies it elsewhere (the hub's course copy, the tests'):
+# everything else in it is generated from these (release/, the gradebook) or written by grading.
+COURSE_FILES = ("source", "instructor", "i18n", "nbgrader_config.py", "jupyter")

@@ -39,13 +39,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlhf_course import ASSIGNMENT
+from rlhf_course import COURSE_FILES
 from rlhf_course.hub_spawner import remove_user_resources
 from rlhf_course.server_env import ServerEnv
 
 COURSE_ID = "rlhf-course"
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
-COURSE_FILES = ("source", "instructor", "nbgrader_config.py", "jupyter")
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
 
@@ -342,8 +341,9 @@ c.Spawner.pre_spawn_hook = per_user
         shutil.rmtree(self.base, ignore_errors=True)
 
     def summary(self) -> str:
+        # every released assignment and edition with submissions
         grade = (f"cd {self.repo} && RLHF_EXCHANGE_ROOT={self.exchange} .venv/bin/python "
-                 f"-m rlhf_course.grading.batch {ASSIGNMENT} --course-root {self.course}")
+                 f"-m rlhf_course.grading.batch --course-root {self.course}")
         lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them)",
                  "", f"  {'account':<24} password"]
         lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]

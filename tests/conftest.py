@@ -10,6 +10,8 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from rlhf_course import COURSE_FILES
+
 # In-process figures render off-screen; kernels the tests start keep their inline backend
 # (an MPLBACKEND in the environment would override it and hide every notebook plot).
 matplotlib.use("Agg")
@@ -33,8 +35,6 @@ os.environ.pop("RLHF_GRADEBOOK_URL", None)  # tests always use a gradebook insid
 os.environ.pop("RLHF_EXCHANGE_ROOT", None)
 # Submissions made by the tests are on time whatever today's date; the late-policy test sets its own.
 os.environ["RLHF_DUE_DATE"] = "2100-01-01 00:00:00 UTC"
-
-COURSE_FILES = ("source", "instructor", "i18n", "nbgrader_config.py")
 
 
 def copy_course(destination: Path) -> Path:
