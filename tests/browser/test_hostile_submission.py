@@ -21,9 +21,9 @@ from .conftest import LabServer
 
 # Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
 # 99, as a grader would, so that the Formgrader's own script saves the scores through its API.
-SCRIPT = ("window.__pwned=(window.__pwned||0)+1;setTimeout(function(){document.querySelectorAll("
-          "'input.score,input.extra-credit').forEach(function(e){e.value=99;"
-          "e.dispatchEvent(new Event('change',{bubbles:true}))})},2000)")
+SCRIPT = ("window.__pwned=(window.__pwned||0)+1;var t=setInterval(function(){if(window.formgrader&&"
+          "formgrader.grades.loaded){clearInterval(t);document.querySelectorAll('input.score,input.extra-credit')"
+          ".forEach(function(e){e.value=99;e.dispatchEvent(new Event('change',{bubbles:true}))})}},100)")
 WRITTEN = f'My answer is <img src=x onerror="{SCRIPT}"> and [a link](javascript:{SCRIPT}).'
 OUTPUTS = [
     {"text/html": f'<b>bold</b><img src=x onerror="{SCRIPT}"><script>{SCRIPT}</script>', "text/plain": "html"},
@@ -57,7 +57,7 @@ def _open(browser, url: str, server: LabServer | None = None):
     page = browser.new_context(extra_http_headers=headers, viewport={"width": 1400, "height": 1000}).new_page()
     page.goto(url)
     page.get_by_text("My answer is").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(3000)  # time for an image's error handler and the script's saves
+    page.wait_for_timeout(1000)  # time for an image's error handler
     return page
 
 
@@ -97,7 +97,7 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
         page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
         page.screenshot(path=str(artifacts / "formgrader_hostile_submission.png"))
         page.wait_for_function("formgrader.grades.loaded", timeout=10_000)  # the scores are live
-        page.wait_for_timeout(2500)
+        page.wait_for_timeout(1500)
         assert page.evaluate("window.__pwned") is None
         assert page.locator(".text_cell_render img[onerror]").count() == 0
     finally:
@@ -115,7 +115,7 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
         page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
         page.wait_for_function("window.__pwned >= 1", timeout=10_000)
         page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
-        page.wait_for_timeout(3000)
+        page.wait_for_timeout(1500)  # the script's saves
     finally:
         server.stop()
     changed = {key for key, score in manual_scores(course).items() if score != before[key]}
