@@ -31,6 +31,7 @@ import time
 
 MAX_TAGS = 1000  # tags in one HTML text that is parsed and sanitised (cost grows with their square)
 MAX_HTML_CHARS = 64 * 1024  # characters of one HTML text that is parsed and sanitised
+SHOWN_HTML_CHARS = 16 * 1024  # characters of an HTML text too large to render shown as text instead
 MAX_TEXT_CHARS = 64 * 1024  # characters of one text output (stream, text/plain, LaTeX, markdown) kept
 MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
 MAX_MARKDOWN_CHARS = 64 * 1024  # characters of one markdown text rendered
@@ -96,7 +97,7 @@ def clean(element) -> str:
     check_budget()
     tags = text.count("<")
     if tags > MAX_TAGS or len(text) > MAX_HTML_CHARS:
-        kept = text[:MAX_HTML_CHARS]
+        kept = text[:SHOWN_HTML_CHARS]
         note = (f"[HTML not rendered: {tags:,} tags and {size_text(len(text))} "
                 f"(limit {MAX_TAGS:,} tags, {size_text(MAX_HTML_CHARS)}); shown as text"
                 + (f", the first {size_text(len(kept))}]" if len(kept) < len(text) else "]"))
