@@ -100,6 +100,11 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
         page.wait_for_timeout(1500)
         assert page.evaluate("window.__pwned") is None
         assert page.locator(".text_cell_render img[onerror]").count() == 0
+        # defence in depth: the page's policy refuses script and requests to any other host
+        assert page.evaluate("""() => { const s = document.createElement('script');
+            s.src = 'https://evil.example/x.js'; let refused = false;
+            document.addEventListener('securitypolicyviolation', () => { refused = true; });
+            document.head.appendChild(s); return new Promise(r => setTimeout(() => r(refused), 500)); }""")
     finally:
         server.stop()
     assert manual_scores(course) == before
