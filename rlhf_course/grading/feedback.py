@@ -121,6 +121,7 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
                + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
                + written_rows)
     nb = _student_notebook(result)
+    exporter = _exporter()  # built once per batch (templates), outside any page's budget
     over_budget = None
     with safe_html.render_budget(seconds):
         try:
@@ -136,7 +137,7 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
             else:
                 nb = nbformat.v4.new_notebook()
             nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
-            body, _ = _exporter().from_notebook_node(nb)
+            body, _ = exporter.from_notebook_node(nb)
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
@@ -144,7 +145,7 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
                  language, reason=str(over_budget))
         page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
                                                nbformat.v4.new_markdown_cell(f"**{note}**")])
-        body, _ = _exporter().from_notebook_node(page)
+        body, _ = exporter.from_notebook_node(page)
         _note(result, f"feedback page without the notebook: {over_budget}")
     out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
