@@ -73,6 +73,13 @@ c.Autograde.sanitize_preprocessors = [
 # The Formgrader shows submissions with MathJax from this Jupyter server (the jupyter_server_mathjax
 # extension), not from nbconvert's CDN default: offline the CDN leaves LaTeX raw and stops the page's
 # script.  Our formgrade/mathjax.html.j2 comes first; nbgrader's own templates follow.
+# What a student wrote reaches the instructor's browser only through the course's allowlist sanitiser
+# (rlhf_course/grading/safe_html.py): sanitize_html makes nbconvert's templates pass outputs through
+# clean_html and drop script and widget outputs; nbgrader's formgrade template renders markdown cells
+# with markdown2html alone, so that filter sanitises too.
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"markdown2html": "rlhf_course.grading.safe_html.SafeMarkdown",
+                          "clean_html": "rlhf_course.grading.safe_html.clean"}
 c.HTMLExporter.extra_template_basedirs = [
     str(COURSE_ROOT / "jupyter" / "formgrader"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),

@@ -131,6 +131,8 @@ ZH = {
     "| answer | points | status | comment |": "| 回答 | 分数 | 状态 | 评语 |",
     "graded": "已评分",
     "awaiting a person": "等待老师评分",
+    "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
+        "此处未显示笔记本：{reason}。老师可在 Formgrader 中查看。",
 }
 TABLES = {CHINESE: ZH}
 

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from rlhf_course import ASSIGNMENT, COURSE_ROOT
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading import editions, settings
-from rlhf_course.grading.feedback import write_feedback
+from rlhf_course.grading.feedback import render_seconds, write_feedback
 from rlhf_course.grading.gradebook import (NotReady, late_policy, record_in_gradebook, require_assignment_in_gradebook,
                                            shown_url, submission_timestamp)
 from rlhf_course.grading.report import REPORT, format_table, write_report
@@ -203,7 +203,7 @@ def grade_all(course_root: Path = COURSE_ROOT, workers: int | None = None, stude
             record_in_gradebook(gb, result, submission_timestamp(course_root, result.student, result.assignment), policy)
             clock = result.timed("gradebook writes", clock)
             try:
-                write_feedback(course_root, result)
+                write_feedback(course_root, result, render_seconds(result, limits))
             except Exception as exc:  # the scores are in; a feedback page must not stop the batch
                 result.detail = f"{result.detail}; no feedback page: {type(exc).__name__}: {exc}".lstrip("; ")
             result.timed("feedback page (HTML)", clock)

@@ -12,8 +12,9 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import editions
-from rlhf_course.grading.trusted import MAX_CELLS, SubmissionResult
+from rlhf_course.grading import editions, safe_html
+from rlhf_course.grading.sandbox import Limits
+from rlhf_course.grading.trusted import MAX_CELLS, SubmissionResult, _note
 from rlhf_course.i18n import t
 
 
@@ -42,11 +43,6 @@ def _student_notebook(result: SubmissionResult):
             raise invalid["ValidationError"]
         if len(nb.cells) > MAX_CELLS:
             raise ValueError(f"{len(nb.cells)} cells")
-        for cell in nb.cells:  # only the output types a feedback page shows
-            for output in cell.get("outputs", []):
-                if "data" in output:
-                    output["data"] = {k: v for k, v in output["data"].items()
-                                      if k in ("text/plain", "text/html", "text/markdown", "image/png")}
         return nb
     except Exception:
         result.executed_notebook = None
@@ -87,9 +83,29 @@ def submission_files(course_root: Path, student: str, assignment: str = ASSIGNME
     return files
 
 
-def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
+RENDER_SECONDS = 10.0  # the most one feedback page (and its autograded copy) may take
+MIN_RENDER_SECONDS = 2.0  # what a submission that spent its whole budget still gets for its page
+
+
+def render_seconds(result: SubmissionResult, limits: Limits) -> float:
+    """The page's time budget: what is left of the submission's budget, within the bounds above."""
+    return min(RENDER_SECONDS, max(MIN_RENDER_SECONDS, limits.submission_seconds - result.seconds))
+
+
+def _outputs_withheld(nb, seconds: float) -> None:
+    """The autograded copy when making its outputs safe did not finish in time: no output is kept."""
+    note = f"[outputs not shown: making this notebook's outputs safe to display took more than {seconds:.1f} s]\n"
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.get("outputs"):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note)]
+
+
+def write_feedback(course_root: Path, result: SubmissionResult, seconds: float = RENDER_SECONDS) -> Path:
     """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
-    then the student's notebook as it ran; never the hidden tests' code."""
+    then the student's notebook as it ran; never the hidden tests' code.  The notebook's outputs are
+    made safe and bounded (:mod:`safe_html`) for the page and for the autograded copy; all of it runs
+    within ``seconds``, after which the page shows only the scores and says why."""
     # Markdown, not HTML: the exporter sanitises a markdown cell's raw HTML and escapes headings,
     # paragraphs and table headers (they showed as literal tags); Markdown renders them.
     language = editions.language_of(course_root, result.assignment)
@@ -105,13 +121,32 @@ def write_feedback(course_root: Path, result: SubmissionResult) -> Path:
                + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
                + written_rows)
     nb = _student_notebook(result)
-    if nb is not None:
-        annotate_grade_cells(nb, result, language)
-        result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
-    else:
-        nb = nbformat.v4.new_notebook()
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
-    body, _ = _exporter().from_notebook_node(nb)
+    exporter = _exporter()  # built once per batch (templates), outside any page's budget
+    over_budget = None
+    with safe_html.render_budget(seconds):
+        try:
+            if nb is not None:
+                try:
+                    safe_html.bound_notebook(nb)
+                except safe_html.RenderBudgetExceeded:
+                    _outputs_withheld(nb, seconds)
+                    raise
+                finally:
+                    annotate_grade_cells(nb, result, language)
+                    result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
+            else:
+                nb = nbformat.v4.new_notebook()
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
+            body, _ = exporter.from_notebook_node(nb)
+        except safe_html.RenderBudgetExceeded as exc:
+            over_budget = exc
+    if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
+        note = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
+                 language, reason=str(over_budget))
+        page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
+                                               nbformat.v4.new_markdown_cell(f"**{note}**")])
+        body, _ = exporter.from_notebook_node(page)
+        _note(result, f"feedback page without the notebook: {over_budget}")
     out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(body)

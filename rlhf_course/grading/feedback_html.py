@@ -16,13 +16,17 @@ theme's CSS) with BeautifulSoup only to make cells focusable and give images an 
 The page is the one ``HTMLExporter(template_name="lab", sanitize_html=True)`` writes (same template),
 apart from BeautifulSoup's re-serialisation of the markup and the sanitiser's allowed tags: nbconvert's
 ``clean_html`` keeps only bleach's defaults and a few more, so every heading, paragraph and table header
-a markdown cell renders to came out as literal text ("<h2 id=...>Part 1"). :func:`sanitize` keeps those
-structural tags too; scripts, event handlers, styles, iframes, forms and images in markup stay out.
+a markdown cell renders to came out as literal text ("<h2 id=...>Part 1"). :func:`sanitize` is
+:func:`safe_html.clean`, the course's one allowlist sanitiser, which keeps those structural tags and
+images as PNG/JPEG/GIF data; scripts, event handlers, styles, SVG, iframes and forms stay out.  Every
+page also carries a Content-Security-Policy ``<meta>`` (:func:`content_security_policy`).
 """
 from __future__ import annotations
 
 import functools
 import re
+
+from rlhf_course.grading import safe_html
 
 _FOCUSABLE = re.compile(r'<div class="(?:jp-Cell-inputWrapper|[^"<>]*\bjp-OutputArea-output\b[^"<>]*)"')
 CACHED_TEXT_CHARS = 16_384  # longer texts (a student's big cell) are rendered without caching
@@ -47,23 +51,40 @@ def focusable(html: str) -> str:
     return _FOCUSABLE.sub(lambda m: m.group(0) + ' tabindex="0"', html)
 
 
-# The tags rendered Markdown produces, beyond bleach's defaults (a, abbr, acronym, b, blockquote, code,
-# em, i, li, ol, strong, ul): none of them runs code or loads anything.
-SAFE_TAGS = frozenset({"div", "pre", "code", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6",
-                       "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "del", "dl", "dt", "dd"})
+sanitize = safe_html.clean  # the one allowlist sanitiser (see :mod:`safe_html`)
+
+# The feedback page loads require.js, MathJax and mermaid from this CDN (nbconvert's lab template).
+CDN = "https://cdnjs.cloudflare.com"
+_INLINE_SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.DOTALL | re.IGNORECASE)
 
 
-def sanitize(element) -> str:
-    """nbconvert's ``clean_html`` with the structural tags of rendered Markdown allowed."""
-    import bleach
-    from nbconvert.filters.strings import _get_default_css_sanitizer
-    element = element.decode() if isinstance(element, bytes) else str(element)
-    kwargs = {}
-    css_sanitizer = _get_default_css_sanitizer()
-    if css_sanitizer:
-        kwargs["css_sanitizer"] = css_sanitizer
-    return bleach.clean(element, tags=sorted(set(bleach.ALLOWED_TAGS) | SAFE_TAGS),
-                        attributes={**bleach.ALLOWED_ATTRIBUTES, "*": ["class", "id"]}, **kwargs)
+def content_security_policy(template_page: str) -> str:
+    """The page's Content-Security-Policy: script only from the CDN and the template's own inline
+    scripts (by hash, taken from ``template_page``, the template rendered for an empty notebook),
+    nothing sent anywhere, no frame, object, form or <base>.  'unsafe-eval' because MathJax 2 runs
+    its configuration block with ``Function``; it evaluates no text a student wrote (the sanitiser
+    leaves no script element in a student's part of the page)."""
+    import base64
+    import hashlib
+    hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+                     for attributes, body in _INLINE_SCRIPT.findall(template_page)
+                     if "src=" not in attributes and body.strip()})
+    return "; ".join([
+        "default-src 'none'",
+        f"script-src {CDN} 'unsafe-eval' " + " ".join(hashes),
+        f"style-src 'unsafe-inline' {CDN}",
+        f"font-src data: {CDN}",
+        f"img-src data: {CDN}",
+        f"connect-src {CDN} https://api.cdnjs.com",
+        "base-uri 'none'",
+        "form-action 'none'",
+    ])
+
+
+def with_policy(page: str, policy: str) -> str:
+    """The page with its policy as the first element of <head> (before any script)."""
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    return re.sub(r"<head>", lambda m: m.group(0) + "\n" + meta, page, count=1)
 
 
 def make_exporter():
@@ -81,7 +102,8 @@ def make_exporter():
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self._clean_html = _cached(sanitize)
-            self._markdown = _cached(lambda source: HTMLExporter.markdown2html(self, {}, source))
+            self._markdown = _cached(
+                lambda source: HTMLExporter.markdown2html(self, {}, safe_html.bounded_markdown(source)))
             self._highlighters = {}
 
         def default_filters(self):
@@ -91,9 +113,10 @@ def make_exporter():
 
         @pass_context
         def _markdown2html(self, context, source):
+            safe_html.check_budget()
             cell = context.get("cell", {})
             if cell.get("attachments") or context.get("resources", {}).get("metadata", {}).get("path"):
-                return HTMLExporter.markdown2html(self, context, source)
+                return HTMLExporter.markdown2html(self, context, safe_html.bounded_markdown(source))
             return self._markdown(source)
 
         def _highlighter(self, lexer):
@@ -106,6 +129,15 @@ def make_exporter():
             return self._highlighters[lexer]
 
         def from_notebook_node(self, nb, resources=None, **kw):
+            html, resources = self._page(nb, resources, **kw)
+            if self._policy is None:
+                import nbformat
+                self._policy = content_security_policy(self._page(nbformat.v4.new_notebook())[0])
+            return with_policy(html, self._policy), resources
+
+        _policy = None
+
+        def _page(self, nb, resources=None, **kw):
             # HTMLExporter.from_notebook_node, with a cached highlighter and without BeautifulSoup
             # for pages that have no images.
             langinfo = nb.metadata.get("language_info", {})

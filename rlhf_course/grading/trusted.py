@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import collections
 import copy
+import dataclasses
 import functools
 import itertools
 import json
@@ -37,6 +38,14 @@ TOO_LARGE, GRADER_ERROR = "too large", "grader error"
 MAX_NOTEBOOK_BYTES = 8 * 2**20
 MAX_CELLS = 1000
 SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look
+# A submission whose calls keep running close to the per-call limit (each just under it costs a worker
+# that long, for no points) gets a shorter limit for the rest: after this many calls that took more
+# than half the limit, or ran out of it, the limit is cut to a quarter (at least 1 s).
+SLOW_CALLS = 3
+
+
+def shorter_limits(limits: Limits) -> Limits:
+    return dataclasses.replace(limits, call_seconds=max(1.0, limits.call_seconds / 4))
 
 
 @dataclass
@@ -245,8 +254,9 @@ class _Session:
     the student's points: a fresh sandbox grades what is left.
     """
 
-    def __init__(self, sandbox: Sandbox, limits: Limits):
+    def __init__(self, sandbox: Sandbox, limits: Limits, slow_calls: int = 0):
         self.sandbox, self.limits, self.memory_errors = sandbox, limits, 0
+        self.slow_calls = slow_calls  # calls of this submission that took over half the limit, so far
         self._sent: collections.deque = collections.deque()  # (ticket, case, bytes, sent at), oldest first
         self._replies: dict[int, Observation] = {}
         self._in_flight = 0
@@ -266,8 +276,13 @@ class _Session:
 
     def _receive_one(self) -> None:
         ticket, case, size, sent_at = self._sent.popleft()
-        reply = self.sandbox.receive_call(max(sent_at, self._last_reply))
+        started = max(sent_at, self._last_reply)
+        reply = self.sandbox.receive_call(started)
         self._last_reply = time.monotonic()
+        if self._last_reply - started > self.sandbox.limits.call_seconds / 2:
+            self.slow_calls += 1
+            if self.slow_calls == SLOW_CALLS:
+                self.sandbox.limits = shorter_limits(self.sandbox.limits)
         self._in_flight -= size
         try:
             self._replies[ticket] = from_wire(reply, case)
@@ -429,11 +444,12 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
     broken: dict[str, str] = {}  # function -> why its remaining checks were not run
     memory_errors = 0
     feedback_pending = True
+    slow_calls, call_limits = 0, limits  # call_limits: shorter once the calls keep running long
     while pending:
         sandbox = None
         try:
             clock = time.monotonic()
-            sandbox = Sandbox(job, slot, limits, deadline).start()
+            sandbox = Sandbox(job, slot, call_limits, deadline).start()
             clock = result.timed("sandbox start (python, torch)", clock)
             if feedback_pending:
                 feedback_pending = False
@@ -459,7 +475,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
         memory_errors += sum(_is_memory_error(e) for e in errors.values())
         with sandbox:
             clock = time.monotonic()
-            session = _Session(sandbox, limits)
+            session = _Session(sandbox, limits, slow_calls)
             while pending:
                 check = pending.pop(0)
                 if check.function in broken:
@@ -479,7 +495,10 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                         pending.insert(0, check)
                         _out_of_budget(result, pending, limits)
                         return
-                    detail = f"no answer within {limits.call_seconds:g} s (an infinite loop?)"
+                    detail = f"no answer within {sandbox.limits.call_seconds:g} s (an infinite loop?)"
+                    session.slow_calls += 1
+                    if session.slow_calls == SLOW_CALLS:
+                        sandbox.limits = shorter_limits(sandbox.limits)
                     broken[check.function] = f"{check.function} timed out"
                     _worse(result, TIMED_OUT, f"{check.function} timed out in {check.id}")
                 except ProtocolViolation as exc:
@@ -501,6 +520,10 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                     break  # this sandbox is gone: start a fresh one for what is left
             result.timed("test cases", clock)
             memory_errors += session.memory_errors
+            if sandbox.limits.call_seconds < call_limits.call_seconds:
+                result.flags.append(f"{session.slow_calls} calls took more than half the per-call limit: the "
+                                    f"rest had {sandbox.limits.call_seconds:g} s each")
+            slow_calls, call_limits = session.slow_calls, sandbox.limits
     if memory_errors:
         _worse(result, MEMORY_LIMIT, f"{memory_errors} call(s) ran out of memory "
                                      f"(limit {limits.memory_bytes / 2**30:g} GiB of address space)")

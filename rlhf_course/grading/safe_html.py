@@ -1,0 +1,247 @@
+"""The one way anything a student wrote reaches a browser: a student's markdown and rich outputs are
+shown only through :func:`clean` (an allowlist sanitiser on bleach), and only within fixed bounds.
+
+Used by the feedback pages (:mod:`feedback_html`), by :func:`bound_notebook` on the autograded copy
+trusted grading writes (so any viewer of that file is safe), and by the Formgrader, whose nbconvert
+exporter ``nbgrader_config.py`` configures with :class:`SafeMarkdown` and :func:`clean` as its
+``markdown2html`` and ``clean_html`` filters (nbgrader's own ``formgrade`` template renders markdown
+cells without any sanitiser).
+
+What passes: text, the tags rendered Markdown produces, links to http(s)/mailto/relative addresses,
+images as ``data:`` URLs of PNG, JPEG or GIF.  What does not: script, every event handler and style
+attribute, ``javascript:``/``data:text/html`` URLs, SVG and MathML markup, iframe, object, embed,
+form, style, link, meta and base.  A disallowed tag is shown escaped, as text, so the instructor sees
+what the student tried.
+
+Bounds: bleach (html5lib) is quadratic in the depth of unclosed tags (``'<div>' * 8000``, 40 kB: 3 s;
+``'<b>' * 87000``: 44 s), so HTML with more than :data:`MAX_TAGS` tags or :data:`MAX_HTML_CHARS`
+characters is never parsed: it is shown as escaped text, cut, with a note saying so.  Each render
+step is then a fraction of a second, and :func:`render_budget` stops a page that takes longer than
+its budget in total (:class:`RenderBudgetExceeded`) between steps.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import html
+import re
+import threading
+import time
+
+MAX_TAGS = 1000  # tags in one HTML text that is parsed and sanitised (cost grows with their square)
+MAX_HTML_CHARS = 64 * 1024  # characters of one HTML text that is parsed and sanitised
+SHOWN_HTML_CHARS = 16 * 1024  # characters of an HTML text too large to render shown as text instead
+MAX_TEXT_CHARS = 64 * 1024  # characters of one text output (stream, text/plain, LaTeX, markdown) kept
+MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
+MAX_MARKDOWN_CHARS = 64 * 1024  # characters of one markdown text rendered
+MAX_NOTEBOOK_OUTPUT_CHARS = 4 * 2**20  # all outputs of one notebook together
+
+# The tags rendered Markdown (and a pandas table) produces: none of them runs code or loads anything
+# but an image, whose address is checked below.
+TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del",
+    "details", "div", "dl", "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins",
+    "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strike", "strong", "sub",
+    "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "tt", "u", "ul", "var",
+})
+PROTOCOLS = frozenset({"http", "https", "mailto", "data"})  # data: only for <img>, see _allowed
+IMAGE_DATA = re.compile(r"data:image/(?:png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z", re.IGNORECASE)
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
+# What an output may carry into the autograded copy; the rest (application/javascript, widget views,
+# SVG, PDF, JSON...) is dropped with a note.
+OUTPUT_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", *IMAGE_TYPES)
+
+
+def _allowed(tag: str, name: str, value: str) -> bool:
+    if name in ("class", "title"):
+        return True
+    if name == "id":  # markdown headings' anchors
+        return tag in ("h1", "h2", "h3", "h4", "h5", "h6")
+    if tag == "a" and name == "href":
+        return not value.strip().lower().startswith("data:")  # bleach already refuses javascript: etc.
+    if tag == "img":
+        if name == "src":
+            return bool(IMAGE_DATA.match(value.strip()))
+        return name in ("alt", "width", "height")
+    if tag in ("td", "th"):
+        return name in ("colspan", "rowspan", "align")
+    if tag == "ol":
+        return name == "start"
+    return False
+
+
+_cleaner = threading.local()
+
+
+def _bleach_cleaner():
+    if not hasattr(_cleaner, "value"):
+        import bleach
+        _cleaner.value = bleach.Cleaner(tags=TAGS, attributes=_allowed, protocols=PROTOCOLS, strip=False,
+                                        strip_comments=True)
+    return _cleaner.value
+
+
+def size_text(chars: int) -> str:
+    return f"{chars / 1024:,.1f} KiB" if chars >= 1024 else f"{chars} characters"
+
+
+def cut_note(what: str, chars: int, kept: int) -> str:
+    return f"[{what} was cut: it was {size_text(chars)}; the first {size_text(kept)} are shown]"
+
+
+def clean(element) -> str:
+    """``element`` (HTML text) with only what the allowlist keeps; too large or too deep HTML is
+    shown as escaped text, cut, with a note.  Counts towards the current :func:`render_budget`."""
+    text = element.decode("utf-8", "replace") if isinstance(element, bytes) else str(element)
+    check_budget()
+    tags = text.count("<")
+    if tags > MAX_TAGS or len(text) > MAX_HTML_CHARS:
+        kept = text[:SHOWN_HTML_CHARS]
+        note = (f"[HTML not rendered: {tags:,} tags and {size_text(len(text))} "
+                f"(limit {MAX_TAGS:,} tags, {size_text(MAX_HTML_CHARS)}); shown as text"
+                + (f", the first {size_text(len(kept))}]" if len(kept) < len(text) else "]"))
+        return f'<p class="rlhf-cut-note"><em>{html.escape(note)}</em></p><pre>{html.escape(kept)}</pre>'
+    return _bleach_cleaner().clean(text)
+
+
+def bounded_markdown(source: str) -> str:
+    """Markdown text cut to :data:`MAX_MARKDOWN_CHARS`, with a note when it was cut."""
+    source = str(source)
+    if len(source) <= MAX_MARKDOWN_CHARS:
+        return source
+    return source[:MAX_MARKDOWN_CHARS] + "\n\n*" + cut_note("this text", len(source), MAX_MARKDOWN_CHARS) + "*\n"
+
+
+try:
+    from jinja2 import pass_context as _pass_context
+except ImportError:  # jinja2 < 3
+    from jinja2 import contextfilter as _pass_context
+
+from traitlets.config import LoggingConfigurable  # noqa: E402
+
+
+class SafeMarkdown(LoggingConfigurable):
+    """The ``markdown2html`` filter for nbconvert's HTMLExporter (``c.HTMLExporter.filters``): the
+    exporter's own rendering of a bounded text, then :func:`clean`.  nbconvert registers a filter
+    class as ``SafeMarkdown(parent=exporter)``."""
+
+    jinja_pass_arg = getattr(_pass_context(lambda: None), "jinja_pass_arg", None)
+
+    def __call__(self, context, source):
+        from nbconvert.exporters.html import HTMLExporter
+        exporter = self.parent if isinstance(self.parent, HTMLExporter) else HTMLExporter(parent=self)
+        check_budget()
+        return clean(HTMLExporter.markdown2html(exporter, context, bounded_markdown(source)))
+
+
+# ----------------------------------------------------------------------------- the time budget
+
+class RenderBudgetExceeded(Exception):
+    def __init__(self, seconds: float):
+        super().__init__(f"rendering took more than its budget of {seconds:.1f} s")
+        self.seconds = seconds
+
+
+_budget = threading.local()
+
+
+@contextlib.contextmanager
+def render_budget(seconds: float):
+    """Every :func:`clean` and markdown rendering in this thread, within the block, raises
+    :class:`RenderBudgetExceeded` once ``seconds`` have passed since the block began."""
+    previous = getattr(_budget, "deadline", None)
+    _budget.deadline, _budget.seconds = time.monotonic() + seconds, seconds
+    try:
+        yield
+    finally:
+        _budget.deadline = previous
+
+
+def check_budget() -> None:
+    deadline = getattr(_budget, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise RenderBudgetExceeded(_budget.seconds)
+
+
+# ----------------------------------------------------------------------------- a notebook's outputs
+
+def _cut(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + "\n" + cut_note(what, len(text), limit) + "\n"
+
+
+def _joined(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _is_base64_image(value: str) -> bool:
+    try:
+        base64.b64decode(value.replace("\n", ""), validate=True)
+        return True
+    except (binascii.Error, ValueError):
+        return False
+
+
+def bound_output(output, spent: int) -> int:
+    """Make one output safe to show anywhere and bounded; returns the characters it keeps.
+    ``spent``: what the notebook's earlier outputs kept (all of them: :data:`MAX_NOTEBOOK_OUTPUT_CHARS`)."""
+    if "metadata" in output:  # e.g. {"text/html": {"isolated": true}}: an iframe in nbconvert's template
+        output["metadata"] = {}
+    left = max(0, MAX_NOTEBOOK_OUTPUT_CHARS - spent)
+    if output.get("output_type") == "stream":
+        output["text"] = _cut(_joined(output.get("text", "")), min(MAX_TEXT_CHARS, left), "this output")
+        return len(output["text"])
+    if output.get("output_type") == "error":
+        trace = [str(line) for line in output.get("traceback", [])]
+        total = sum(map(len, trace))
+        if total > min(MAX_TEXT_CHARS, left):
+            output["traceback"] = [_cut("\n".join(trace), min(MAX_TEXT_CHARS, left), "this traceback")]
+        output["evalue"] = _cut(str(output.get("evalue", "")), 2000, "this error message")
+        return sum(map(len, output["traceback"])) + len(output["evalue"])
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return 0
+    kept, notes = {}, []
+    for mime, value in data.items():
+        value = _joined(value)
+        if mime not in OUTPUT_TYPES:
+            notes.append(f"[an output of type {mime} is not shown]")
+        elif mime in IMAGE_TYPES:
+            if len(value) > min(MAX_IMAGE_CHARS, left) or not _is_base64_image(value):
+                notes.append(f"[an image of {size_text(len(value))} is not shown "
+                             f"(limit {size_text(min(MAX_IMAGE_CHARS, left))}, or not base64)]")
+            else:
+                kept[mime] = value
+        elif mime == "text/html" and len(value) > left:
+            notes.append(f"[an HTML output of {size_text(len(value))} is not shown: the notebook's outputs "
+                         f"passed {size_text(MAX_NOTEBOOK_OUTPUT_CHARS)} in total]")
+        elif mime == "text/html":
+            kept[mime] = clean(value)
+        else:
+            kept[mime] = _cut(value, min(MAX_TEXT_CHARS, left), "this output")
+        left = max(0, left - len(kept.get(mime, "")))
+    if notes and "text/plain" not in kept:
+        kept["text/plain"] = ""
+    if notes:
+        kept["text/plain"] = (kept["text/plain"] + "\n" if kept["text/plain"] else "") + "\n".join(notes)
+    output["data"] = kept
+    return sum(len(v) for v in kept.values())
+
+
+def bound_notebook(nb) -> None:
+    """Every output of ``nb`` made safe and bounded (see :func:`bound_output`), markdown attachments
+    kept only as PNG/JPEG/GIF, and notebook-level widget state (script in nbconvert's page) dropped.
+    The cells' sources (a student's written answers) stay as written: every page renders them
+    through :class:`SafeMarkdown`/:func:`clean`."""
+    nb.metadata.pop("widgets", None)
+    spent = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            spent += bound_output(output, spent)
+        attachments = cell.get("attachments")
+        if attachments:
+            cell["attachments"] = {
+                name: {mime: value for mime, value in bundle.items() if mime in IMAGE_TYPES}
+                for name, bundle in attachments.items() if isinstance(bundle, dict)}

@@ -1,0 +1,127 @@
+"""A student's written answer and outputs that try to run script in the instructor's browser: the
+instructor opens the submission in the Formgrader (Manual Grading's grading page) and the
+student's feedback page, in headless Chromium.  No script of the student's runs and no grade changes
+in the gradebook; the control, nbgrader's stock rendering of the same autograded copy, runs it and
+gives the attacker marks through the Formgrader's own API."""
+
+import re
+import shutil
+
+import nbformat
+import pytest
+import torch
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import batch, notebooks, trusted
+from rlhf_course.grading import course as pipeline
+from tests.conftest import copy_course, release_course
+
+from ..grading.in_process_sandbox import InProcessSandbox
+from .conftest import LabServer
+
+# Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
+# 99, as a grader would, so that the Formgrader's own script saves the scores through its API.
+SCRIPT = ("window.__pwned=(window.__pwned||0)+1;var t=setInterval(function(){if(window.formgrader&&"
+          "formgrader.grades.loaded){clearInterval(t);document.querySelectorAll('input.score,input.extra-credit')"
+          ".forEach(function(e){e.value=99;e.dispatchEvent(new Event('change',{bubbles:true}))})}},100)")
+WRITTEN = f'My answer is <img src=x onerror="{SCRIPT}"> and [a link](javascript:{SCRIPT}).'
+OUTPUTS = [
+    {"text/html": f'<b>bold</b><img src=x onerror="{SCRIPT}"><script>{SCRIPT}</script>', "text/plain": "html"},
+    {"application/javascript": SCRIPT, "text/plain": "js"},
+    {"image/svg+xml": f'<svg xmlns="http://www.w3.org/2000/svg" onload="{SCRIPT}"><circle r="5"/></svg>'},
+    {"text/markdown": f'<img src=x onerror="{SCRIPT}">'},
+]
+
+
+def _hostile_submission(course):
+    folder = pipeline.write_submission(course, "mallory", {**pipeline.answers_for(course, ()), "lab_question_1": WRITTEN})
+    nb = nbformat.read(str(folder / NOTEBOOK), 4)
+    answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
+    answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in OUTPUTS]
+    nbformat.write(nb, str(folder / NOTEBOOK))
+
+
+def manual_scores(course) -> dict:
+    """Every grade's manual score and extra credit in the gradebook."""
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+        return {(student.id, grade.name): (grade.manual_score, grade.extra_credit)
+                for student in gradebook.students
+                for grade in gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT,
+                                                                student.id).grades}
+
+
+def _open(browser, url: str, server: LabServer | None = None):
+    """The page as the logged-in instructor sees it (its own API calls authenticated too)."""
+    headers = {"Authorization": f"token {server.token}"} if server else {}
+    page = browser.new_context(extra_http_headers=headers, viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(url)
+    page.get_by_text("My answer is").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)  # time for an image's error handler
+    return page
+
+
+@pytest.mark.slow
+def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_page(tmp_path, repo, browser,
+                                                                                   artifacts, monkeypatch):
+    course = copy_course(tmp_path / "course")
+    shutil.copytree(repo / "jupyter", course / "jupyter")
+    release_course(course)
+    pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
+    _hostile_submission(course)
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(trusted, "Sandbox", InProcessSandbox)  # the feedback copy: the notebook as submitted
+    monkeypatch.setattr(batch, "sandbox_available", lambda: None)
+    try:
+        results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False)}
+    finally:
+        torch.set_num_threads(threads)
+    assert results["mallory"].state == "graded", results["mallory"].detail
+    before = manual_scores(course)
+    assert before and all(score == (None, None) or score[1] in (None, 0) for score in before.values())
+    from nbgrader.api import Gradebook
+    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+        submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory").id
+
+    # the feedback page, as the student (or an instructor checking it) opens it
+    feedback = course / "feedback" / "mallory" / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")
+    page = _open(browser, feedback.as_uri())
+    assert page.evaluate("window.__pwned") is None
+    assert 'http-equiv="Content-Security-Policy"' in feedback.read_text()
+    page.close()
+
+    env = {"PYTHONPATH": f"{course / 'instructor'}:{course}"}
+    (tmp_path / "server").mkdir()
+    server = LabServer(course, tmp_path / "server", env_extra=env)
+    try:
+        page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
+        page.screenshot(path=str(artifacts / "formgrader_hostile_submission.png"))
+        page.wait_for_function("formgrader.grades.loaded", timeout=10_000)  # the scores are live
+        page.wait_for_timeout(1500)
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator(".text_cell_render img[onerror]").count() == 0
+        # defence in depth: the page's policy refuses script and requests to any other host
+        assert page.evaluate("""() => { const s = document.createElement('script');
+            s.src = 'https://evil.example/x.js'; let refused = false;
+            document.addEventListener('securitypolicyviolation', () => { refused = true; });
+            document.head.appendChild(s); return new Promise(r => setTimeout(() => r(refused), 500)); }""")
+    finally:
+        server.stop()
+    assert manual_scores(course) == before
+
+    # The control: the same autograded copy rendered as stock nbgrader renders it (no sanitiser in the
+    # Formgrader's exporter): the written answer's image handler runs and the scores change.
+    config = course / "nbgrader_config.py"
+    config.write_text(re.sub(r"c\.HTMLExporter\.(sanitize_html|filters) = [^\n]*(\n +[^\n]*)?\n", "", config.read_text()))
+    assert "HTMLExporter.filters" not in config.read_text()
+    (tmp_path / "stock").mkdir()
+    server = LabServer(course, tmp_path / "stock", env_extra=env)
+    try:
+        page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
+        page.wait_for_function("window.__pwned >= 1", timeout=10_000)
+        page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
+        page.wait_for_timeout(1500)  # the script's saves
+    finally:
+        server.stop()
+    changed = {key for key, score in manual_scores(course).items() if score != before[key]}
+    assert changed, "the control: stock rendering should have let the script change a score"

@@ -1,0 +1,93 @@
+"""Rendering is bounded: a submission's huge or deeply nested outputs cost its feedback page a fraction
+of a second (they are cut, with a note), and a page that still takes longer than its budget is replaced
+by the scores and a short note, without stopping the batch.  The Sandbox is the in-process double."""
+from __future__ import annotations
+
+import json
+import time
+
+import nbformat
+import pytest
+import torch
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import batch, feedback, notebooks, trusted
+from rlhf_course.grading import course as pipeline
+from rlhf_course.grading.sandbox import Limits
+from tests.conftest import copy_course, release_course
+
+from .in_process_sandbox import InProcessSandbox
+
+pytestmark = pytest.mark.slow  # the release (cached across tests), then seconds
+
+
+def _with_outputs(course, student: str, outputs: list[dict]):
+    folder = pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    nb = nbformat.read(str(folder / NOTEBOOK), 4)
+    answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
+    answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in outputs]
+    nbformat.write(nb, str(folder / NOTEBOOK))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("render_budget") / "course")
+    release_course(course)
+    pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
+    # display(HTML('<b>' * 87000)): 44 s of bleach in the batch's one writer (issue 27); 131 s measured here
+    _with_outputs(course, "nested", [{"text/html": "<b>" * 87000, "text/plain": "bold"},
+                                     {"text/html": "<div>" * 8000}, {"text/plain": "y" * 300_000}])
+    threads = torch.get_num_threads()
+    patch = pytest.MonkeyPatch()
+    patch.setattr(trusted, "Sandbox", InProcessSandbox)
+    patch.setattr(batch, "sandbox_available", lambda: None)
+    try:
+        results = batch.grade_all(course, workers=1, show_progress=False)
+    finally:
+        patch.undo()
+        torch.set_num_threads(threads)
+    return course, {r.student: r for r in results}
+
+
+def test_a_nested_tag_output_costs_the_batch_no_more_than_seconds(graded):
+    course, results = graded
+    honest, nested = (results[s].timings["feedback page (HTML)"] for s in ("ada", "nested"))
+    print(f"feedback page: honest {honest:.2f} s, nested tags {nested:.2f} s")
+    assert nested < honest + 2.0  # measured: 0.1 s for the page alone; 131 s before the bounds
+    page = (course / "feedback" / "nested" / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+    assert "HTML not rendered: 87,000 tags" in page and "HTML not rendered: 8,000 tags" in page
+    assert "[this output was cut: it was 293.0 KiB; the first 64.0 KiB are shown]" in page
+    autograded = nbformat.read(str(course / "autograded" / "nested" / ASSIGNMENT / NOTEBOOK), 4)
+    answer = next(c for c in autograded.cells if notebooks.is_answer_cell(c))
+    assert "HTML not rendered: 87,000 tags" in answer.outputs[0]["data"]["text/html"]
+    assert len(json.dumps(answer.outputs)) < 250_000
+
+
+def test_a_page_over_its_budget_shows_the_scores_and_why(graded, tmp_path):
+    course, results = graded
+    result = results["ada"]
+    nb = nbformat.reads(result.executed_notebook, 4)
+    answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
+    # each output under every bound (a tenth of a second of bleach): together far more than the budget
+    answer.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<div>" * 990})] * 300
+    result.executed_notebook, result.detail = nbformat.writes(nb), ""
+    start = time.monotonic()
+    page = feedback.write_feedback(tmp_path, result, seconds=1.0).read_text()
+    took = time.monotonic() - start
+    print(f"over-budget page written in {took:.2f} s")
+    assert took < 4.0
+    assert "The notebook is not shown here: rendering took more than its budget of 1.0 s" in page
+    assert f"{result.score:g} / {result.max_score:g}" in page
+    assert "feedback page without the notebook" in result.detail
+    autograded = nbformat.read(str(tmp_path / "autograded" / "ada" / ASSIGNMENT / NOTEBOOK), 4)
+    outputs = [o for c in autograded.cells for o in c.get("outputs", [])]
+    assert outputs and all("<div>" not in json.dumps(o) for o in outputs)
+    assert any("outputs not shown" in o.get("text", "") for o in outputs)
+
+
+def test_the_page_budget_is_what_is_left_of_the_submissions():
+    limits = Limits(submission_seconds=300.0)
+    assert feedback.render_seconds(trusted.SubmissionResult("a", "graded", seconds=5.0), limits) == feedback.RENDER_SECONDS
+    assert feedback.render_seconds(trusted.SubmissionResult("a", "graded", seconds=295.0), limits) == 5.0
+    assert feedback.render_seconds(trusted.SubmissionResult("a", "timed out", seconds=300.0), limits) == \
+        feedback.MIN_RENDER_SECONDS
