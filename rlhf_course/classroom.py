@@ -87,8 +87,12 @@ def add_account(name: str, home: Path, group: str | None = None) -> None:
 def remove_accounts(names, group: str | None = None) -> None:
     """Stop every process of these accounts, delete them (homes included) and the group."""
     for name in names:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+        # userdel refuses an account with a live process, and SIGKILLed processes take a moment to go
+        for _ in range(20):
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            if subprocess.run(["userdel", "-r", name], capture_output=True).returncode in (0, 6):  # 6: no such user
+                break
+            time.sleep(0.5)
     if group:
         try:
             grp.getgrnam(group)

@@ -18,7 +18,6 @@ LOCAL = {"127.0.0.1", "localhost", "::1"}
 @pytest.fixture
 def graded_course(tmp_path, repo):
     course = copy_course(tmp_path / "course")
-    shutil.copytree(repo / "jupyter", course / "jupyter")  # the course's Formgrader templates
     release_course(course)
     pipeline.write_submission(course, "ada", pipeline.answers_for(repo, ()))
     pipeline.autograde(course, "ada")
@@ -91,7 +90,6 @@ def test_formgrader_shows_why_a_hidden_test_scored_zero(tmp_path, repo, browser,
 
     from rlhf_course.grading import batch
     course = copy_course(tmp_path / "course")
-    shutil.copytree(repo / "jupyter", course / "jupyter")
     release_course(course)
     pipeline.write_submission(course, "bo", pipeline.answers_for(repo, ("ppo_clip_without_min",)))
     [result] = batch.grade_all(course, workers=1, show_progress=False)

@@ -5,7 +5,6 @@ in the gradebook; the control, nbgrader's stock rendering of the same autograded
 gives the attacker marks through the Formgrader's own API."""
 
 import re
-import shutil
 
 import nbformat
 import pytest
@@ -65,7 +64,6 @@ def _open(browser, url: str, server: LabServer | None = None):
 def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_page(tmp_path, repo, browser,
                                                                                    artifacts, monkeypatch):
     course = copy_course(tmp_path / "course")
-    shutil.copytree(repo / "jupyter", course / "jupyter")
     release_course(course)
     pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
     _hostile_submission(course)

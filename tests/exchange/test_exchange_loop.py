@@ -24,6 +24,7 @@ from .conftest import INSTRUCTORS
 
 pytestmark = pytest.mark.slow
 COURSE_ID = "rlhf-course"
+GRPO, GRPO_NOTEBOOK = "grpo", "grpo.ipynb"
 
 STUDENT_CONFIG = """\
 from rlhf_course import exchange
@@ -50,6 +51,7 @@ def loop(people, repo):
         shutil.chown(path, instructor.name, INSTRUCTORS)
     env = {"RLHF_EXCHANGE_ROOT": str(exchange)}
     instructor.nbgrader("release_assignment", ASSIGNMENT, cwd=course, env=env)
+    instructor.nbgrader("release_assignment", GRPO, cwd=course, env=env)
 
     for student in (alice, bob):  # what a JupyterHub admin puts in /etc/jupyter/nbgrader_config.py
         config_dir = student.home / ".jupyter"
@@ -74,6 +76,13 @@ def loop(people, repo):
     write_as(bob, bob_nb, notebooks.fill_answers(notebooks.read(bob_nb), reference))
     bob.nbgrader("submit", ASSIGNMENT)
 
+    # The third assignment, the same way: Alice fetches GRPO, answers it and submits it.
+    alice.nbgrader("fetch_assignment", GRPO)
+    grpo_nb = alice.home / GRPO / GRPO_NOTEBOOK
+    grpo_answers = notebooks.solution_answers(notebooks.read(repo / "source" / GRPO / GRPO_NOTEBOOK))
+    write_as(alice, grpo_nb, notebooks.fill_answers(notebooks.read(grpo_nb), grpo_answers))
+    alice.nbgrader("submit", GRPO)
+
     inbound = exchange / COURSE_ID / "inbound"
     submissions = {s.name: sorted(inbound.glob(f"{s.name}+{ASSIGNMENT}+*")) for s in (alice, bob)}
 
@@ -86,15 +95,18 @@ def loop(people, repo):
     started = time.monotonic()
     collect = instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
     collect_seconds = time.monotonic() - started
+    instructor.nbgrader("collect", GRPO, cwd=course, env=env)
     # `sudo make grade`: trusted grading as root, outputs handed back to the course's owner.
     grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course)],
                              cwd=course, env=dict(os.environ, **env), capture_output=True, text=True)
     assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
     assert (course / "gradebook.db").stat().st_uid == instructor.uid
     instructor.nbgrader("release_feedback", ASSIGNMENT, cwd=course, env=env)
+    instructor.nbgrader("release_feedback", GRPO, cwd=course, env=env)
     instructor.nbgrader("export", cwd=course, env=env)
     for student in (alice, bob):
         student.nbgrader("fetch_feedback", ASSIGNMENT)
+    alice.nbgrader("fetch_feedback", GRPO)
     return {"people": people, "exchange": exchange, "course": course, "inbound": inbound,
             "submissions": submissions, "collect_log": collect.stdout + collect.stderr, "collect_seconds": collect_seconds}
 
@@ -151,8 +163,9 @@ def grades(loop) -> dict[str, dict]:
         return {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
 
 
-def entries_of(loop, student: str) -> dict[str, dict]:
-    return {name: row for name, row in collect_report(loop).items() if name.startswith(student)}
+def entries_of(loop, student: str, assignment: str = ASSIGNMENT) -> dict[str, dict]:
+    return {name: row for name, row in collect_report(loop).items()
+            if name.startswith(student) and row["assignment"] == assignment}
 
 
 def test_an_entry_named_for_a_classmate_is_refused_and_theirs_collected(loop):
@@ -288,6 +301,23 @@ def test_each_student_fetches_only_their_own_feedback(loop):
         page = pages[0].read_text()  # the trusted grader's page, as the student opens it
         assert f"{ASSIGNMENT}: 44 / 50" in page and "Tests: 44 / 44" in page and "ppo_gradient" in page
         assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page
+
+
+def test_the_third_assignment_goes_round_the_same_loop(loop):
+    """GRPO released, fetched, answered and submitted by Alice, collected, graded by the trusted grader in the
+    same batch as the first assignment, its feedback released and fetched by her: 11 of 11 tests, the written
+    answers awaiting a person."""
+    alice = loop["people"]["alice"]
+    assert (loop["course"] / "submitted" / alice.name / GRPO / GRPO_NOTEBOOK).is_file()
+    pages = list((alice.home / GRPO / "feedback").rglob("*.html"))
+    assert len(pages) == 1, pages
+    page = pages[0].read_text()
+    assert f"{GRPO}: 11 / 15" in page and "Tests: 11 / 11" in page and "grpo_bessel_std" in page
+    assert "BEGIN HIDDEN TESTS" not in page and "run_check" not in page
+    assert not (loop["people"]["bob"].home / GRPO).exists()  # Bob never fetched it
+    with open(loop["course"] / "grades.csv") as handle:
+        rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
+    assert float(rows[(GRPO, alice.name)]["raw_score"]) == 11
 
 
 BYTE_CODE_CHECK = """\
