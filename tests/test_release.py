@@ -52,7 +52,7 @@ def test_no_solution_or_hidden_test_reaches_students(repo):
         leaked = [line for line in secrets if line in shipped]
         assert not leaked, f"{path} contains {leaked[:3]}"
         if path.is_relative_to(repo / "release"):  # (the grading tools may name the module they load)
-            assert "rlhf_hidden_checks" not in text, f"{path} names the hidden checks module"
+            assert "_hidden_checks" not in text, f"{path} names a hidden checks module"
             assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, path
 
 
