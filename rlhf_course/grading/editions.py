@@ -118,16 +118,26 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
     return found
 
 
+def is_set_up_cell(cell) -> bool:
+    """The code cell that runs first; named by its cell id or, in notebooks whose ids are generated,
+    by its nbgrader grade id."""
+    return cell.cell_type == "code" and SET_UP_CELL in (cell.id, notebooks.grade_id(cell))
+
+
 def translate_notebook(nb, edition: Edition):
     """The edition of one source notebook: markdown from the translation, code unchanged except the
     language line appended to the set-up cell; metadata says where it came from."""
     table = edition.table()
     translated = copy.deepcopy(nb)
+    set_up = [cell for cell in translated.cells if is_set_up_cell(cell)]
+    if len(set_up) != 1:
+        # Without the language line the edition would run, and grade, in English without a word.
+        raise ValueError(f"{edition.assignment}: the source needs exactly one set-up code cell (cell id or grade id "
+                         f"{SET_UP_CELL!r}) to receive the language line; found {len(set_up)}")
     for cell in translated.cells:
         if translatable(cell):
             cell.source = table["cells"][cell.id]["text"]
-        elif cell.cell_type == "code" and cell.id == SET_UP_CELL:
-            cell.source = cell.source.rstrip("\n") + "\n\n" + LANGUAGE_LINE.format(language=edition.language)
+    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + LANGUAGE_LINE.format(language=edition.language)
     translated.metadata["rlhf_course"] = {
         "edition": edition.language, "generated_from": f"source/{edition.base} + {I18N_FOLDER}/{edition.path.name}",
         "do_not_edit": "make release regenerates this notebook; edit the English source and the translation file"}

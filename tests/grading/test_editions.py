@@ -3,6 +3,7 @@ in prose, stale translations found, one export row per student whatever edition 
 import csv
 import json
 import re
+from collections import Counter
 
 import pytest
 
@@ -58,17 +59,21 @@ def test_the_releases_differ_only_in_prose(edition):
         english = notebooks.read(english_path)
         translated = notebooks.read(REPO / "release" / edition.assignment / english_path.name)
         assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in translated.cells]
+        introduction = next(c for c in english.cells if c.cell_type == "markdown")
         for en, zh in zip(english.cells, translated.cells):
             meta = lambda cell: {k: v for k, v in cell.metadata.get("nbgrader", {}).items() if k != "checksum"}  # noqa: E731
             assert meta(en) == meta(zh), en.id
             if en.cell_type == "code":
                 expected = en.source
-                if en.id == editions.SET_UP_CELL:
+                if editions.is_set_up_cell(en):
                     expected = en.source.rstrip("\n") + "\n\n" + editions.LANGUAGE_LINE.format(language=edition.language)
                 assert zh.source == expected, f"code cell {en.id} differs between the editions"
             elif not notebooks.is_written_answer(en):  # (a written answer's release text is nbgrader's stub)
                 assert zh.source != en.source, f"markdown cell {en.id} is not translated"
-                if en.id != "intro":  # the Chinese introduction adds a bilingual glossary
+                if en is introduction:  # the Chinese introduction adds a bilingual glossary: it keeps every English span
+                    for kind, found in spans(en.source).items():
+                        assert not Counter(found) - Counter(spans(zh.source)[kind]), (en.id, kind)
+                else:
                     assert spans(zh.source) == spans(en.source), en.id
 
 
@@ -89,6 +94,22 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
     path = course / "i18n" / f"{base}.{language}.json"
     editions.write_table(path, table)
     return editions.Edition(assignment, base, language, path), checks
+
+
+def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_build(course):
+    """kl_penalty's set-up cell has a generated id; without the language line its edition would run
+    and grade in English."""
+    edition, _ = pseudo_translation(course)
+    nb = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
+    setup = next(c for c in nb.cells if c.id == editions.SET_UP_CELL)
+    setup.id = "0a1b2c3d"
+    setup.metadata.setdefault("nbgrader", {})["grade_id"] = editions.SET_UP_CELL
+    translated = editions.translate_notebook(nb, edition)
+    assert next(c for c in translated.cells if c.id == "0a1b2c3d").source.endswith(
+        editions.LANGUAGE_LINE.format(language="zh-CN"))
+    nb.cells.remove(setup)
+    with pytest.raises(ValueError, match="set-up code cell"):
+        editions.translate_notebook(nb, edition)
 
 
 def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
@@ -134,7 +155,7 @@ def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
     [built] = editions.build_source(course, edition, checks)
     nb = notebooks.read(built)
     english = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
-    setup = next(c for c in nb.cells if c.id == editions.SET_UP_CELL)
+    setup = next(c for c in nb.cells if editions.is_set_up_cell(c))
     assert setup.source.endswith("i18n.set_language('zh-CN')  # this edition's language: explorers, plots, messages")
     assert all(c.source.startswith("[译] ") for c in nb.cells if c.cell_type == "markdown")
     assert notebooks.solution_answers(nb) == notebooks.solution_answers(english)
