@@ -34,6 +34,7 @@ def base_checks(edition):
 
 def test_the_course_has_a_chinese_edition_of_every_assignment_that_has_one():
     assert [(e.assignment, e.base, e.language) for e in COURSE_EDITIONS] == [("grpo_zh", "grpo", "zh-CN"),
+                                                                            ("kl_penalty_zh", "kl_penalty", "zh-CN"),
                                                                             ("rlhf_zh", "rlhf", "zh-CN")]
 
 
