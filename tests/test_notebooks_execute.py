@@ -86,6 +86,30 @@ def test_kl_penalty_release_runs_until_its_todo(repo):
 
 
 @pytest.mark.slow
+def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path):
+    """The Chinese KL-penalty edition's source: the English edition's printed numbers, and every hidden
+    test reporting in Chinese (its set-up cell, found by grade id, sets the language)."""
+    nb = execute(repo / "source" / "kl_penalty_zh" / "kl_penalty.ipynb")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "k3 per token: [0.1931, 0.3069, 0.0]" in text
+    assert text.count("通过：") == 5 and "passed: " not in text
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    english = execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
+    numbers = lambda notebook: [o.get("text", "") for c in notebook.cells  # noqa: E731
+                                if c.cell_type == "code" and notebooks.grade_id(c) in ("kl_variance", "kl_monte_carlo")
+                                for o in c.outputs]
+    assert numbers(nb) == numbers(english) and numbers(nb)
+
+
+@pytest.mark.slow
+def test_kl_penalty_chinese_release_runs_until_its_todo(repo):
+    executed = run_until_todo(repo / "release" / "kl_penalty_zh" / "kl_penalty.ipynb", timeout=120)
+    assert executed[-1].metadata["nbgrader"]["grade_id"] == "kl_visible_tests"
+    setup = next(c for c in executed if c.metadata["nbgrader"].get("grade_id") == "setup")
+    assert "i18n.set_language('zh-CN')" in setup.source
+
+
+@pytest.mark.slow
 def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, monkeypatch):
     """The Chinese edition's source, completed with the reference answers: the same numbers, and every
     hidden test reports in Chinese.  Its lab trains the smoke setting (the same code as the English
