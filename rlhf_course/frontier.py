@@ -483,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpo-notebook", type=Path, default=COURSE_ROOT / "source" / "grpo" / "grpo.ipynb",
                         help="a completed GRPO notebook; its kl_estimator_k3 comes from the KL notebook beside its folder")
     parser.add_argument("--no-grpo", action="store_true", help="PPO and DPO only")
+    parser.add_argument("--grpo-kl-coefs", type=float, nargs="+", help="GRPO's k3 weights (default: 0.05 0.2 1)")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds of every setting (default: 1 2)")
     parser.add_argument("--workers", type=int, default=SweepConfig.workers)
     args = parser.parse_args(argv)
@@ -490,7 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     from rlhf_course.lab.student import StudentFunctionError
     sweep = SweepConfig(workers=args.workers)
     if args.seeds:
-        sweep = SweepConfig(seeds=tuple(args.seeds), hacking_seeds=tuple(args.seeds), workers=args.workers)
+        sweep = replace(sweep, seeds=tuple(args.seeds), hacking_seeds=tuple(args.seeds))
+    if args.grpo_kl_coefs:
+        sweep = replace(sweep, grpo_kl_coefs=tuple(args.grpo_kl_coefs))
     try:
         functions = functions_from_notebook(args.notebook, STUDENT_FUNCTIONS)
         if not args.no_grpo:

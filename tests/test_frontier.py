@@ -39,9 +39,10 @@ def cached(repo):
 
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory):
-    """The whole sweep, once per test session, shared by every test that asks for it."""
+    """The whole sweep, once per test session, shared by every test that asks for it; GRPO at one k3 weight
+    and its variant (the cache has three weights: the rest of the sweep is the suite's longest test)."""
     out = tmp_path_factory.mktemp("frontier") / "results.json"
-    assert frontier.main(["--out", str(out)]) == 0
+    assert frontier.main(["--out", str(out), "--grpo-kl-coefs", "0.2"]) == 0
     return json.loads(out.read_text())
 
 
@@ -78,7 +79,7 @@ def test_larger_kl_coefficients_give_lower_kl(results):
     """PPO's, GRPO's and DPO's KL fall as the coefficient grows, by more than the seeds disagree."""
     settings = frontier.summarise(results)["settings"]
     for method, values in (("ppo", results["sweep"]["kl_coefs"]), ("grpo", results["sweep"]["grpo_kl_coefs"]),
-                           ("dpo", results["sweep"]["dpo_betas"])):
+                           ("dpo", results["sweep"]["dpo_betas"])):  # (a fresh sweep runs GRPO at one weight)
         kls = [settings[f"{method}@{v:g}"]["kl_to_reference"] for v in values]
         for looser, tighter in zip(kls, kls[1:]):
             assert looser["min"] > tighter["max"], (method, looser, tighter)
@@ -117,10 +118,11 @@ def test_grpo_lands_further_below_the_curve_than_its_variant_with_ppos_objective
     settings = frontier.summarise(results)["settings"]
     variant = settings["grpo_kl_in_reward_unscaled@0.05"]["gap_below_exact"]
     assert variant["mean"] < 0.05, variant
-    for coef in (0.05, 0.2):
+    for coef in sorted({0.05, 0.2} & set(results["sweep"]["grpo_kl_coefs"])):
         gap = settings[f"grpo@{coef:g}"]["gap_below_exact"]
         assert gap["mean"] > variant["mean"] + 0.02, (coef, gap, variant)
-    assert settings["grpo@1"]["kl_to_reference"]["max"] < 1.0
+    if 1.0 in results["sweep"]["grpo_kl_coefs"]:
+        assert settings["grpo@1"]["kl_to_reference"]["max"] < 1.0
 
 
 def test_distance_below_frontier_is_the_gap_to_the_exact_curve(results):
@@ -155,7 +157,8 @@ def test_a_fresh_run_agrees_with_the_cache_within_the_seed_spread(fresh, cached)
     of the cache's; KL-free PPO's mean end point likewise; the exact curve (from a refitted bigram) to 0.02.
     Bit-exact agreement does not hold across CPUs, so it is not asked for."""
     ours, theirs = frontier.summarise(fresh)["settings"], frontier.summarise(cached)["settings"]
-    assert ours.keys() == theirs.keys() == GOLD_SD.keys()
+    assert theirs.keys() == GOLD_SD.keys() and ours.keys() <= theirs.keys()
+    assert {key for key in theirs if not key.startswith("grpo@")} <= ours.keys()
     for key in ours:
         a, b = ours[key], theirs[key]
         gold_tol = 4 * max(GOLD_SD[key], FLOOR["gold"])
