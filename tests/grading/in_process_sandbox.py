@@ -90,3 +90,23 @@ class InProcessSandbox:
             why = "; ".join(f"cell {k} raised {v}" for k, v in self.errors.items()) or "it is not defined"
             return to_wire(Observation(error=f"{name} is not available ({why})"))
         return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
+
+
+def grade_in_process(course, **kwargs) -> list:
+    """``batch.grade_all(course, workers=1, show_progress=False, **kwargs)`` with this double for the
+    sandbox, restoring the grader and this process's torch thread count afterwards (grade_locally
+    sets one thread for its judging)."""
+    import pytest
+    import torch
+
+    from rlhf_course.grading import batch, trusted
+
+    threads = torch.get_num_threads()
+    patch = pytest.MonkeyPatch()
+    patch.setattr(trusted, "Sandbox", InProcessSandbox)
+    patch.setattr(batch, "sandbox_available", lambda: None)
+    try:
+        return batch.grade_all(course, **{"workers": 1, "show_progress": False, **kwargs})
+    finally:
+        patch.undo()
+        torch.set_num_threads(threads)

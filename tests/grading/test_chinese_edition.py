@@ -5,16 +5,15 @@ autograde; the students read their messages and feedback in Chinese; the export 
 import csv
 
 import pytest
-import torch
 
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, editions, trusted
+from rlhf_course.grading import batch, editions
 from rlhf_course.grading import course as pipeline
 from tests.conftest import copy_course, needs_sandbox, release_course
 
-from .in_process_sandbox import InProcessSandbox
+from .in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 
@@ -37,15 +36,7 @@ def graded(tmp_path_factory):
     course = release_course(copy_course(tmp_path_factory.mktemp("zh") / "course"))
     hand_in(course, EN)
     hand_in(course, ZH)  # later: the Chinese submissions are each student's latest
-    threads = torch.get_num_threads()
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    try:
-        results = batch.grade_all(course, workers=1, show_progress=False, assignments=[EN, ZH])
-    finally:
-        patch.undo()
-        torch.set_num_threads(threads)
+    results = grade_in_process(course, assignments=[EN, ZH])
     return course, {(r.assignment, r.student): r for r in results}
 
 

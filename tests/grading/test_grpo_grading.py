@@ -2,13 +2,12 @@
 every correct variant none, through trusted grading (the in-process sandbox double; the real sandbox is
 tests/grading/test_batch.py's) and through stock nbgrader autograde, into one gradebook with feedback."""
 import pytest
-import torch
 
-from rlhf_course.grading import batch, notebooks, trusted
+from rlhf_course.grading import batch, notebooks
 from rlhf_course.grading import course as pipeline
 from tests.conftest import REPO, copy_course, release_course
 
-from .in_process_sandbox import InProcessSandbox
+from .in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, one stock autograde
 
@@ -50,15 +49,7 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(course):
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    threads = torch.get_num_threads()
-    try:
-        results = batch.grade_all(course, workers=1, show_progress=False, assignments=[GRPO])
-    finally:
-        patch.undo()
-        torch.set_num_threads(threads)
+    results = grade_in_process(course, assignments=[GRPO])
     return {r.student: r for r in results}
 
 

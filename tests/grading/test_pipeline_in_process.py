@@ -7,16 +7,15 @@ Only honest code and notebook tampering are graded here: the double has no isola
 import csv
 
 import pytest
-import torch
 
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, trusted
+from rlhf_course.grading import batch
 from rlhf_course.grading import course as pipeline
 from tests.conftest import copy_course, release_course
 
-from .in_process_sandbox import InProcessSandbox
+from .in_process_sandbox import InProcessSandbox, grade_in_process
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment (about 10 s), then seconds
 
@@ -44,15 +43,7 @@ def graded(tmp_path_factory):
         answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     pipeline.write_submission(course, EMPTY, pipeline.answers_for(course, None))
 
-    threads = torch.get_num_threads()  # grade_locally sets 1 for its judging threads
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    try:
-        results = batch.grade_all(course, workers=1, show_progress=False)
-    finally:
-        patch.undo()
-        torch.set_num_threads(threads)
+    results = grade_in_process(course)
     return course, {r.student: r for r in results}
 
 

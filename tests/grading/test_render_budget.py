@@ -8,15 +8,14 @@ import time
 
 import nbformat
 import pytest
-import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, feedback, notebooks, trusted
+from rlhf_course.grading import feedback, notebooks, trusted
 from rlhf_course.grading import course as pipeline
 from rlhf_course.grading.sandbox import Limits
 from tests.conftest import copy_course, release_course
 
-from .in_process_sandbox import InProcessSandbox
+from .in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # the release (cached across tests), then seconds
 
@@ -37,15 +36,7 @@ def graded(tmp_path_factory):
     # display(HTML('<b>' * 87000)): 44 s of bleach in the batch's one writer (issue 27); 131 s measured here
     _with_outputs(course, "nested", [{"text/html": "<b>" * 87000, "text/plain": "bold"},
                                      {"text/html": "<div>" * 8000}, {"text/plain": "y" * 300_000}])
-    threads = torch.get_num_threads()
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    try:
-        results = batch.grade_all(course, workers=1, show_progress=False)
-    finally:
-        patch.undo()
-        torch.set_num_threads(threads)
+    results = grade_in_process(course)
     return course, {r.student: r for r in results}
 
 

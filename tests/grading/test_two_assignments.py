@@ -6,11 +6,11 @@ import csv
 
 import pytest
 
-from rlhf_course.grading import batch, notebooks, trusted
+from rlhf_course.grading import batch, notebooks
 from rlhf_course.grading import course as pipeline
 from tests.conftest import REPO, copy_course, release_course
 
-from .in_process_sandbox import InProcessSandbox
+from .in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignments, one stock autograde
 
@@ -42,16 +42,7 @@ def make_class(course):
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("two") / "course")
     make_class(course)
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    import torch
-    threads = torch.get_num_threads()
-    try:
-        results = batch.grade_all(course, workers=1, show_progress=False)  # every released assignment
-    finally:
-        patch.undo()
-        torch.set_num_threads(threads)
+    results = grade_in_process(course)  # every released assignment
     return course, {(r.assignment, r.student): r for r in results}
 
 
@@ -94,13 +85,7 @@ def test_feedback_and_report_name_the_assignment(graded):
 
 def test_grading_one_assignment_by_name_leaves_the_other_alone(graded):
     course, _ = graded
-    patch = pytest.MonkeyPatch()
-    patch.setattr(trusted, "Sandbox", InProcessSandbox)
-    patch.setattr(batch, "sandbox_available", lambda: None)
-    try:
-        again = batch.grade_all(course, workers=1, show_progress=False, assignments=[KL], students=["cy"])
-    finally:
-        patch.undo()
+    again = grade_in_process(course, assignments=[KL], students=["cy"])
     assert [(r.assignment, r.student, r.score) for r in again] == [(KL, "cy", KL_TOTAL)]
 
 
