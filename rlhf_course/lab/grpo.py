@@ -30,11 +30,11 @@ from typing import Callable
 import torch
 
 from rlhf_course.lab import language
-from rlhf_course.lab.language import RESPONSE_LENGTH, gold_reward
+from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
 from rlhf_course.i18n import t
 from rlhf_course.lab.student import StudentFunctionError, guard
-from rlhf_course.lab.train import _examples, _progress, frozen_copy
+from rlhf_course.lab.train import _examples, _progress, clipped_step, frozen_copy, rollout_metrics
 
 
 @dataclass(frozen=True)
@@ -117,17 +117,9 @@ def grpo_train(sft_policy: PolicyLM, reward_model: RewardModel, student: GrpoFun
             objective = student.ppo_clipped_objective(ratio, column, config.clip_epsilon)
             if config.kl_in == "loss":
                 objective = objective - config.kl_coef * student.kl_estimator_k3(log_probs, ref_log_probs).mean()
-            loss = -objective
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            optimizer.step()
+            clipped_step(optimizer, -objective, policy)
         history.append({
-            "iteration": iteration,
-            "reward_model_score": score.mean().item(),
-            "gold_reward": gold_reward(responses).mean().item(),
-            "kl_to_reference": (old_log_probs - ref_log_probs).sum(1).mean().item(),
-            "entropy_per_token": entropy.mean().item(),
+            "iteration": iteration, **rollout_metrics(score, responses, old_log_probs - ref_log_probs, entropy),
             "reward_spread_within_groups": score.view(config.prompts, config.group_size).std(1).mean().item(),
             "advantage_abs_mean": advantages.abs().mean().item(),
         })

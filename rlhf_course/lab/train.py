@@ -201,7 +201,23 @@ def frozen_copy(policy: PolicyLM) -> PolicyLM:
     return reference
 
 
-# ----------------------------------------------------------------------------- PPO
+# ----------------------------------------------------------------------------- PPO and GRPO
+
+def clipped_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, policy: PolicyLM) -> None:
+    """One gradient step on ``loss``, the gradient's norm clipped at 1 (the RL trainers' step)."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    optimizer.step()
+
+
+def rollout_metrics(score: torch.Tensor, responses: torch.Tensor, per_token_kl: torch.Tensor,
+                    entropy: torch.Tensor) -> dict[str, float]:
+    """What an RL iteration reports of its own samples: reward-model score (B,), gold reward, KL to the
+    reference per response (the sum over tokens of log pi - log pi_ref, (B, T)) and entropy per token (B, T)."""
+    return {"reward_model_score": score.mean().item(), "gold_reward": gold_reward(responses).mean().item(),
+            "kl_to_reference": per_token_kl.sum(1).mean().item(), "entropy_per_token": entropy.mean().item()}
+
 
 def ppo_rlhf(sft_policy: PolicyLM, reward_model: RewardModel, student: StudentFunctions,
              config: LabConfig, generator: torch.Generator, show_progress: bool = True,
@@ -238,18 +254,9 @@ def ppo_rlhf(sft_policy: PolicyLM, reward_model: RewardModel, student: StudentFu
             objective = student.ppo_clipped_objective(ratio, advantages, config.clip_epsilon)
             value_loss = F.mse_loss(new_values, returns)
             loss = -objective + config.value_coef * value_loss
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            optimizer.step()
-        history.append({
-            "iteration": iteration,
-            "reward_model_score": score.mean().item(),
-            "gold_reward": gold_reward(responses).mean().item(),
-            "kl_to_reference": per_token_kl.sum(1).mean().item(),
-            "entropy_per_token": entropy.mean().item(),
-            "value_loss": value_loss.item(),
-        })
+            clipped_step(optimizer, loss, policy)
+        history.append({"iteration": iteration, **rollout_metrics(score, responses, per_token_kl, entropy),
+                        "value_loss": value_loss.item()})
         if iteration == 0:
             first_samples = _examples(prompts, responses, reward_model)
     policy.eval()
