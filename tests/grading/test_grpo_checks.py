@@ -5,22 +5,16 @@ import math
 import pytest
 import torch
 
-from rlhf_course.grading.checks import CheckFailed, evaluate
+from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.course import load_instructor_module
 from tests.conftest import REPO
+from tests.support import answers
 
 checks = load_instructor_module(REPO, "grpo_hidden_checks")
 catalogue = load_instructor_module(REPO, "grpo_catalogue")
 
 
-def function_from(cell_source: str):
-    namespace = {"torch": torch, "math": math}
-    exec(compile(cell_source, "answer", "exec"), namespace)
-    return namespace["group_relative_advantages"]
-
-
-def lost_by(function) -> set[str]:
-    return {check.id for check in checks.CHECKS.values() if evaluate(check, function) is not None}
+function_from, lost_by = answers.for_assignment(checks.CHECKS, "group_relative_advantages")
 
 
 def by_hand(rewards, scale_by_std=True, eps=1e-4):

@@ -1,28 +1,21 @@
 """The KL-penalty exercise's hidden checks, in-process: the reference passes all, each wrong answer loses
 exactly its cells, each correct variant none, and the notebook's hidden cells match the checks."""
-import math
 
 import pytest
 import torch
 
 from rlhf_course.grading import notebooks
-from rlhf_course.grading.checks import CheckFailed, evaluate
+from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.course import load_instructor_module
 from tests.conftest import REPO
+from tests.support import answers
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
 checks = load_instructor_module(REPO, "kl_penalty_hidden_checks")
 catalogue = load_instructor_module(REPO, "kl_penalty_catalogue")
 
 
-def function_from(cell_source: str):
-    namespace = {"torch": torch, "math": math}
-    exec(compile(cell_source, "answer", "exec"), namespace)
-    return namespace["kl_estimator_k3"]
-
-
-def lost_by(function) -> set[str]:
-    return {check.id for check in checks.CHECKS.values() if evaluate(check, function) is not None}
+function_from, lost_by = answers.for_assignment(checks.CHECKS, "kl_estimator_k3")
 
 
 def test_the_reference_passes_every_check():

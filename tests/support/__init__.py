@@ -1,0 +1,1 @@
+"""Helpers the tests share, imported as a package (not through conftest)."""
