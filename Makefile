@@ -18,7 +18,7 @@ $(STAMP): requirements.txt pyproject.toml
 ## The main job: build the student release, grade the example class, print a summary,
 ## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo).
 demo: $(STAMP)
-	$(PY) -m rlhf_course.grading.course examples
+	$(PY) -m rlhf_course.grading examples
 	$(PY) -m rlhf_course.demo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 	$(PY) -m rlhf_course.lab.grpo source/grpo/grpo.ipynb --out $(OUT)/demo
 
@@ -32,11 +32,11 @@ test: $(STAMP)
 ## gradebook; then feedback/ and grades.csv.  ASSIGNMENT=name (default: every released one with
 ## submissions), WORKERS=N, DASK=tcp://host:8786 to use a cluster.
 grade: $(STAMP)
-	$(PY) -m rlhf_course.grading.batch $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DASK),--dask $(DASK))
+	$(PY) -m rlhf_course.grading grade $(ASSIGNMENT) $(if $(WORKERS),--workers=$(WORKERS)) $(if $(DASK),--dask=$(DASK))
 
 ## source/ -> release/ (commit the result).
 release: $(STAMP)
-	$(PY) -m rlhf_course.grading.course release
+	$(PY) -m rlhf_course.grading release
 
 ## JupyterLab on the student release, as a student sees it: nbgrader's student plugins only, no news
 ## prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).

@@ -215,7 +215,7 @@ class Classroom:
             os.chown(path, instructor.uid, instructor.gid, follow_symlinks=False)
         # `make release` as the instructor: release/ and the gradebook's record of the assignment.
         # Releasing it to the exchange is the Formgrader's Release button.
-        instructor.run(self.server.python, "-m", "rlhf_course.grading.course", "release", cwd=self.course,
+        instructor.run(self.server.python, "-m", "rlhf_course.grading", "release", cwd=self.course,
                        env=self.instructor_env())
 
         self.everyone_config.mkdir(parents=True)
@@ -347,7 +347,7 @@ c.Spawner.pre_spawn_hook = per_user
     def summary(self) -> str:
         # every released assignment and edition with submissions
         grade = (f"cd {self.repo} && RLHF_EXCHANGE_ROOT={self.exchange} .venv/bin/python "
-                 f"-m rlhf_course.grading.batch --course-root {self.course}")
+                 f"-m rlhf_course.grading grade --course-root={self.course}")
         lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them)",
                  "", f"  {'account':<24} password"]
         lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]

@@ -133,6 +133,28 @@ ZH = {
     "awaiting a person": "等待老师评分",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
         "此处未显示笔记本：{reason}。老师可在 Formgrader 中查看。",
+    # the trusted grader's states and its own sentences (rlhf_course/grading/trusted.py, results.py)
+    "failed tests": "部分测试未通过",
+    "timed out": "超时",
+    "crashed": "进程崩溃",
+    "memory limit": "超出内存限制",
+    "malformed notebook": "笔记本结构有误",
+    "too large": "文件过大",
+    "grader error": "评分程序出错",
+    "not graded: {state}": "未评分：{state}",
+    "the answer cells did not finish running ({state}: {error})": "答案单元格没有运行完（{state}：{error}）",
+    "no answer within {seconds:g} s (an infinite loop?)": "{seconds:g} 秒内没有返回结果（是否有死循环？）",
+    "{function} timed out": "{function} 超时",
+    "the process running {function} sent a reply the grader refuses ({error})":
+        "运行 {function} 的进程发回了评分程序拒收的结果（{error}）",
+    "{function} broke the grading protocol": "{function} 破坏了评分协议",
+    "the process running {function} died ({error})": "运行 {function} 的进程意外终止（{error}）",
+    "{function} crashed": "{function} 崩溃了",
+    "the grader could not judge this answer ({error}); an instructor will look at it":
+        "评分程序无法判定这个答案（{error}），老师会亲自查看",
+    "the submission's total time budget of {seconds:g} s ran out": "本次提交的总时间预算 {seconds:g} 秒已用完",
+    "the feedback copy of the notebook could not be run to the end ({error})": "反馈用的笔记本副本没能运行到底（{error}）",
+    "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
 }
 TABLES = {CHINESE: ZH}
 

@@ -1,22 +1,17 @@
-import fcntl
-import hashlib
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import matplotlib
 import pytest
 
-from rlhf_course import COURSE_FILES
+from tests.support.course import REPO, copy_course
 
 # In-process figures render off-screen; kernels the tests start keep their inline backend
 # (an MPLBACKEND in the environment would override it and hide every notebook plot).
 matplotlib.use("Agg")
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "instructor"))  # instructor-only modules, for the tests
 
 # nbgrader calls `alembic` and kernels run `python` from PATH: use this interpreter's environment.
@@ -37,64 +32,6 @@ os.environ.pop("RLHF_EXCHANGE_ROOT", None)
 os.environ["RLHF_DUE_DATE"] = "2100-01-01 00:00:00 UTC"
 
 
-def copy_course(destination: Path) -> Path:
-    """A scratch course directory: the instructor's inputs only, nothing generated."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in COURSE_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, destination / name)
-    return destination
-
-
-RELEASE_CACHE = Path(tempfile.gettempdir()) / f"rlhf-course-test-releases-{os.getuid()}"  # per user: /tmp is shared
-
-
-def _inputs_key(course: Path) -> str:
-    """The course's inputs, the due date and this test run (all of pytest-xdist's workers share it)."""
-    digest = hashlib.sha256()
-    for name in COURSE_FILES:
-        top = course / name
-        for path in sorted([top] if top.is_file() else top.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(course)).encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(os.environ.get("RLHF_DUE_DATE", "").encode())
-    digest.update(os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid {os.getpid()}").encode())
-    return digest.hexdigest()[:20]
-
-
-def release_course(course: Path) -> Path:
-    """What ``pipeline.generate_release(course)`` makes of a course's inputs (the language editions'
-    sources, release/ and the gradebook's assignments, due dates and grade cells), generated once per
-    test run for given inputs and copied: nbgrader generate_assignment for every assignment costs about
-    20 s of CPU, and a dozen test files need the same release.  A gradebook outside the course
-    (RLHF_GRADEBOOK_URL) is generated for."""
-    from rlhf_course.grading import course as pipeline
-    if os.environ.get("RLHF_GRADEBOOK_URL"):
-        pipeline.generate_release(course)
-        return course
-    RELEASE_CACHE.mkdir(exist_ok=True)
-    for stale in RELEASE_CACHE.iterdir():  # earlier test runs'
-        if time.time() - stale.stat().st_mtime > 86400:
-            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
-    key = _inputs_key(course)
-    generated = RELEASE_CACHE / key / "course"
-    with open(RELEASE_CACHE / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker may be generating the same release
-        if not (RELEASE_CACHE / key / ".complete").exists():
-            shutil.rmtree(RELEASE_CACHE / key, ignore_errors=True)
-            generated.mkdir(parents=True)
-            for name in COURSE_FILES:  # the inputs only: anything else a test added stays its own
-                src = course / name
-                (shutil.copytree if src.is_dir() else shutil.copy2)(src, generated / name)
-            pipeline.generate_release(generated)
-            (RELEASE_CACHE / key / ".complete").touch()
-    shutil.copytree(generated, course, dirs_exist_ok=True)
-    return course
-
-
 @pytest.fixture
 def course(tmp_path) -> Path:
     return copy_course(tmp_path / "course")
@@ -105,46 +42,10 @@ def repo() -> Path:
     return REPO
 
 
-def _needs_sandbox():
-    from rlhf_course.grading.sandbox import sandbox_available
-    problem = sandbox_available()
-    if problem and os.environ.get("CI"):
-        # CI installs bubblewrap (.ci/run): a missing sandbox there is a failure, not a skip.
-        return pytest.mark.usefixtures("_sandbox_required")
-    return pytest.mark.skipif(problem is not None, reason=f"sandbox unavailable: {problem}")
-
-
 @pytest.fixture
 def _sandbox_required():
     from rlhf_course.grading.sandbox import sandbox_available
     pytest.fail(f"sandbox unavailable in CI: {sandbox_available()}")
-
-
-needs_sandbox = _needs_sandbox()
-
-
-def leftover_sandbox_processes() -> dict[int, list[int]]:
-    """Processes of sandbox uids whose slot no grader holds (uid -> pids): what a finished batch
-    left behind.  Slots another grader on this machine holds right now (another test run) are
-    not counted, so the check holds on a shared machine too."""
-    import fcntl
-
-    from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT, SLOT_LOCKS, processes_of
-    left = {}
-    for slot in range(SLOT_COUNT):
-        pids = processes_of(FIRST_UID + slot)
-        if not pids:
-            continue
-        lock = SLOT_LOCKS / f"slot-{slot}.lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # in use by a grader that is still running
-        finally:
-            os.close(fd)
-        left[FIRST_UID + slot] = pids
-    return left
 
 
 # The slowest files first: `make test` gives each of its two workers one file at a time, so a long file that

@@ -10,7 +10,7 @@ import json
 import nbformat
 import numpy as np
 import pytest
-from tests.notebook_client import SlicedPollClient
+from tests.support.notebook_client import SlicedPollClient
 
 from rlhf_course import frontier
 from rlhf_course.lab import exact_optimum

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from tests.notebook_client import SlicedPollClient
+from tests.support.notebook_client import SlicedPollClient
 from nbclient.exceptions import CellExecutionError
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK

@@ -6,9 +6,8 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import notebooks
-from tests.conftest import release_course
+from rlhf_course.grading import examples, notebooks, release, settings
+from tests.support.course import release_course
 
 
 def tree_files(root: Path) -> dict[str, Path]:
@@ -86,7 +85,7 @@ def test_config_loads_without_error(repo):
 
 
 def _validate(course: Path, *args: str) -> str:
-    proc = pipeline.nbgrader(course, "validate", *args)
+    proc = release.nbgrader(course, "validate", *args)
     return proc.stdout + proc.stderr
 
 
@@ -111,7 +110,7 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
 
     # Validate agrees with grading: a correct answer that emits a warning passes (the locked setup
     # cell prints warnings on stdout; Validate would count them on stderr as a failure).
-    answers = pipeline.answers_for(course, ())
+    answers = examples.answers_for(course, ())
     answers.update(notebooks.written_solutions(notebooks.read(course / "source" / ASSIGNMENT / NOTEBOOK)))
     answers["dpo_answer"] = answers["dpo_answer"].replace(
         "def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
@@ -129,8 +128,8 @@ def test_release_records_each_due_date_and_every_grade_cell(course):
     `nbgrader db assignment add --duedate` and `nbgrader generate_assignment` would."""
     from nbgrader.api import Gradebook
     release_course(course)
-    with Gradebook(pipeline.gradebook_url(course)) as gradebook:
-        for assignment in pipeline.source_assignments(course):
+    with Gradebook(settings.gradebook_url(course)) as gradebook:
+        for assignment in release.source_assignments(course):
             recorded = gradebook.find_assignment(assignment)
             assert recorded.duedate is not None and recorded.duedate.year == 2100  # tests/conftest.py's RLHF_DUE_DATE
             released = sorted((course / "release" / assignment).glob("*.ipynb"))
@@ -148,5 +147,5 @@ def test_a_broken_source_stops_the_release_with_nbgraders_reason(course):
     answer.source = answer.source.replace("### END SOLUTION", "")
     nbformat.write(nb, str(path))
     with pytest.raises(RuntimeError, match=rf"(?s)generate_assignment {ASSIGNMENT} failed.*No end solution statement found"):
-        pipeline.generate_release(course, [ASSIGNMENT])
+        release.generate_release(course, [ASSIGNMENT])
     assert not list((course / "release").glob(f"{ASSIGNMENT}/*.ipynb"))

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import notebooks
+from rlhf_course.grading import instructor, notebooks
 
 I18N_FOLDER = "i18n"
 LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # this edition's language: explorers, plots, messages"
@@ -187,8 +187,7 @@ def revisit(path: Path, entry_id: str, course_root: Path) -> str:
                 if cell.id == entry_id:
                     table["cells"][entry_id]["english_sha256"] = english_sha256(cell.source)
     elif entry_id in table.get("messages", {}):
-        from rlhf_course.grading.batch import _checks
-        checks = _checks(course_root, edition.base).CHECKS
+        checks = instructor.checks_of(course_root, edition.base)
         table["messages"][entry_id]["english_sha256"] = english_sha256(checks[entry_id].message)
     else:
         raise KeyError(f"{path.name} has no cell or message {entry_id!r}")
@@ -212,10 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         for entry_id in args.ids:
             print("revisited", revisit(root / I18N_FOLDER / args.file, entry_id, root))
         return 0
-    from rlhf_course.grading.batch import _checks
     status = 0
     for edition in editions(root):
-        found = problems(root, edition, _checks(root, edition.base).CHECKS)
+        found = problems(root, edition, instructor.checks_of(root, edition.base))
         print(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
         for line in found:
             print("  " + line)

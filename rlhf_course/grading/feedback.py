@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import html
 import os
-import re
 import stat
 from pathlib import Path
 
 import nbformat
 
-from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import editions, safe_html
-from rlhf_course.grading.sandbox import Limits
-from rlhf_course.grading.trusted import MAX_CELLS, SubmissionResult, _note
+from rlhf_course.grading import notebooks, safe_html
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
+from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
 
 
@@ -32,7 +31,7 @@ def _exporter():
     return _EXPORTER
 
 
-def _student_notebook(result: SubmissionResult):
+def _student_notebook(result: SubmissionResult, max_cells: int):
     """The executed notebook that came back from the sandbox, if it is a notebook of bounded size."""
     if not result.executed_notebook:
         return None
@@ -41,7 +40,7 @@ def _student_notebook(result: SubmissionResult):
         nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
         if invalid:
             raise invalid["ValidationError"]
-        if len(nb.cells) > MAX_CELLS:
+        if len(nb.cells) > max_cells:
             raise ValueError(f"{len(nb.cells)} cells")
         return nb
     except Exception:
@@ -68,14 +67,13 @@ def _small_regular_file(path: Path, limit: int = 4096) -> str | None:
     return text if text.strip().isprintable() else None
 
 
-def submission_files(course_root: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, str]:
+def submission_files(submitted: Path) -> dict[str, str]:
     """``timestamp.txt`` and ``submission_secret.txt`` as nbgrader expects them beside a feedback page
     (the secret names the page in the exchange; a submission that never went through the exchange
     gets a fresh one, so that ``nbgrader release_feedback`` never stops on it)."""
     import datetime as dt
     import secrets
-    folder = course_root / "submitted" / student / assignment
-    files = {name: _small_regular_file(folder / name) for name in SUBMISSION_FILES}
+    files = {name: _small_regular_file(submitted / name) for name in SUBMISSION_FILES}
     if not files["timestamp.txt"]:
         files["timestamp.txt"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     if not files["submission_secret.txt"]:
@@ -83,13 +81,9 @@ def submission_files(course_root: Path, student: str, assignment: str = ASSIGNME
     return files
 
 
-RENDER_SECONDS = 10.0  # the most one feedback page (and its autograded copy) may take
-MIN_RENDER_SECONDS = 2.0  # what a submission that spent its whole budget still gets for its page
-
-
 def render_seconds(result: SubmissionResult, limits: Limits) -> float:
-    """The page's time budget: what is left of the submission's budget, within the bounds above."""
-    return min(RENDER_SECONDS, max(MIN_RENDER_SECONDS, limits.submission_seconds - result.seconds))
+    """The page's time budget: what is left of the submission's budget, within the limits' bounds."""
+    return min(limits.render_seconds, max(limits.min_render_seconds, limits.submission_seconds - result.seconds))
 
 
 def _outputs_withheld(nb, seconds: float) -> None:
@@ -101,14 +95,17 @@ def _outputs_withheld(nb, seconds: float) -> None:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note)]
 
 
-def write_feedback(course_root: Path, result: SubmissionResult, seconds: float = RENDER_SECONDS) -> Path:
+def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Limits(),
+                   seconds: float | None = None) -> Path:
     """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
     then the student's notebook as it ran; never the hidden tests' code.  The notebook's outputs are
     made safe and bounded (:mod:`safe_html`) for the page and for the autograded copy; all of it runs
-    within ``seconds``, after which the page shows only the scores and says why."""
+    within ``seconds`` (default: what the limits leave this submission), after which the page shows
+    only the scores and says why."""
+    seconds = render_seconds(result, limits) if seconds is None else seconds
     # Markdown, not HTML: the exporter sanitises a markdown cell's raw HTML and escapes headings,
     # paragraphs and table headers (they showed as literal tags); Markdown renders them.
-    language = editions.language_of(course_root, result.assignment)
+    language = result.language
     rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} "
                    f"| {t('passed' if c.score == c.points else 'failed', language)} "
                    f"| {table_text(c.message)} |\n" for c in result.cells.values())
@@ -116,11 +113,11 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
     detail = table_text(result.detail.splitlines()[0] if result.detail else "")
     summary = (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
                f"{result.max_score + written_points:g}\n\n"
-               + t("Outcome: **{state}**.", language, state=result.state) + f" {detail}\n\n"
+               + t("Outcome: **{state}**.", language, state=t(result.state, language)) + f" {detail}\n\n"
                + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
                + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
                + written_rows)
-    nb = _student_notebook(result)
+    nb = _student_notebook(result, limits.cells)
     exporter = _exporter()  # built once per batch (templates), outside any page's budget
     over_budget = None
     with safe_html.render_budget(seconds):
@@ -141,18 +138,18 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
-        note = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
-                 language, reason=str(over_budget))
+        why = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
+                language, reason=str(over_budget))
         page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
-                                               nbformat.v4.new_markdown_cell(f"**{note}**")])
+                                               nbformat.v4.new_markdown_cell(f"**{why}**")])
         body, _ = exporter.from_notebook_node(page)
-        _note(result, f"feedback page without the notebook: {over_budget}")
-    out = course_root / "feedback" / result.student / result.assignment / result.notebook.replace(".ipynb", ".html")
+        note(result, f"feedback page without the notebook: {over_budget}")
+    out = course.folder("feedback", result.student, result.assignment) / result.notebook.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(body)
-    graded = course_root / "autograded" / result.student / result.assignment
+    graded = course.folder("autograded", result.student, result.assignment)
     graded.mkdir(parents=True, exist_ok=True)
-    for name, text in submission_files(course_root, result.student, result.assignment).items():
+    for name, text in submission_files(course.folder("submitted", result.student, result.assignment)).items():
         for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
             (folder / name).write_text(text)
     if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
@@ -163,7 +160,7 @@ def write_feedback(course_root: Path, result: SubmissionResult, seconds: float =
 def table_text(text: str) -> str:
     """Text from a submission or a check, safe in one Markdown table cell: printable, one line,
     HTML escaped (it shows as text, never as markup), pipes and emphasis characters escaped."""
-    text = html.escape(_one_line(text)[:2000], quote=False)
+    text = html.escape(one_line(text)[:2000], quote=False)
     for char in "\\`*_|[]":  # the backslash first
         text = text.replace(char, "\\" + char)
     return text
@@ -189,7 +186,6 @@ def written_answer_rows(result: SubmissionResult, language: str = "en") -> tuple
 def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en") -> None:
     """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
     in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
-    from rlhf_course.grading import notebooks
     for cell in nb.cells:
         graded = result.cells.get(notebooks.grade_id(cell) or "")
         if graded is None or cell.cell_type != "code":
@@ -198,16 +194,3 @@ def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en") -> 
         text = (f"[{t('trusted grader', language)}] {verdict} ({graded.score:g} / {graded.points:g}): "
                 f"{printable(graded.message)}\n")
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
-    escapes included) become '?', line breaks stay."""
-    return _CONTROL.sub("?", text or "")
-
-
-def _one_line(text: str) -> str:
-    return printable(text).replace("\n", " ").replace("\t", " ")

@@ -5,23 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.feedback import printable
-from rlhf_course.grading.trusted import SCORED_STATES, SubmissionResult
+from rlhf_course.grading.results import SCORED_STATES, SubmissionResult, printable
+from rlhf_course.grading.settings import NotReady, shown_url
 
 
-class NotReady(RuntimeError):
-    """Grading cannot start; the message says what to do first."""
-
-
-def shown_url(db_url: str) -> str:
-    """The gradebook URL as it may be printed: without its password."""
-    from sqlalchemy.engine import make_url
-    return make_url(db_url).render_as_string(hide_password=True)
-
-
-def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIGNMENT,)) -> None:
+def require_assignment_in_gradebook(db_url: str, assignments: list[str]) -> None:
     """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
     regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -35,23 +23,15 @@ def require_assignment_in_gradebook(db_url: str, assignments: list[str] = (ASSIG
                                f"course root (it records into the same c.CourseDirectory.db_url)") from None
 
 
-def submission_timestamp(course_root: Path, student: str, assignment: str = ASSIGNMENT):
-    """When the student submitted, from nbgrader's timestamp.txt (None if absent or unreadable)."""
+def submission_timestamp(submitted: Path):
+    """When the student submitted, from nbgrader's timestamp.txt in ``submitted/<student>/<assignment>``
+    (None if absent or unreadable)."""
     from nbgrader.utils import parse_utc
-    path = course_root / "submitted" / student / assignment / "timestamp.txt"
+    path = submitted / "timestamp.txt"
     try:
         return parse_utc(path.read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def late_policy(course_root: Path):
-    """The late-submission plugin nbgrader's autograde would use, from the course's config."""
-    from traitlets.utils.importstring import import_item
-    config = pipeline.course_config(course_root)
-    plugin_class = config.AssignLatePenalties.get("plugin_class", "nbgrader.plugins.LateSubmissionPlugin")
-    plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
-    return plugin_class(config=config)
 
 
 def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:

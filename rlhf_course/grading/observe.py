@@ -4,15 +4,13 @@ This is the only part of grading that runs student code, so it is kept apart fro
 in the sandbox it turns each test case into an :class:`Observation` (tensors, strings and
 numbers only), which crosses the process boundary through :func:`to_wire` / :func:`from_wire`
 in a plain layout: a JSON header (fields, numbers, text, each tensor's dtype, shape and place) and
-the tensors' raw bytes, rebuilt with ``torch.frombuffer`` (a reply in any other layout is read as a
-torch archive with ``weights_only=True``, the format before this one).  Whatever bytes the student's
+the tensors' raw bytes, rebuilt with ``torch.frombuffer``; a reply in any other layout is refused, never unpickled.  Whatever bytes the student's
 process writes, only numbers, text and exact tensors of plain dtypes come back (a tensor subclass
 with a friendly ``__eq__`` arrives as the name of its type, a meta or complex tensor as a description
 of why it is unusable).
 """
 from __future__ import annotations
 
-import io
 import json
 import math
 import struct
@@ -270,23 +268,16 @@ def _short_text(value, what: str, limit: int = 4000) -> str | None:
 def from_wire(data: bytes, case: Case | None = None) -> Observation:
     """Load an observation sent by the sandbox and check it against the case that was asked.
 
-    The bytes are hostile.  The plain layout (:func:`to_wire`) is parsed as JSON and raw bytes,
-    every offset and size checked against the reply.  Anything else is read as a torch archive,
-    the reply format before this layout, through ``torch.load(weights_only=True)`` after the caller
-    refused compressed or oversized archives (:func:`rlhf_course.grading.sandbox.check_archive`);
-    the protocol tests keep that path's refusals pinned.  Either way only the fields of an
+    The bytes are hostile.  Only the plain layout (:func:`to_wire`) is accepted, parsed as JSON and
+    raw bytes, every offset and size checked against the reply; only the fields of an
     observation, with plain CPU tensors of bounded size, are accepted (``ValueError`` otherwise).  A value
     the student's function returned that the judges cannot use (a meta tensor, a complex dtype)
     becomes ``value=None`` with ``value_type`` saying what it was, so it fails its checks as an
     answer instead of breaking the grader.
     """
-    if data.startswith(PLAIN_MAGIC):
-        raw = _from_plain(data)
-    else:
-        try:
-            raw = torch.load(io.BytesIO(data), weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure is the sandbox's fault
-            raise ValueError(f"unreadable observation ({type(exc).__name__})") from None
+    if not data.startswith(PLAIN_MAGIC):
+        raise ValueError("unreadable observation (not the plain layout)")
+    raw = _from_plain(data)
     if not isinstance(raw, dict) or set(raw) != OBSERVATION_FIELDS:
         raise ValueError("the observation does not have the expected fields")
     value, value_type = raw["value"], _short_text(raw["value_type"], "value_type", 200) or "?"

@@ -4,8 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from rlhf_course.grading.feedback import _one_line
-from rlhf_course.grading.trusted import SubmissionResult
+from rlhf_course.grading.results import SubmissionResult, one_line
 
 REPORT = "grading_report.csv"
 
@@ -18,8 +17,8 @@ def format_table(results: list[SubmissionResult]) -> str:
         if r.flags:
             note = (note + "; " if note else "") + f"REVIEW: {r.flags[0]}" + (f" (+{len(r.flags) - 1})" if len(r.flags) > 1 else "")
         where = f"{r.assignment}/{r.notebook.removesuffix('.ipynb')}"
-        lines.append((f"{where:<28} " if several else "") + f"{_one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
-                     f"{_one_line(note)}")
+        lines.append((f"{where:<28} " if several else "") + f"{one_line(r.student):<24} {r.state:<20} {r.score:>5.1f}/{r.max_score:<5.1f}  {r.seconds:>5.1f}  "
+                     f"{one_line(note)}")
     counts = {}
     for r in results:
         counts[r.state] = counts.get(r.state, 0) + 1
@@ -27,15 +26,14 @@ def format_table(results: list[SubmissionResult]) -> str:
     return "\n".join(lines)
 
 
-def write_report(course_root: Path, results: list[SubmissionResult]) -> Path:
-    path = course_root / REPORT
+def write_report(path: Path, results: list[SubmissionResult]) -> Path:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         stages = sorted({stage for r in results for stage in r.timings})
         writer.writerow(["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail",
                          *[f"s: {stage}" for stage in stages]])
         for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
-            writer.writerow([r.assignment, r.notebook, _one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
-                             _one_line(" | ".join(r.flags)), _one_line((r.detail or "")[:500]),
+            writer.writerow([r.assignment, r.notebook, one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
+                             one_line(" | ".join(r.flags)), one_line((r.detail or "")[:500]),
                              *[round(r.timings.get(stage, 0.0), 3) for stage in stages]])
     return path

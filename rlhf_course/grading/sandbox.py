@@ -9,33 +9,29 @@ hold for every process the student starts (a cgroup per worker slot where the ke
 create one, rlimits in any case).
 
 The trusted side treats every byte that comes back as hostile: a reply's length is checked
-against a cap *before* it is read, a reply of the wrong kind is refused, and observations come in
-a plain layout of JSON and raw bytes (:func:`~rlhf_course.grading.observe.from_wire`; a reply in
-any other layout is refused before ``torch.load`` when its archive is compressed or larger than the
-cap).  The grader never opens a path the sandbox could have written: the job goes in and the
-feedback notebook comes out over the pipe.
+against a cap *before* it is read, a reply of the wrong kind is refused, and observations come only
+in a plain layout of JSON and raw bytes (:func:`~rlhf_course.grading.observe.from_wire`; nothing the
+sandbox sends is ever unpickled).  The grader never opens a path the sandbox could have written: the
+job goes in and the feedback notebook comes out over the pipe (:mod:`protocol`).
 """
 from __future__ import annotations
 
 import collections
 import fcntl
-import io
 import os
 import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 import rlhf_course
-from rlhf_course.grading.observe import PLAIN_MAGIC
+from rlhf_course.grading import protocol
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.observe import encode_call
+from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -45,42 +41,6 @@ PACKAGE_MOUNT = "/opt/rlhf-grader"  # the grader's own copy of this package, fir
 CGROUP_NAME = "rlhf-grading"
 SLOT_LOCKS = Path("/run/rlhf-grading")  # one lock file per slot, held while a sandbox uses it
 SLOT_COUNT = 1024
-
-# One-byte reply kinds: the first byte of every frame the sandbox sends.
-READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
-# One-byte request kinds: the first byte of every frame the grader sends (the supervisor reads it
-# without unpickling anything; a call's body goes to the child untouched).
-REQUEST_KINDS = {"job": b"J", "feedback": b"B", "define": b"E", "call": b"C"}
-TORCH_REQUEST = b"T"  # any other request: a torch archive of the payload
-
-
-def encode_request(payload: dict) -> bytes:
-    kind = payload.get("kind")
-    if kind == "call" and {"function", "args", "grad_wrt"} <= set(payload):
-        from rlhf_course.grading.observe import encode_call
-        return REQUEST_KINDS["call"] + encode_call(payload["function"], payload["args"], payload["grad_wrt"])
-    if kind in ("feedback", "define"):
-        return REQUEST_KINDS[kind]
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return (REQUEST_KINDS["job"] if kind == "job" else TORCH_REQUEST) + buffer.getvalue()
-
-
-@dataclass(frozen=True)
-class Limits:
-    memory_bytes: int = 4 * 2**30      # address space per process; torch alone maps about 1.5 GiB of it
-    cgroup_memory_bytes: int = 3 * 2**30  # resident memory of the whole sandbox, every process together
-    cpus: float = 1.0                  # CPU share of the whole sandbox (cgroup quota)
-    cpu_seconds: int = 300             # per process
-    file_bytes: int = 64 * 2**20
-    workspace_bytes: int = 64 * 2**20  # each of /submission and /tmp
-    processes: int = 64
-    startup_seconds: float = 60.0      # interpreter, torch, and the student's cell definitions
-    call_seconds: float = 15.0         # one call of a student function
-    feedback_seconds: float = 60.0     # running the whole notebook for the feedback copy (about 2 s)
-    submission_seconds: float = 300.0  # everything for one submission: the budget no attack can stretch
-    reply_bytes: int = 2 * 2**20       # one observation
-    notebook_bytes: int = 16 * 2**20   # the executed notebook for feedback
 
 
 class SandboxTimeout(Exception):
@@ -96,7 +56,7 @@ class SandboxDied(Exception):
 
 
 class ProtocolViolation(SandboxDied):
-    """The sandbox sent something the protocol does not allow (forged, oversized, compressed)."""
+    """The sandbox sent something the protocol does not allow (forged, oversized, of the wrong kind)."""
 
 
 def sandbox_available() -> str | None:
@@ -264,22 +224,6 @@ def limited_command(command: list[str], limits: Limits, cgroup_procs: list[Path]
 
 # ----------------------------------------------------------------------------- replies
 
-def check_archive(data: bytes, cap: int) -> None:
-    """Refuse a ``torch.save`` archive that could expand: compressed entries, too many entries,
-    or more than ``cap`` bytes once unpacked."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise ProtocolViolation(f"the reply is not a torch archive ({exc})", "") from None
-    if len(entries) > 256:
-        raise ProtocolViolation(f"the reply holds {len(entries)} entries", "")
-    if any(entry.compress_type != zipfile.ZIP_STORED for entry in entries):
-        raise ProtocolViolation("the reply holds compressed data", "")
-    if sum(entry.file_size for entry in entries) > cap:
-        raise ProtocolViolation("the reply unpacks to more than its cap", "")
-
-
 def claim_slot(preferred: int) -> tuple[int, int]:
     """Claim a sandbox slot (its uid and cgroups) for this machine: an exclusive ``flock`` on
     the slot's lock file, the preferred slot first, else the lowest free one.  Two graders on
@@ -343,6 +287,11 @@ class Sandbox:
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
         self._oom_before = 0
 
+    @staticmethod
+    def unavailable() -> str | None:
+        """None when sandboxes can run on this machine, else why not."""
+        return sandbox_available()
+
     def __enter__(self) -> "Sandbox":
         if self.process is None:
             self.start()
@@ -363,7 +312,7 @@ class Sandbox:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, start_new_session=True)
         try:
-            self.request({"kind": "job", "job": self.job}, READY, 16, self.limits.startup_seconds, "startup")
+            self.request(protocol.job_request(self.job), READY, 16, self.limits.startup_seconds, "startup")
         except BaseException:
             self.kill()
             raise
@@ -404,7 +353,7 @@ class Sandbox:
 
     def _send(self, payload: bytes) -> None:
         try:
-            self.process.stdin.write(struct.pack("<Q", len(payload)) + payload)
+            self.process.stdin.write(protocol.frame(payload))
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
@@ -449,17 +398,17 @@ class Sandbox:
         why = "the sandbox closed its pipe" if code is None else f"the sandbox exited with status {code}"
         return SandboxDied(why + (" (memory limit)" if oom else ""), self.log(), out_of_memory=oom)
 
-    def request(self, payload: dict, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:
-        """Send one request; return the reply's body (without its kind byte).  The reply must be
+    def request(self, payload: bytes, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:
+        """Send one request (a frame's payload, its kind byte first); return the reply's body (without its kind byte).  The reply must be
         of ``kind`` and at most ``cap`` bytes, and arrive within ``seconds`` and the budget."""
-        self._send(encode_request(payload))
+        self._send(payload)
         return self._receive(kind, cap, time.monotonic() + seconds, budget)
 
     def _receive(self, kind: bytes, cap: int, deadline: float, budget: str) -> bytes:
         """The next reply's body: of ``kind``, at most ``cap`` bytes, by ``deadline`` and the budget."""
         if self.deadline < deadline:
             deadline, budget = self.deadline, "submission"
-        (size,) = struct.unpack("<Q", self._recv_exactly(8, deadline, budget))
+        (size,) = protocol.HEADER.unpack(self._recv_exactly(protocol.HEADER.size, deadline, budget))
         if size > cap + 1 or size == 0:
             self.kill()
             raise ProtocolViolation(f"the sandbox announced a reply of {size} bytes (cap {cap + 1})", self.log())
@@ -475,20 +424,17 @@ class Sandbox:
 
     def feedback(self) -> bytes:
         """The student's notebook, executed in a fresh child process, as JSON bytes."""
-        return self.request({"kind": "feedback"}, NOTEBOOK, self.limits.notebook_bytes,
+        return self.request(protocol.FEEDBACK, NOTEBOOK, self.limits.notebook_bytes,
                             self.limits.feedback_seconds, "feedback")
 
     def define(self) -> dict[str, str]:
         """Start the child that runs the answer cells; return the cells that raised."""
-        import json
-        body = self.request({"kind": "define"}, DEFINED, 64 * 1024, self.limits.startup_seconds, "startup")
+        body = self.request(protocol.DEFINE, DEFINED, 64 * 1024, self.limits.startup_seconds, "startup")
         try:
-            errors = json.loads(body)
-            assert isinstance(errors, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in errors.items())
-        except (ValueError, AssertionError):
+            return protocol.decode_defined(body)
+        except ValueError:
             self.kill()
             raise ProtocolViolation("malformed definition report", self.log()) from None
-        return errors
 
     # Calls are pipelined: several requests sent before their replies are read (the runner answers
     # them in order).  The caller keeps the bytes sent and not yet answered under PIPELINE_BYTES, so
@@ -501,15 +447,9 @@ class Sandbox:
     def receive_call(self, since: float) -> bytes:
         """The reply to the oldest call not yet answered.  It must arrive within ``call_seconds`` of
         ``since``: when the runner could start on it (its sending, or the previous reply's arrival)."""
-        body = self._receive(OBSERVATION, self.limits.reply_bytes, since + self.limits.call_seconds, "call")
-        if not body.startswith(PLAIN_MAGIC):
-            check_archive(body, self.limits.reply_bytes)
-        return body
-
-
-PIPELINE_BYTES = 32 * 1024  # call requests in flight; a pipe holds 64 KiB
+        return self._receive(OBSERVATION, self.limits.reply_bytes, since + self.limits.call_seconds, "call")
 
 
 def encode_call_request(function: str, args: list, grad_wrt: list) -> bytes:
-    """One call request's frame payload (its size counts against PIPELINE_BYTES, plus 8 for the header)."""
-    return encode_request({"kind": "call", "function": function, "args": list(args), "grad_wrt": list(grad_wrt)})
+    """One call request's frame payload (its size counts against ``protocol.PIPELINE_BYTES``, plus the header)."""
+    return protocol.CALL + encode_call(function, list(args), list(grad_wrt))

@@ -17,51 +17,22 @@ to the supervisor over a pipe of its own, whose replies the supervisor caps and 
 4. ``call``: each request is one test case for one function, each reply the
    :class:`~rlhf_course.grading.observe.Observation` of that call (no judging happens here).
 
-Frames are an 8-byte length and a payload; requests and replies start with a one-byte kind (see
-:mod:`sandbox`): the job is a ``torch.save`` payload, a call plain data the supervisor relays
-untouched (:func:`~rlhf_course.grading.observe.decode_call` in the child).
+The frames, kinds and the job's layout are :mod:`protocol`'s: the job is JSON, a call plain data the
+supervisor relays untouched (:func:`~rlhf_course.grading.observe.decode_call` in the child).
 """
 from __future__ import annotations
 
 import ctypes
-import io
 import json
 import os
 import signal
-import struct
 import sys
 import traceback
 
-READY, DEFINED, OBSERVATION, NOTEBOOK, FAILED = b"R", b"D", b"O", b"N", b"F"
-JOB, FEEDBACK, DEFINE, CALL = b"J", b"B", b"E", b"C"  # request kinds (sandbox.REQUEST_KINDS)
+from rlhf_course.grading.protocol import (CALL, DEFINE, FAILED, FEEDBACK, JOB, NOTEBOOK, OBSERVATION, READY,
+                                           decode_job, defined_reply, read_frame, write_frame)
+
 PR_SET_DUMPABLE = 4
-
-
-def read_frame(fd: int, cap: int = 1 << 40) -> bytes | None:
-    header = _read_exactly(fd, 8)
-    if header is None:
-        return None
-    (size,) = struct.unpack("<Q", header)
-    if size > cap:
-        raise ValueError(f"frame of {size} bytes (cap {cap})")
-    return _read_exactly(fd, size)
-
-
-def _read_exactly(fd: int, size: int) -> bytes | None:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def write_frame(fd: int, payload: bytes) -> None:
-    data = struct.pack("<Q", len(payload)) + payload
-    while data:
-        data = data[os.write(fd, data):]
 
 
 # ----------------------------------------------------------------------------- children
@@ -131,7 +102,7 @@ def serve_calls(job: dict, requests: int, replies: int) -> None:
     from rlhf_course.grading.observe import Case, Observation, decode_call, observe, to_wire
 
     namespace, errors = define_functions(job)
-    write_frame(replies, DEFINED + json.dumps(errors).encode())
+    write_frame(replies, defined_reply(errors))
     while True:
         frame = read_frame(requests)
         if frame is None:
@@ -200,15 +171,14 @@ def _outputs(captured, result) -> list:
 # ----------------------------------------------------------------------------- the supervisor
 
 def supervise(proto_in: int, proto_out: int) -> None:
-    import torch
-
     frame = read_frame(proto_in)
     if frame is None or frame[:1] != JOB:
         return
-    job = torch.load(io.BytesIO(frame[1:]), weights_only=True)["job"]
+    job = decode_job(frame[1:])
     # Everything the children need is imported here, once, before any fork.
     import IPython.core.interactiveshell  # noqa: F401
     import IPython.utils.capture  # noqa: F401
+    import torch  # noqa: F401
     import rlhf_course.grading.observe  # noqa: F401
     write_frame(proto_out, READY)
     keep_closed = (proto_in, proto_out)

@@ -1,19 +1,28 @@
-"""The course's own settings, configured where nbgrader is: in ``nbgrader_config.py``.
+"""The course's configuration, read the way nbgrader's own commands read it, and the course directory it names.
 
-``c.RlhfCourse.due_date = "..."`` and ``c.TrustedGrading.workers = 4`` sit beside nbgrader's own
-settings; ``python -m rlhf_course.grading.batch --help-all`` lists them with their defaults. A
-command-line option, where there is one, wins over the file.
+``nbgrader_config`` (.json, then .py) from Jupyter's config paths (system-wide, then the user's), then
+the course's own ``nbgrader_config.py``: later files win.  Beside nbgrader's settings sit the
+course's (:class:`RlhfCourse`) and trusted grading's (:class:`TrustedGrading`, one setting per
+limit of :class:`~rlhf_course.grading.limits.Limits`).  Every folder (``submitted``, ``autograded``,
+``feedback``, ``release``, ``source``) and the gradebook come from nbgrader's ``CourseDirectory``, so
+a course that renames a folder or keeps its gradebook in PostgreSQL (``c.CourseDirectory.db_url``)
+is graded where every other nbgrader command reads and writes.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from traitlets import Float, Integer, Unicode
-from traitlets.config import Configurable
+from traitlets.config import Config, Configurable
 
-from rlhf_course.grading.sandbox import Limits
+from rlhf_course.grading.limits import Limits
 
-BUDGETS = ("call_seconds", "feedback_seconds", "submission_seconds")  # the Limits a course may set
+
+class NotReady(RuntimeError):
+    """Grading cannot start; the message says what to do first."""
 
 
 class RlhfCourse(Configurable):
@@ -24,26 +33,98 @@ class RlhfCourse(Configurable):
                                 "Empty: no due date.").tag(config=True)
 
 
-class TrustedGrading(Configurable):
-    """`sudo make grade`: each submission in a fresh sandbox, scores decided outside it."""
-
-    workers = Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True)
-    dask_address = Unicode("", help="Address of an existing Dask scheduler (tcp://host:8786) to send "
-                                    "grading tasks to; empty: grade on this machine.").tag(config=True)
-    call_seconds = Float(Limits.call_seconds, help="Wall-clock seconds one call of a student's function may take.").tag(config=True)
-    feedback_seconds = Float(Limits.feedback_seconds, help="Seconds for running the whole notebook for the feedback copy."
-                             ).tag(config=True)
-    submission_seconds = Float(Limits.submission_seconds, help="Seconds for everything one submission costs (all calls plus the "
-                                           "feedback run): no submission holds a worker longer.").tag(config=True)
+def _limit_trait(limit: dataclasses.Field):
+    trait = Integer if limit.type in ("int", int) else Float
+    return trait(limit.default, help=limit.metadata["help"]).tag(config=True)
 
 
-def load(course_root: Path) -> tuple[RlhfCourse, TrustedGrading]:
-    """The two settings objects, from the course's ``nbgrader_config.py`` (defaults where it is silent)."""
-    from rlhf_course.grading.course import course_config
-    config = course_config(course_root)
-    return RlhfCourse(config=config), TrustedGrading(config=config)
+def _trusted_grading_class():
+    """TrustedGrading: its own settings, then one setting per limit, built from the limits' fields
+    (their defaults and help), so a new limit is configurable the moment it exists."""
+
+    def limits(self) -> Limits:
+        return Limits(**{limit.name: getattr(self, limit.name) for limit in dataclasses.fields(Limits)})
+
+    namespace = {
+        "__doc__": "`sudo make grade`: each submission in a fresh sandbox, scores decided outside it.",
+        "__module__": __name__,
+        "workers": Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True),
+        "dask_address": Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
+                                         "tasks to; empty: grade on this machine.").tag(config=True),
+        **{limit.name: _limit_trait(limit) for limit in dataclasses.fields(Limits)},
+        "limits": limits,
+    }
+    return type(Configurable)("TrustedGrading", (Configurable,), namespace)
+
+
+TrustedGrading = _trusted_grading_class()
+
+
+def course_config(course_root: Path) -> Config:
+    """The course's configuration, loaded as nbgrader's commands load it from the course root."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
+        for loader, name in ((JSONFileConfigLoader, "nbgrader_config.json"), (PyFileConfigLoader, "nbgrader_config.py")):
+            if os.path.isfile(os.path.join(folder, name)):
+                config.merge(loader(name, path=folder).load_config())
+    return config
+
+
+@dataclass(frozen=True)
+class Course:
+    """A course directory with its configuration: where each of nbgrader's steps keeps its files."""
+
+    root: Path
+    config: Config
+
+    @classmethod
+    def at(cls, root: Path, config: Config | None = None) -> "Course":
+        """The course in ``root`` (its configuration read from there unless given, e.g. by an app)."""
+        root = Path(root).resolve()
+        config = Config(config) if config is not None else course_config(root)
+        if "root" not in config.get("CourseDirectory", {}):
+            config.CourseDirectory.root = str(root)
+        return cls(root, config)
+
+    @property
+    def coursedir(self):
+        from nbgrader.coursedir import CourseDirectory
+        return CourseDirectory(config=self.config)
+
+    @property
+    def db_url(self) -> str:
+        """The gradebook every nbgrader command of this course uses (``CourseDirectory.db_url``)."""
+        return self.coursedir.db_url
+
+    def folder(self, step: str, student: str = ".", assignment: str = "") -> Path:
+        """``step`` is one of source, release, submitted, autograded, feedback (nbgrader's names)."""
+        coursedir = self.coursedir
+        return Path(os.path.normpath(coursedir.format_path(getattr(coursedir, f"{step}_directory"), student, assignment)))
+
+    def settings(self) -> tuple[RlhfCourse, TrustedGrading]:
+        return RlhfCourse(config=self.config), TrustedGrading(config=self.config)
+
+    def late_policy(self):
+        """The late-submission plugin nbgrader's autograde would use, from the course's config."""
+        from traitlets.utils.importstring import import_item
+        plugin_class = self.config.AssignLatePenalties.get("plugin_class", "nbgrader.plugins.LateSubmissionPlugin")
+        plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
+        return plugin_class(config=self.config)
+
+
+def gradebook_url(course_root: Path) -> str:
+    return Course.at(course_root).db_url
+
+
+def shown_url(db_url: str) -> str:
+    """The gradebook URL as it may be printed: without its password."""
+    from sqlalchemy.engine import make_url
+    return make_url(db_url).render_as_string(hide_password=True)
 
 
 def help_text() -> str:
-    """What ``--help-all`` prints: each setting with its help and default, as nbgrader shows its own."""
+    """Each setting with its help and default, as nbgrader shows its own."""
     return "\n".join(cls.class_get_help() for cls in (RlhfCourse, TrustedGrading))

@@ -1,108 +1,10 @@
 """A real JupyterLab server and a real headless Chromium (Debian's), driven by Playwright."""
-import json
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_settings(settings: Path, quiet_news: bool = True) -> None:
-    """User settings for the test's JupyterLab: render every cell (no virtual windowing, so the
-    test can reach any output) and, unless the test is about it, do not ask about news."""
-    values = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
-    if quiet_news:
-        values["@jupyterlab/apputils-extension/notification"] = {"fetchNews": "false"}
-    for plugin, value in values.items():
-        path = settings / (plugin + ".jupyterlab-settings")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(value))
-
-
-class LabServer:
-    """`jupyter lab` on `root`, or, with `make_target`, the Makefile's own target (`make lab`), whose
-    port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
-
-    def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True):
-        self.port, self.token = free_port(), "rlhf-course-test"
-        settings = scratch / "lab-settings"
-        write_settings(settings, quiet_news)
-        config = scratch / "config"
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
-                   JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
-                   **(env_extra or {}))
-        env.pop("MPLBACKEND", None)
-        self.log = open(scratch / "jupyterlab.log", "w")
-        if make_target:
-            config.mkdir(parents=True, exist_ok=True)
-            (config / "jupyter_server_config.json").write_text(json.dumps({
-                "ServerApp": {"port": self.port, "ip": "127.0.0.1", "open_browser": False, "allow_root": True},
-                "IdentityProvider": {"token": self.token},
-                "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}))
-            command = ["make", "--no-print-directory", "-C", str(root), make_target]
-        else:
-            command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
-                       "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-                       "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-        self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        self._wait()
-
-    def _wait(self, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/status?token={self.token}", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("JupyterLab did not start")
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
-
-    def _api(self, path: str, body: dict | None = None, timeout: float = 30):
-        """A call of Jupyter Server's REST API with the token: GET, or POST of ``body``."""
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/api/{path}", data=None if body is None else json.dumps(body).encode(),
-            method="GET" if body is None else "POST",
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-
-    def start_kernel_for(self, notebook: str) -> str:
-        """Start the notebook's kernel session through the REST API, before a page opens it.  Opened
-        cold under load, JupyterLab 4 sometimes started two kernels for the notebook and shut the first
-        down under the page (seen in CI: the page's widgets then never rendered); a page that finds
-        the session already there just connects to its kernel.  Returns the kernel id."""
-        session = self._api("sessions", {"path": notebook, "type": "notebook", "name": notebook,
-                                         "kernel": {"name": "python3"}}, timeout=120)
-        return session["kernel"]["id"]
-
-    def kernel_ids(self) -> list[str]:
-        return [kernel["id"] for kernel in self._api("kernels")]
-
-    def stop(self) -> None:
-        os.killpg(self.process.pid, 15)
-        self.process.wait(timeout=20)
-        self.log.close()
-
+from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS
 
 @pytest.fixture(scope="module")
 def browser():

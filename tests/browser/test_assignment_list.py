@@ -4,11 +4,10 @@ released assignment, and Validate passes on the completed notebook."""
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import notebooks
-from tests.conftest import copy_course, release_course
+from rlhf_course.grading import examples, notebooks, release
+from tests.support.course import copy_course, release_course
 
-from .conftest import LabServer
+from tests.support.browser import LabServer
 
 COURSE_ID = "rlhf-course"
 
@@ -19,7 +18,7 @@ def student_lab(tmp_path, repo, monkeypatch):
     monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
     course = copy_course(tmp_path / "course")
     release_course(course)
-    pipeline.nbgrader(course, "release_assignment", ASSIGNMENT)
+    release.nbgrader(course, "release_assignment", ASSIGNMENT)
     home = tmp_path / "student"
     home.mkdir()
     config = tmp_path / "config"  # the server's JUPYTER_CONFIG_DIR: as a JupyterHub admin would set it
@@ -51,7 +50,7 @@ def test_fetch_from_assignment_list_then_validate(student_lab, browser, artifact
     # The student completes the notebook (here: the reference answers and Part 4's model written
     # answers; Validate reports a written answer left as released), opens it and validates.
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    answers = {**pipeline.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    answers = {**examples.answers_for(repo, ()), **notebooks.written_solutions(source)}
     completed = notebooks.fill_answers(notebooks.read(fetched), answers)
     import nbformat
     nbformat.write(completed, str(fetched))
@@ -88,7 +87,7 @@ def test_submit_in_the_lab_then_fetch_the_trusted_feedback(student_lab, browser,
     page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
     fetched = home / ASSIGNMENT / NOTEBOOK
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    answers = {**pipeline.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    answers = {**examples.answers_for(repo, ()), **notebooks.written_solutions(source)}
     answers["dpo_answer"] = answers["dpo_answer"].replace("def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
     nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
@@ -111,10 +110,10 @@ def test_submit_in_the_lab_then_fetch_the_trusted_feedback(student_lab, browser,
         time.sleep(0.5)
     page.screenshot(path=str(artifacts / "assignment_list_submitted.png"))
 
-    pipeline.nbgrader(course, "collect", ASSIGNMENT)  # the instructor, with the same exchange
+    release.nbgrader(course, "collect", ASSIGNMENT)  # the instructor, with the same exchange
     [result] = batch.grade_all(course, workers=1, show_progress=False)
     assert (result.state, result.score) == ("graded", 44), result.detail
-    pipeline.nbgrader(course, "release_feedback", ASSIGNMENT)
+    release.nbgrader(course, "release_feedback", ASSIGNMENT)
 
     assignment_list()
     page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)

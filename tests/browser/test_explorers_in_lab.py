@@ -7,10 +7,9 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import notebooks
+from rlhf_course.grading import examples, notebooks
 
-from .conftest import LabServer
+from tests.support.browser import LabServer
 
 SLIDERS = [  # (explorer cell, slider description, new value)
     ("ppo_explorer", "epsilon", "0.45"),
@@ -26,7 +25,7 @@ def lab(request, tmp_path, repo):
     """The English release, then its Chinese edition (same code cells, Chinese prose and figures)."""
     workdir = tmp_path / "student"
     workdir.mkdir()
-    answers = pipeline.answers_for(repo, ())
+    answers = examples.answers_for(repo, ())
     completed = notebooks.fill_answers(notebooks.read(repo / "release" / request.param / NOTEBOOK), answers)
     nbformat.write(completed, str(workdir / NOTEBOOK))
     # The lab's training is what tests/test_notebooks_execute.py checks; here it only has to run and plot

@@ -7,10 +7,10 @@ from urllib.parse import urlparse
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, needs_sandbox, release_course
+from rlhf_course.grading import examples, settings
+from tests.support.course import copy_course, needs_sandbox, release_course
 
-from .conftest import LabServer
+from tests.support.browser import LabServer
 
 LOCAL = {"127.0.0.1", "localhost", "::1"}
 
@@ -19,10 +19,10 @@ LOCAL = {"127.0.0.1", "localhost", "::1"}
 def graded_course(tmp_path, repo):
     course = copy_course(tmp_path / "course")
     release_course(course)
-    pipeline.write_submission(course, "ada", pipeline.answers_for(repo, ()))
-    pipeline.autograde(course, "ada")
+    examples.write_submission(course, "ada", examples.answers_for(repo, ()))
+    examples.autograde(course, "ada")
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
         submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "ada")
         submission_id = submission.id
     servers = []
@@ -91,10 +91,10 @@ def test_formgrader_shows_why_a_hidden_test_scored_zero(tmp_path, repo, browser,
     from rlhf_course.grading import batch
     course = copy_course(tmp_path / "course")
     release_course(course)
-    pipeline.write_submission(course, "bo", pipeline.answers_for(repo, ("ppo_clip_without_min",)))
+    examples.write_submission(course, "bo", examples.answers_for(repo, ("ppo_clip_without_min",)))
     [result] = batch.grade_all(course, workers=1, show_progress=False)
     assert result.state == "failed tests"
-    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
         submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "bo").id
     (tmp_path / "server").mkdir()
     server = LabServer(course, tmp_path / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})

@@ -8,15 +8,13 @@ import re
 
 import nbformat
 import pytest
-import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, notebooks, trusted
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, release_course
+from rlhf_course.grading import examples, notebooks, settings
+from tests.support.course import copy_course, release_course
 
-from ..grading.in_process_sandbox import InProcessSandbox
-from .conftest import LabServer
+from tests.support.in_process_sandbox import grade_in_process
+from tests.support.browser import LabServer
 
 # Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
 # 99, as a grader would, so that the Formgrader's own script saves the scores through its API.
@@ -33,7 +31,7 @@ OUTPUTS = [
 
 
 def _hostile_submission(course):
-    folder = pipeline.write_submission(course, "mallory", {**pipeline.answers_for(course, ()), "lab_question_1": WRITTEN})
+    folder = examples.write_submission(course, "mallory", {**examples.answers_for(course, ()), "lab_question_1": WRITTEN})
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
     answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in OUTPUTS]
@@ -43,7 +41,7 @@ def _hostile_submission(course):
 def manual_scores(course) -> dict:
     """Every grade's manual score and extra credit in the gradebook."""
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
         return {(student.id, grade.name): (grade.manual_score, grade.extra_credit)
                 for student in gradebook.students
                 for grade in gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT,
@@ -62,23 +60,18 @@ def _open(browser, url: str, server: LabServer | None = None):
 
 @pytest.mark.slow
 def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_page(tmp_path, repo, browser,
-                                                                                   artifacts, monkeypatch):
+                                                                                   artifacts):
     course = copy_course(tmp_path / "course")
     release_course(course)
-    pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
+    examples.write_submission(course, "ada", examples.answers_for(course, ()))
     _hostile_submission(course)
-    threads = torch.get_num_threads()
-    monkeypatch.setattr(trusted, "Sandbox", InProcessSandbox)  # the feedback copy: the notebook as submitted
-    monkeypatch.setattr(batch, "sandbox_available", lambda: None)
-    try:
-        results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False)}
-    finally:
-        torch.set_num_threads(threads)
+    # the in-process double: the feedback copy is the notebook as submitted
+    results = {r.student: r for r in grade_in_process(course)}
     assert results["mallory"].state == "graded", results["mallory"].detail
     before = manual_scores(course)
     assert before and all(score == (None, None) or score[1] in (None, 0) for score in before.values())
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
         submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory").id
 
     # the feedback page, as the student (or an instructor checking it) opens it

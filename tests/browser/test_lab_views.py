@@ -3,9 +3,8 @@ see nbgrader's student plugins only and no news prompt; instructors keep the For
 
 import pytest
 
-from .conftest import LabServer
+from tests.support.browser import INSTRUCTOR_ONLY, LabServer, nbgrader_menu_items, offered
 
-INSTRUCTOR_ONLY = ("Formgrader", "Course List", "Create Assignment")
 NEWS = "Jupyter news"
 
 
@@ -36,14 +35,6 @@ def open_lab(browser, server: LabServer):
     return page
 
 
-def nbgrader_menu_items(page) -> list[str]:
-    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
-    menu = page.locator(".lm-Menu").last
-    menu.wait_for(timeout=10_000)
-    items = [t.strip() for t in menu.locator(".lm-Menu-itemLabel").all_inner_texts()]
-    return items
-
-
 def palette_text(page, screenshot) -> str:
     """Every command the command palette offers (Ctrl+Shift+C), as lower-case text."""
     palette = page.locator(".jp-ModalCommandPalette .lm-CommandPalette")
@@ -67,12 +58,6 @@ def palette_text(page, screenshot) -> str:
     page.keyboard.press("Escape")
     assert "new console" in text.lower(), text  # the palette was really read
     return text.lower()
-
-
-def offered(names, texts) -> list[str]:
-    """The names (any case) that appear among the texts: nbgrader writes "Create assignment" too."""
-    joined = "\n".join(texts).lower()
-    return [name for name in names if name.lower() in joined]
 
 
 def news_prompt_visible(page, wait_ms: int) -> bool:

@@ -12,8 +12,7 @@ import pytest
 from rlhf_course.classroom import User, add_account, remove_accounts
 from rlhf_course.server_env import ServerEnv
 
-PREFIX = "rlhft"
-INSTRUCTORS = f"{PREFIX}_instructors"
+from tests.support.accounts import INSTRUCTORS, PREFIX
 
 
 def _needs_root():

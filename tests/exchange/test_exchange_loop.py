@@ -15,12 +15,11 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import notebooks
+from rlhf_course.grading import examples, notebooks
 
-from tests.conftest import copy_course, release_course
+from tests.support.course import copy_course, release_course
 
-from .conftest import INSTRUCTORS
+from tests.support.accounts import INSTRUCTORS
 
 pytestmark = pytest.mark.slow
 COURSE_ID = "rlhf-course"
@@ -61,7 +60,7 @@ def loop(people, repo):
             os.chown(path, student.uid, student.gid)
         student.nbgrader("fetch_assignment", ASSIGNMENT)
 
-    reference = pipeline.answers_for(repo, ())
+    reference = examples.answers_for(repo, ())
     alice_nb = alice.home / ASSIGNMENT / NOTEBOOK
     alice.nbgrader("submit", ASSIGNMENT)  # first submission: untouched
     time.sleep(1.1)

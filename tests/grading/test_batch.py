@@ -1,28 +1,24 @@
 """Trusted batch grading against a class of correct, wrong, adversarial and broken submissions:
 each gets exactly the score and state it deserves, and nothing outside a submission changes."""
-import hashlib
 import os
 import socket
-import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.sandbox import Limits
-from rlhf_course.grading.trusted import GRADED
-from tests.conftest import copy_course, leftover_sandbox_processes, release_course
+from rlhf_course.grading import batch, examples, release, settings
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.results import GRADED
+from tests.support.submissions import tree_digest
+from tests.support.course import copy_course, leftover_sandbox_processes, release_course
 
-from tests.conftest import needs_sandbox
+from tests.support.course import needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
-GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback")
 CORRECT = ("ada_correct", "zoe_correct")
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
@@ -31,19 +27,6 @@ AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.value
 # The looping submissions wait out the feedback limit, then one call's: 6 s is 12x the slowest feedback run
 # of the others measured with this class (0.5 s, the fork bomb; honest ones about 0.1 s).
 LIMITS = Limits(call_seconds=4.0, feedback_seconds=6.0)
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    digest = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if relative.parts[0] in GRADER_OUTPUTS:
-            continue
-        if path.is_symlink():
-            digest[str(relative)] = "-> " + os.readlink(path)
-        elif path.is_file():
-            digest[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digest
 
 
 class Listener:
@@ -80,15 +63,15 @@ def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("batch") / "course")
     release_course(course)
     for student in CORRECT:
-        pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+        examples.write_submission(course, student, examples.answers_for(course, ()))
     for student, variants in CORRECT_CLASSES.items():
-        pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
+        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
     _answer_in_writing(course, "ada_correct")  # zoe_correct leaves the written answers as released
     for student, mistakes in MISTAKE_CLASSES.items():
-        pipeline.write_submission(course, student, pipeline.answers_for(course, mistakes))
+        examples.write_submission(course, student, examples.answers_for(course, mistakes))
     for attack in answer_catalogue.ADVERSARIAL:
-        answers = {**pipeline.answers_for(course, ()), **attack.answers}
-        folder = pipeline.write_submission(course, attack.name, answers)
+        answers = {**examples.answers_for(course, ()), **attack.answers}
+        folder = examples.write_submission(course, attack.name, answers)
         if attack.tamper:
             answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     before = tree_digest(course)
@@ -176,10 +159,10 @@ def test_no_network_and_no_process_left_behind(graded):
 def test_gradebook_holds_the_trusted_numbers_and_flags(graded):
     course, results, _, _ = graded
     from nbgrader.api import Gradebook
-    db = pipeline.gradebook_url(course)
+    db = settings.gradebook_url(course)
     guide_bug = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]
     for student in ("ada_correct", guide_bug, "infinite_loop", "invalid_json"):
-        cells = pipeline.cell_scores(db, student)
+        cells = examples.cell_scores(db, student)
         assert set(cells) == set(results[student].cells) | set(WRITTEN)
         assert {g: cells[g].score for g in results[student].cells} == {g: c.score for g, c in results[student].cells.items()}
     with Gradebook(db) as gb:
@@ -219,7 +202,7 @@ def test_trusted_feedback_is_released_by_nbgrader(graded, tmp_path, monkeypatch)
     exchange = tmp_path / "exchange"
     exchange.mkdir(mode=0o755)
     monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
-    pipeline.nbgrader(course, "release_feedback", ASSIGNMENT)
+    release.nbgrader(course, "release_feedback", ASSIGNMENT)
     released = {p.name for p in exchange.rglob("*.html")}
     assert len(released) == len(results)
     for student in results:
@@ -230,7 +213,7 @@ def test_trusted_feedback_is_released_by_nbgrader(graded, tmp_path, monkeypatch)
 def test_written_answers_wait_for_a_person_with_the_students_text(graded):
     course, results, _, _ = graded
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         for gid in WRITTEN:
             answered = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
             blank = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "zoe_correct")
@@ -252,17 +235,17 @@ def test_regrading_keeps_a_manual_score_and_shows_it_in_export_and_feedback(grad
 
     from nbgrader.api import Gradebook
     course, _, _, _ = graded
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_score = 2.0
         gb.find_comment("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_comment = \
             "Clear: the margin is all the loss asks for."
         gb.db.commit()
     again = batch.grade_all(course, workers=1, students=["ada_correct"], limits=LIMITS, show_progress=False)
     assert again[0].state == GRADED and again[0].score == 44
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
         assert grade.manual_score == 2.0 and grade.score == 2.0
-    for grades in (course / "grades.csv", pipeline.export_grades(course, course / "export.csv")):
+    for grades in (course / "grades.csv", examples.export_grades(course, course / "export.csv")):
         with open(grades) as handle:
             row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada_correct" and r["assignment"] == ASSIGNMENT)
         assert float(row["raw_score"]) == 46 and float(row["max_score"]) == 50, grades

@@ -9,11 +9,10 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, editions
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, needs_sandbox, release_course
+from rlhf_course.grading import batch, editions, examples, settings
+from tests.support.course import copy_course, needs_sandbox, release_course
 
-from .in_process_sandbox import grade_in_process
+from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 
@@ -24,11 +23,11 @@ STUDENTS = {"correct": (), **{w.name: (w.name,) for w in answer_catalogue.WRONG_
 
 def hand_in(course, assignment):
     for student, wrong in STUDENTS.items():
-        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=assignment)
+        examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=assignment)
     for attack in TAMPERED:
-        folder = pipeline.write_submission(course, attack.name, pipeline.answers_for(course, ()), assignment=assignment)
+        folder = examples.write_submission(course, attack.name, examples.answers_for(course, ()), assignment=assignment)
         answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
-    pipeline.write_submission(course, "empty", pipeline.answers_for(course, None), assignment=assignment)
+    examples.write_submission(course, "empty", examples.answers_for(course, None), assignment=assignment)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +78,7 @@ def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
 @pytest.mark.parametrize("how", ["make grade", "nbgrader export"])
 def test_the_export_lists_each_student_once_with_their_latest_edition(graded, how):
     course, results = graded
-    exported = course / "grades.csv" if how == "make grade" else pipeline.export_grades(course, course / "export.csv")
+    exported = course / "grades.csv" if how == "make grade" else examples.export_grades(course, course / "export.csv")
     with open(exported) as handle:
         rows = list(csv.DictReader(handle))
     assert ZH not in {row["assignment"] for row in rows}  # folded into rlhf
@@ -96,12 +95,12 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
     chosen = {"correct": (), "two_mistakes": ("ppo_clip_without_min", "gae_ignores_next_value")}
     for assignment in (EN, ZH):
         for student, wrong in chosen.items():
-            pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=assignment)
-        pipeline.autograde(course, assignment=assignment)
-    url = pipeline.gradebook_url(course)
+            examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=assignment)
+        examples.autograde(course, assignment=assignment)
+    url = settings.gradebook_url(course)
     for student in chosen:
-        en = {g: s.score for g, s in pipeline.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
-        zh = {g: s.score for g, s in pipeline.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
+        en = {g: s.score for g, s in examples.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
+        zh = {g: s.score for g, s in examples.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
         assert en == zh and set(en) == set(rlhf_hidden_checks.CHECKS), student
         lost = {g for g, score in zh.items() if score < rlhf_hidden_checks.CHECKS[g].points}
         assert lost == answer_catalogue.cells_lost_by(chosen[student]), student
@@ -114,7 +113,7 @@ def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(
     """The edition's set-up cell (i18n.set_language) runs inside bubblewrap; the feedback copy shows it ran."""
     course = release_course(copy_course(tmp_path / "course"))
     for student, wrong in (("correct", ()), ("ppo_clip_without_min", ("ppo_clip_without_min",))):
-        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong), assignment=ZH)
+        examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=ZH)
     results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, assignments=[ZH])}
     total = sum(c.points for c in rlhf_hidden_checks.CHECKS.values())
     assert (results["correct"].state, results["correct"].score) == ("graded", total), results["correct"].detail

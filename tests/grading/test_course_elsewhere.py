@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from tests.conftest import REPO, copy_course, needs_sandbox, release_course
-from tests.grading.test_grader_attacks import _add_cells
+from rlhf_course.grading import examples
+from tests.support.course import REPO, copy_course, needs_sandbox, release_course
+from tests.support.submissions import add_cells
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
@@ -42,8 +42,8 @@ def wheel_install(tmp_path_factory) -> Path:
 def elsewhere(tmp_path_factory) -> Path:
     course = copy_course(tmp_path_factory.mktemp("elsewhere") / "another course")
     release_course(course)
-    folder = pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
-    _add_cells(folder / NOTEBOOK, [("code", PROBE)])
+    folder = examples.write_submission(course, "ada", examples.answers_for(course, ()))
+    add_cells(folder / NOTEBOOK, [("code", PROBE)])
     return course
 
 

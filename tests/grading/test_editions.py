@@ -7,10 +7,9 @@ from collections import Counter
 
 import pytest
 
-from rlhf_course.grading import batch, editions, notebooks
-from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import editions, instructor, notebooks, release, settings
 from rlhf_course.grading.export import EditionsCsvExport
-from tests.conftest import REPO
+from tests.support.course import REPO
 
 COURSE_EDITIONS = editions.editions(REPO)
 # Inline math and code spans may wrap a line (Chinese prose keeps a paragraph on one line): compare
@@ -29,7 +28,7 @@ def spans(text: str) -> dict[str, list[str]]:
 
 
 def base_checks(edition):
-    return pipeline.load_instructor_module(REPO, batch.checks_module_name(edition.base)).CHECKS
+    return instructor.load_module(REPO, instructor.checks_module_name(edition.base)).CHECKS
 
 
 def test_the_course_has_a_chinese_edition_of_every_assignment_that_has_one():
@@ -86,7 +85,7 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
             if editions.translatable(cell):
                 table["cells"][cell.id] = {"english_sha256": editions.english_sha256(cell.source),
                                            "text": "[译] " + cell.source}
-    checks = pipeline.load_instructor_module(course, batch.checks_module_name(base)).CHECKS
+    checks = instructor.load_module(course, instructor.checks_module_name(base)).CHECKS
     for check_id, check in checks.items():
         table["messages"][check_id] = {"english_sha256": editions.english_sha256(check.message),
                                        "text": "[译] " + check.message}
@@ -127,7 +126,7 @@ def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
     with pytest.raises(editions.StaleTranslation, match=cell.id):
         editions.build_source(course, edition, checks)
     with pytest.raises(editions.StaleTranslation, match=cell.id):
-        pipeline.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
     editions.revisit(edition.path, cell.id, course)
     assert editions.problems(course, edition, checks) == []
 
@@ -174,7 +173,7 @@ def test_the_checks_speak_the_edition_language_with_the_same_points(course):
 
 def test_in_kernel_checks_fail_with_the_message_in_the_kernel_language(monkeypatch):
     from rlhf_course import i18n
-    hidden = pipeline.load_instructor_module(REPO, "rlhf_hidden_checks")  # this course's i18n/, not a copy's
+    hidden = instructor.load_module(REPO, "rlhf_hidden_checks")  # this course's i18n/, not a copy's
     edition = editions.edition_of(REPO, "rlhf_zh")
     message = edition.table()["messages"]["ppo_zero_advantage"]["text"]
     monkeypatch.setattr(i18n, "_language", "zh-CN")
@@ -216,6 +215,6 @@ def test_export_lists_each_student_once_with_the_edition_they_chose(tmp_path):
 
 
 def test_nbgrader_export_uses_the_course_plugin(course):
-    config = pipeline.course_config(course)
+    config = settings.course_config(course)
     assert config.ExportApp.plugin_class == "rlhf_course.grading.export.EditionsCsvExport"
     assert json.loads(json.dumps(config.EditionsCsvExport.course_root)) == str(course)

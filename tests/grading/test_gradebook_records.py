@@ -6,49 +6,51 @@ import csv
 
 import pytest
 
-from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import batch, feedback, gradebook, trusted
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.trusted import GRADER_ERROR, CellResult, SubmissionResult
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import app, examples, feedback, gradebook, instructor, intake, release, results, settings, trusted
+from rlhf_course.grading.assignment import resolve
+from rlhf_course.grading.results import GRADER_ERROR, CellResult, SubmissionResult
+from rlhf_course.grading.settings import Course, NotReady
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    from tests.conftest import copy_course, release_course
+    from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("records") / "course")
     release_course(root)
-    pipeline.write_submission(root, "ada", pipeline.answers_for(root, ()))
+    examples.write_submission(root, "ada", examples.answers_for(root, ()))
     return root
 
 
 def _full_marks(checks, student="ada") -> SubmissionResult:
-    cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.CHECKS.values()}
-    return SubmissionResult(student, trusted.GRADED, cells=cells)
+    cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.values()}
+    return SubmissionResult(student, results.GRADED, ASSIGNMENT, NOTEBOOK, cells=cells)
 
 
 def _record(course, result):
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         gradebook.record_in_gradebook(gb, result)
 
 
 def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     _record(course, _full_marks(checks))
-    assert sum(c.score for c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").values()) == 44
+    assert sum(c.score for c in examples.cell_scores(settings.gradebook_url(course), "ada").values()) == 44
 
     def broken(*args, **kwargs):
         raise RuntimeError("a judge blew up")
     monkeypatch.setattr(trusted, "_grade", broken)
-    result = trusted.grade_submission(course, "ada", checks)
-    assert result.state == GRADER_ERROR and set(result.cells) == set(checks.CHECKS) and result.score == 0
+    graded = Course.at(course)
+    result = trusted.grade_submission(graded, resolve(graded, ASSIGNMENT), "ada", NOTEBOOK)
+    assert result.state == GRADER_ERROR and set(result.cells) == set(checks) and result.score == 0
     _record(course, result)
-    scores = pipeline.cell_scores(pipeline.gradebook_url(course), "ada")
+    scores = examples.cell_scores(settings.gradebook_url(course), "ada")
     assert sum(c.score for c in scores.values()) == 0  # never the stale 44
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
         assert nb.needs_manual_grade and nb.flagged
         assert any("grader error" in (c.auto_comment or "") for c in nb.comments)
@@ -56,30 +58,30 @@ def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course,
 
 def test_regrading_keeps_a_manual_score(course):
     from nbgrader.api import Gradebook
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     _record(course, _full_marks(checks))
-    with Gradebook(pipeline.gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
+    with Gradebook(settings.gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
         grade.manual_score = 0.5
         gb.db.commit()
     _record(course, _full_marks(checks))  # a late submission made them grade again
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
         assert grade.manual_score == 0.5 and grade.score == 0.5
         from nbgrader.plugins import CsvExportPlugin
         CsvExportPlugin(to=str(course / "grades.csv")).export(gb)
     with open(course / "grades.csv") as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada" and r["assignment"] == ASSIGNMENT)
-    assert float(row["raw_score"]) == 44 - checks.CHECKS["ppo_gradient"].points + 0.5
+    assert float(row["raw_score"]) == 44 - checks["ppo_gradient"].points + 0.5
 
 
 def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
     from nbgrader.api import Gradebook
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks)
     result.flags = ["ppo_answer: imports os", "extra cell 61: uses get_ipython"]
     _record(course, result)
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
         comments = {c.name: c.auto_comment or "" for c in nb.comments}
     assert "imports os" in comments["ppo_answer"] and "imports os" not in comments["dpo_answer"]
@@ -91,12 +93,12 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     import nbformat
 
     from rlhf_course.grading import notebooks
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_gradient"].score = 0.0
     result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
     result.executed_notebook = (course / "submitted" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
-    feedback.write_feedback(course, result)
+    feedback.write_feedback(Course.at(course), result)
     graded = nbformat.read(str(course / "autograded" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb"), 4)
     cell = notebooks.cells_by_grade_id(graded)["dpo_gradient"]
     assert "FAILED" in cell.outputs[-1].text and "no gradient reached log_p_w" in cell.outputs[-1].text
@@ -108,16 +110,16 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
 def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, monkeypatch):
     """The Formgrader's Autograde button and `nbgrader autograde` run student code next to the hidden
     tests: the course refuses them with a message naming the trusted command."""
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_values"].score = 0.0
     _record(course, result)
-    before = {g: c.score for g, c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").items()}
+    before = {g: c.score for g, c in examples.cell_scores(settings.gradebook_url(course), "ada").items()}
     monkeypatch.delenv("RLHF_ALLOW_STOCK_AUTOGRADE", raising=False)
-    proc = pipeline.nbgrader(course, "autograde", ASSIGNMENT, "--force", check=False)
+    proc = release.nbgrader(course, "autograde", ASSIGNMENT, "--force", check=False)
     assert proc.returncode != 0
     assert "Stock autograde is disabled" in proc.stdout + proc.stderr and "make grade" in proc.stdout + proc.stderr
-    after = {g: c.score for g, c in pipeline.cell_scores(pipeline.gradebook_url(course), "ada").items()}
+    after = {g: c.score for g, c in examples.cell_scores(settings.gradebook_url(course), "ada").items()}
     assert after == before
 
 
@@ -127,7 +129,7 @@ WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")
 def _answer_in_writing(course, student, texts):
     """A correct submission with written answers typed into Part 4's answer cells."""
     import nbformat
-    pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    examples.write_submission(course, student, examples.answers_for(course, ()))
 
     from rlhf_course.grading import notebooks
     path = course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb"
@@ -146,21 +148,21 @@ def test_written_answers_need_a_person_and_keep_the_students_text(course):
     assert all(notebooks.is_written_answer(notebooks.cells_by_grade_id(release)[g]) for g in WRITTEN)
     text = "The repeat penalty: the reward model never saw a repeated word."
     nb = _answer_in_writing(course, "bea", {"lab_question_1": text})
-    assert trusted.structure_problems(nb, release) == []
-    assert trusted.restore_from_release(nb, release) == []
+    assert intake.structure_problems(nb, release) == []
+    assert intake.restore_from_release(nb, release) == []
     assert notebooks.cells_by_grade_id(nb)["lab_question_1"].source == text  # not the release's stub
-    assert trusted.written_answers(nb, release) == {"lab_question_1": True, "lab_question_2": False,
+    assert intake.written_answers(nb, release) == {"lab_question_1": True, "lab_question_2": False,
                                                     "lab_question_3": False}
     nb.cells[[notebooks.grade_id(c) for c in nb.cells].index("lab_question_2")].metadata["nbgrader"]["points"] = 20
-    assert "lab_question_2: nbgrader metadata points was edited" in trusted.restore_from_release(nb, release)[0]
+    assert "lab_question_2: nbgrader metadata points was edited" in intake.restore_from_release(nb, release)[0]
     assert notebooks.cells_by_grade_id(nb)["lab_question_2"].metadata["nbgrader"]["points"] == 2
 
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks, "bea")
-    result.written = {gid: {"answered": answered} for gid, answered in trusted.written_answers(nb, release).items()}
+    result.written = {gid: {"answered": answered} for gid, answered in intake.written_answers(nb, release).items()}
     _record(course, result)
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         answered = gb.find_grade("lab_question_1", "rlhf_building_blocks", ASSIGNMENT, "bea")
         blank = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "bea")
         assert answered.auto_score is None and answered.needs_manual_grade and answered.max_score == 2
@@ -177,28 +179,28 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
     text = "It gave up variety: a few positive words, over and over."
     nb = _answer_in_writing(course, "cy", {"lab_question_2": text})
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    checks = instructor.checks_of(course, ASSIGNMENT)
 
     def grade_again():
         result = _full_marks(checks, "cy")
-        result.written = {g: {"answered": a} for g, a in trusted.written_answers(nb, release).items()}
+        result.written = {g: {"answered": a} for g, a in intake.written_answers(nb, release).items()}
         result.executed_notebook = (course / "submitted" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
         _record(course, result)
-        return feedback.write_feedback(course, result)
+        return feedback.write_feedback(Course.at(course), result)
 
     grade_again()
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         grade.manual_score = 1.5
         comment = gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         comment.manual_comment = "Right; say why entropy measures it."
         gb.db.commit()
     page = grade_again().read_text()  # a late submission made them grade again
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         assert grade.manual_score == 1.5 and grade.score == 1.5
         assert gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy").manual_comment
-    exported = pipeline.export_grades(course, course / "export.csv")
+    exported = examples.export_grades(course, course / "export.csv")
     with open(exported) as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "cy" and r["assignment"] == ASSIGNMENT)
     assert float(row["raw_score"]) == 44 + 1.5 and float(row["max_score"]) == 50
@@ -213,14 +215,14 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     """A fresh clone: release/ committed, no gradebook yet."""
     import shutil
 
-    from tests.conftest import copy_course
+    from tests.support.course import copy_course
     root = copy_course(tmp_path / "fresh")
     shutil.copytree(repo / "release", root / "release")
-    pipeline.write_submission(root, "ada", pipeline.answers_for(root, ()))
-    with pytest.raises(batch.NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
-        batch.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}")
+    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    with pytest.raises(NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
+        gradebook.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}", [ASSIGNMENT])
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
-    assert batch.main(["--course-root", str(root)]) == 2  # as `make grade` would, root or not
+    assert app.main(["grade", f"--course-root={root}"]) == 2  # as `make grade` would, root or not
     said = capsys.readouterr().err
     assert said.startswith("grading did not start: ") and ("make release" in said or "cannot sandbox" in said)
     after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "gradebook.db")
@@ -228,9 +230,9 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
 
 
 def test_printed_gradebook_urls_hide_the_password():
-    assert batch.shown_url("postgresql+psycopg2://grader:s3cret@db-host/rlhf") == \
+    assert settings.shown_url("postgresql+psycopg2://grader:s3cret@db-host/rlhf") == \
         "postgresql+psycopg2://grader:***@db-host/rlhf"
-    assert batch.shown_url("sqlite:////srv/course/gradebook.db") == "sqlite:////srv/course/gradebook.db"
+    assert settings.shown_url("sqlite:////srv/course/gradebook.db") == "sqlite:////srv/course/gradebook.db"
 
 
 def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
@@ -239,12 +241,12 @@ def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
     import datetime as dt
 
     from nbgrader.api import Gradebook
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
-    url = pipeline.gradebook_url(course)
+    checks = instructor.checks_of(course, ASSIGNMENT)
+    url = settings.gradebook_url(course)
     with Gradebook(url) as gb:
         due = gb.find_assignment(ASSIGNMENT).duedate
     late = due + dt.timedelta(minutes=90)
-    policy = gradebook.late_policy(course)
+    policy = Course.at(course).late_policy()
 
     def penalty():
         with Gradebook(url) as gb:

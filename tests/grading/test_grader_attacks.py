@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -22,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
+from rlhf_course.grading import examples, settings
 
-from tests.conftest import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
-from tests.grading.test_batch import tree_digest
+from tests.support.course import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
+from tests.support.submissions import add_cells, tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
@@ -47,8 +46,8 @@ def _attacks(course: Path) -> dict[str, dict]:
     """student -> {"answers": {grade_id: source}, "extra": [(cell_type, source)], "tamper": callable}"""
     bystander_nb = course / "submitted" / BYSTANDER / ASSIGNMENT / NOTEBOOK
     source_nb = course / "source" / ASSIGNMENT / NOTEBOOK
-    ref = pipeline.answers_for(course, ())
-    guide_bug = pipeline.answers_for(course, ("ppo_clip_without_min",))["ppo_answer"]
+    ref = examples.answers_for(course, ())
+    guide_bug = examples.answers_for(course, ("ppo_clip_without_min",))["ppo_answer"]
     return {
         # 1. Root must never write through a link the student planted where the grader writes.
         "plants_job_symlink": {
@@ -209,16 +208,6 @@ def {name}(*args):
     }
 
 
-def _add_cells(path: Path, extra: list[tuple[str, str]]) -> None:
-    nb = json.loads(path.read_text())
-    for index, (kind, source) in enumerate(extra):
-        cell = {"cell_type": kind, "id": f"extra-{index}", "metadata": {}, "source": source}
-        if kind == "code":
-            cell.update(outputs=[], execution_count=None)
-        nb["cells"].append(cell)
-    path.write_text(json.dumps(nb))
-
-
 def _host_scratch() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).iterdir()}
 
@@ -228,12 +217,12 @@ def attacked(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course")
     release_course(course)
     for student in (CANARY, BYSTANDER):
-        pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+        examples.write_submission(course, student, examples.answers_for(course, ()))
     attacks = _attacks(course)
     for student, attack in attacks.items():
-        folder = pipeline.write_submission(course, student, attack["answers"])
+        folder = examples.write_submission(course, student, attack["answers"])
         if attack.get("extra"):
-            _add_cells(folder / NOTEBOOK, attack["extra"])
+            add_cells(folder / NOTEBOOK, attack["extra"])
         if attack.get("tamper"):
             attack["tamper"](folder)
     before, scratch_before = tree_digest(course), _host_scratch()
@@ -259,7 +248,7 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
     for student in (CANARY, BYSTANDER):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
         assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
-        assert pipeline.cell_scores(pipeline.gradebook_url(course), student)
+        assert examples.cell_scores(settings.gradebook_url(course), student)
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
 
 
@@ -317,7 +306,7 @@ def test_protocol_and_disk_attacks_reach_nothing(attacked):
 def test_an_unusable_value_fails_its_checks_and_never_breaks_the_grader(attacked, repo):
     row = attacked["report"]["returns_meta_tensor"]
     assert row["state"] == "failed tests" and float(row["score"]) == 44 - _points(repo, "dpo_loss"), row
-    cells = pipeline.cell_scores(pipeline.gradebook_url(attacked["course"]), "returns_meta_tensor")
+    cells = examples.cell_scores(settings.gradebook_url(attacked["course"]), "returns_meta_tensor")
     cells = {g: c for g, c in cells.items() if not g.startswith("lab_question_")}  # written answers: a person's
     assert {g for g, c in cells.items() if c.score < c.max_score} == {g for g in cells if g.startswith("dpo")}
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rlhf_course.grading.checks import CheckFailed
-from rlhf_course.grading.course import load_instructor_module
-from tests.conftest import REPO
+from rlhf_course.grading.instructor import load_module as load_instructor_module
+from tests.support.course import REPO
 from tests.support import answers
 
 checks = load_instructor_module(REPO, "grpo_hidden_checks")

@@ -3,17 +3,16 @@ every correct variant none, through trusted grading (the in-process sandbox doub
 tests/grading/test_batch.py's) and through stock nbgrader autograde, into one gradebook with feedback."""
 import pytest
 
-from rlhf_course.grading import batch, notebooks
-from rlhf_course.grading import course as pipeline
-from tests.conftest import REPO, copy_course, release_course
+from rlhf_course.grading import examples, instructor, notebooks, settings
+from tests.support.course import REPO, copy_course, release_course
 
-from .in_process_sandbox import grade_in_process
+from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, one stock autograde
 
 GRPO, GRPO_NOTEBOOK = "grpo", "grpo.ipynb"
-checks = pipeline.load_instructor_module(REPO, batch.checks_module_name(GRPO))
-catalogue = pipeline.load_instructor_module(REPO, "grpo_catalogue")
+checks = instructor.load_module(REPO, instructor.checks_module_name(GRPO))
+catalogue = instructor.load_module(REPO, "grpo_catalogue")
 TOTAL = sum(check.points for check in checks.CHECKS.values())
 WRITTEN = {"grpo_question_1", "grpo_question_2"}
 
@@ -37,7 +36,7 @@ def make_class(folder, students) -> object:
                **{v.name: v.source for v in catalogue.CORRECT_VARIANTS}}
     for student in students:
         written = {grade_id: "The group mean is (G - 1) / G times the leave-one-out baseline." for grade_id in WRITTEN}
-        pipeline.write_submission(course, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
+        examples.write_submission(course, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
                                   notebook=GRPO_NOTEBOOK)
     return course
 
@@ -67,7 +66,7 @@ def test_trusted_grading_scores_each_answer_as_it_deserves(course, graded):
 
 def test_written_answers_wait_for_a_person(course, graded):
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         for grade_id in WRITTEN:
             grade = gb.find_grade(grade_id, "grpo", GRPO, "reference")
             assert grade.auto_score is None and grade.needs_manual_grade
@@ -77,10 +76,10 @@ def test_stock_autograde_agrees_with_the_checks(tmp_path):
     # nbgrader runs a kernel per notebook (about 2 s each): a sample of each kind, in one process
     sample = ("reference", "grpo_population_std", "grpo_nan_for_one_response")
     course = make_class(tmp_path, sample)
-    pipeline.autograde(course, assignment=GRPO)
-    url = pipeline.gradebook_url(course)
+    examples.autograde(course, assignment=GRPO)
+    url = settings.gradebook_url(course)
     for student in sample:
-        cells = pipeline.cell_scores(url, student, GRPO, GRPO_NOTEBOOK)
+        cells = examples.cell_scores(url, student, GRPO, GRPO_NOTEBOOK)
         autograded = {g: s for g, s in cells.items() if g in checks.CHECKS}
         assert set(autograded) == set(checks.CHECKS)
         assert {g for g, s in autograded.items() if s.score < s.max_score} == expected_losses()[student], student

@@ -6,8 +6,8 @@ import torch
 
 from rlhf_course.grading import notebooks
 from rlhf_course.grading.checks import CheckFailed
-from rlhf_course.grading.course import load_instructor_module
-from tests.conftest import REPO
+from rlhf_course.grading.instructor import load_module as load_instructor_module
+from tests.support.course import REPO
 from tests.support import answers
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"

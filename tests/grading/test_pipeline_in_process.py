@@ -11,11 +11,10 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, release_course
+from rlhf_course.grading import batch, examples, settings
+from tests.support.course import copy_course, release_course
 
-from .in_process_sandbox import InProcessSandbox, grade_in_process
+from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment (about 10 s), then seconds
 
@@ -32,16 +31,16 @@ def graded(tmp_path_factory):
     with open(course / "nbgrader_config.py", "a") as config:  # the instructor's gradebook, set the nbgrader way
         config.write(f"\nc.CourseDirectory.db_url = 'sqlite:///' + str(COURSE_ROOT / '{CONFIGURED_GRADEBOOK}')\n")
     release_course(course)
-    pipeline.write_submission(course, "ada_correct", {
-        **pipeline.answers_for(course, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
+    examples.write_submission(course, "ada_correct", {
+        **examples.answers_for(course, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
     for student, variants in answer_catalogue.correct_variant_classes().items():
-        pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
+        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
     for wrong in answer_catalogue.WRONG_ANSWERS:
-        pipeline.write_submission(course, wrong.name, pipeline.answers_for(course, (wrong.name,)))
+        examples.write_submission(course, wrong.name, examples.answers_for(course, (wrong.name,)))
     for attack in TAMPERED.values():
-        folder = pipeline.write_submission(course, attack.name, pipeline.answers_for(course, ()))
+        folder = examples.write_submission(course, attack.name, examples.answers_for(course, ()))
         answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
-    pipeline.write_submission(course, EMPTY, pipeline.answers_for(course, None))
+    examples.write_submission(course, EMPTY, examples.answers_for(course, None))
 
     results = grade_in_process(course)
     return course, {r.student: r for r in results}
@@ -99,10 +98,10 @@ def test_the_gradebook_export_and_report_hold_the_same_numbers(graded):
     for student, result in results.items():
         assert float(rows[student]["raw_score"]) == sum(c.score for c in result.cells.values()), student
         assert float(rows[student]["max_score"]) == TOTAL + 6  # Part 4's written answers: 6 points
-        cells = pipeline.cell_scores(pipeline.gradebook_url(course), student)
+        cells = examples.cell_scores(settings.gradebook_url(course), student)
         assert {g: cells[g].score for g in result.cells} == {g: c.score for g, c in result.cells.items()}
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         written = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
         assert written.auto_score is None and written.needs_manual_grade  # a person's to score
         assert gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "invalid_json").flagged
@@ -113,10 +112,10 @@ def test_the_gradebook_export_and_report_hold_the_same_numbers(graded):
 
 def test_the_gradebook_set_in_nbgrader_config_is_the_one_every_step_wrote(graded):
     course, results = graded
-    assert pipeline.gradebook_url(course) == f"sqlite:///{course.resolve() / CONFIGURED_GRADEBOOK}"
+    assert settings.gradebook_url(course) == f"sqlite:///{course.resolve() / CONFIGURED_GRADEBOOK}"
     assert not (course / "gradebook.db").exists()
     from nbgrader.api import Gradebook
-    with Gradebook(pipeline.gradebook_url(course)) as gb:  # release recorded it, grading scored it
+    with Gradebook(settings.gradebook_url(course)) as gb:  # release recorded it, grading scored it
         assert {s.student.id for s in gb.find_assignment(ASSIGNMENT).submissions} == set(results)
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import trusted
-from rlhf_course.grading.sandbox import Limits
+from rlhf_course.grading import examples, results, trusted
+from rlhf_course.grading.assignment import resolve
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.settings import Course
 
-from tests.conftest import REPO, needs_sandbox
+from tests.support.course import REPO, needs_sandbox
 
 pytestmark = needs_sandbox
 
@@ -32,21 +33,21 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 
 def test_a_case_after_the_deciding_one_never_costs_points(course, monkeypatch):
     shutil.copytree(REPO / "release", course / "release")
-    answers = pipeline.answers_for(course, ())
+    answers = examples.answers_for(course, ())
     answers["ppo_answer"] = PPO_WRONG_THEN_HANGING
-    pipeline.write_submission(course, "ada", answers)
-    checks = pipeline.load_instructor_module(course, "rlhf_hidden_checks")
+    examples.write_submission(course, "ada", answers)
     started = []
     start = trusted.Sandbox.start
     monkeypatch.setattr(trusted.Sandbox, "start", lambda self: started.append(self) or start(self))
 
-    result = trusted.grade_submission(course, "ada", checks, limits=Limits(call_seconds=3))
+    graded = Course.at(course)
+    result = trusted.grade_submission(graded, resolve(graded, ASSIGNMENT), "ada", NOTEBOOK, limits=Limits(call_seconds=3))
 
     extremes = result.cells["ppo_epsilon_extremes"]
     assert extremes.score == 0 and "What went wrong: objective" in extremes.message, extremes.message
     assert "no answer within" not in extremes.message
     lost = [c for c in result.cells.values() if c.score < c.points]
     assert lost == [extremes], [(c.grade_id, c.message) for c in lost]  # every later check was run and passed
-    assert result.state == trusted.FAILED_TESTS, result.detail  # not "timed out"
+    assert result.state == results.FAILED_TESTS, result.detail  # not "timed out"
     assert result.assignment == ASSIGNMENT and result.notebook == NOTEBOOK
     assert len(started) == 2  # the hanging reply cost that sandbox; a fresh one graded what was left

@@ -10,18 +10,18 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import feedback, notebooks, trusted
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.sandbox import Limits
-from tests.conftest import copy_course, release_course
+from rlhf_course.grading import examples, feedback, notebooks, results
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.settings import Course
+from tests.support.course import copy_course, release_course
 
-from .in_process_sandbox import grade_in_process
+from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # the release (cached across tests), then seconds
 
 
 def _with_outputs(course, student: str, outputs: list[dict]):
-    folder = pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+    folder = examples.write_submission(course, student, examples.answers_for(course, ()))
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
     answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in outputs]
@@ -32,7 +32,7 @@ def _with_outputs(course, student: str, outputs: list[dict]):
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("render_budget") / "course")
     release_course(course)
-    pipeline.write_submission(course, "ada", pipeline.answers_for(course, ()))
+    examples.write_submission(course, "ada", examples.answers_for(course, ()))
     # display(HTML('<b>' * 87000)): 44 s of bleach in the batch's one writer (issue 27); 131 s measured here
     _with_outputs(course, "nested", [{"text/html": "<b>" * 87000, "text/plain": "bold"},
                                      {"text/html": "<div>" * 8000}, {"text/plain": "y" * 300_000}])
@@ -63,7 +63,7 @@ def test_a_page_over_its_budget_shows_the_scores_and_why(graded, tmp_path):
     answer.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<div>" * 990})] * 300
     result.executed_notebook, result.detail = nbformat.writes(nb), ""
     start = time.monotonic()
-    page = feedback.write_feedback(tmp_path, result, seconds=1.0).read_text()
+    page = feedback.write_feedback(Course.at(tmp_path), result, seconds=1.0).read_text()
     took = time.monotonic() - start
     print(f"over-budget page written in {took:.2f} s")
     assert took < 4.0
@@ -78,7 +78,7 @@ def test_a_page_over_its_budget_shows_the_scores_and_why(graded, tmp_path):
 
 def test_the_page_budget_is_what_is_left_of_the_submissions():
     limits = Limits(submission_seconds=300.0)
-    assert feedback.render_seconds(trusted.SubmissionResult("a", "graded", seconds=5.0), limits) == feedback.RENDER_SECONDS
-    assert feedback.render_seconds(trusted.SubmissionResult("a", "graded", seconds=295.0), limits) == 5.0
-    assert feedback.render_seconds(trusted.SubmissionResult("a", "timed out", seconds=300.0), limits) == \
-        feedback.MIN_RENDER_SECONDS
+    assert feedback.render_seconds(results.SubmissionResult("a", "graded", seconds=5.0), limits) == limits.render_seconds
+    assert feedback.render_seconds(results.SubmissionResult("a", "graded", seconds=295.0), limits) == 5.0
+    assert feedback.render_seconds(results.SubmissionResult("a", "timed out", seconds=300.0), limits) == \
+        limits.min_render_seconds

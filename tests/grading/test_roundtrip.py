@@ -13,8 +13,8 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, release_course
+from rlhf_course.grading import examples, settings
+from tests.support.course import copy_course, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
@@ -41,18 +41,18 @@ def graded_class(tmp_path_factory):
     students = {"reference": (), "empty": None}
     students.update(MISTAKE_CLASSES)
     for student, wrong in students.items():
-        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
+        examples.write_submission(course, student, examples.answers_for(course, wrong))
     for student, variants in CORRECT_CLASSES.items():  # every correct style, a few per submission
-        pipeline.write_submission(course, student, {**pipeline.answers_for(course, ()), **variants})
-    warns = pipeline.answers_for(course, ())
+        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
+    warns = examples.answers_for(course, ())
     warns["ppo_answer"] = WARNS
-    pipeline.write_submission(course, "warns_on_stderr", warns)
+    examples.write_submission(course, "warns_on_stderr", warns)
     for tamper, student in TAMPERED.items():  # correct answers that edited what may not be edited
         answer_catalogue.tamper_notebook(course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb",
                                          tamper)
     _answer_in_writing(course / "submitted" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb")
-    pipeline.autograde(course)
-    grades = pipeline.export_grades(course)
+    examples.autograde(course)
+    grades = examples.export_grades(course)
     return course, grades
 
 
@@ -71,7 +71,7 @@ def _answer_in_writing(path):
 
 def scores(course, student):
     """The autograded cells' scores (manually graded cells, if any, are a person's to score)."""
-    cells = pipeline.cell_scores(pipeline.gradebook_url(course), student)
+    cells = examples.cell_scores(settings.gradebook_url(course), student)
     assert AUTOGRADED <= set(cells), AUTOGRADED - set(cells)
     return {grade_id: c for grade_id, c in cells.items() if grade_id in AUTOGRADED}
 
@@ -82,7 +82,7 @@ def test_stock_autograde_leaves_written_answers_to_a_person(graded_class):
     an answer left as released scores 0."""
     from nbgrader.api import Gradebook
     course, _ = graded_class
-    with Gradebook(pipeline.gradebook_url(course)) as gb:
+    with Gradebook(settings.gradebook_url(course)) as gb:
         for gid in WRITTEN:
             answered = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "reference")
             blank = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "empty")
@@ -145,7 +145,7 @@ def test_export_lists_every_student(graded_class):
     course, grades = graded_class
     with open(grades) as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
-    all_cells = pipeline.cell_scores(pipeline.gradebook_url(course), "reference")
+    all_cells = examples.cell_scores(settings.gradebook_url(course), "reference")
     assert float(rows["reference"]["score"]) == AUTOGRADED_TOTAL == 44  # full marks on every test cell
     assert float(rows["reference"]["max_score"]) == sum(c.max_score for c in all_cells.values())
     assert float(rows["reference"]["max_score"]) == AUTOGRADED_TOTAL + 2 * len(WRITTEN)  # written answers: 6 points

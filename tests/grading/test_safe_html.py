@@ -96,7 +96,7 @@ def _formgrader_exporter():
     """nbconvert's HTMLExporter as nbgrader's Formgrader builds it, from this course's nbgrader_config.py."""
     from nbconvert import HTMLExporter
 
-    from rlhf_course.grading.course import course_config
+    from rlhf_course.grading.settings import course_config
     config = course_config(Path(__file__).resolve().parents[2])
     config.HTMLExporter.template_name = "formgrade"
     return HTMLExporter(config=config)

@@ -4,9 +4,11 @@ import os
 import subprocess
 import sys
 
-from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, Limits, bwrap_command, limited_command
+from rlhf_course.grading.limits import Limits
 
-from tests.conftest import needs_sandbox
+from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, bwrap_command, limited_command
+
+from tests.support.course import needs_sandbox
 
 pytestmark = needs_sandbox
 

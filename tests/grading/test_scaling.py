@@ -13,9 +13,8 @@ import pytest
 
 import answer_catalogue
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, notebooks
-from rlhf_course.grading import course as pipeline
-from tests.conftest import copy_course, needs_sandbox
+from rlhf_course.grading import batch, examples, instructor, notebooks, release
+from tests.support.course import copy_course, needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None) if Path("/usr/lib/postgresql").exists() else None
@@ -105,18 +104,18 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
 
     monkeypatch.setenv("RLHF_GRADEBOOK_URL", postgres_url)
     course = copy_course(tmp_path / "shared" / "course")  # "shared storage": the same path on every worker
-    pipeline.generate_release(course, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
+    release.generate_release(course, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
     plan = {"pg_correct_1": (), "pg_correct_2": (), "pg_wrong": ("dpo_missing_beta",), "pg_invalid": None}
     for student, wrong in plan.items():
-        folder = pipeline.write_submission(course, student, pipeline.answers_for(course, wrong or ()))
+        folder = examples.write_submission(course, student, examples.answers_for(course, wrong or ()))
         if wrong is None:
             answer_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
     # the second assignment too, in the same command and gradebook
     kl_source = notebooks.read(course / "source" / "kl_penalty" / "kl_penalty.ipynb")
-    naive = pipeline.load_instructor_module(course, "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
+    naive = instructor.load_module(course, "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
     for student, answers in (("pg_correct_1", notebooks.solution_answers(kl_source)),
                              ("pg_wrong", {"kl_answer": naive.source})):
-        pipeline.write_submission(course, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")
+        examples.write_submission(course, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")
     graded = batch.grade_all(course, dask_address=dask_cluster, show_progress=False)
     results = {r.student: r for r in graded if r.assignment == "rlhf"}
     assert {s: r.state for s, r in results.items()} == {

@@ -4,11 +4,9 @@ import time
 
 import pytest
 
-from rlhf_course.grading import batch
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading.sandbox import Limits
-from rlhf_course.grading.trusted import SLOW_CALLS
-from tests.conftest import copy_course, needs_sandbox, release_course
+from rlhf_course.grading import batch, examples
+from rlhf_course.grading.limits import Limits
+from tests.support.course import copy_course, needs_sandbox, release_course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
@@ -19,18 +17,18 @@ SLOW = 1.2  # seconds per call: under the limit, over half of it
 def test_calls_that_keep_running_long_get_a_shorter_limit(tmp_path):
     course = copy_course(tmp_path / "course")
     release_course(course)
-    answers = pipeline.answers_for(course, ())
+    answers = examples.answers_for(course, ())
     answers["ppo_answer"] += ("\n\nimport time as _time\n_fast = ppo_clipped_objective\n\n"
                               "def ppo_clipped_objective(*args, **kwargs):\n"
                               f"    _time.sleep({SLOW})\n    return _fast(*args, **kwargs)\n")
-    pipeline.write_submission(course, "slowpoke", answers)
+    examples.write_submission(course, "slowpoke", answers)
     start = time.monotonic()
     [result] = batch.grade_all(course, workers=1, limits=LIMITS, show_progress=False, export=False)
     took = time.monotonic() - start
     print(f"graded in {took:.1f} s; test cases {result.timings.get('test cases', 0):.1f} s; {result.flags}")
     assert any("the rest had 1 s each" in flag for flag in result.flags), result.flags  # 2 s / 4, at least 1 s
-    # SLOW_CALLS slow calls, then one that runs out of the shorter limit; the other functions score
-    assert result.timings["test cases"] < SLOW_CALLS * SLOW + 1.0 + 3.0
+    # Limits.slow_calls slow calls, then one that runs out of the shorter limit; the other functions score
+    assert result.timings["test cases"] < LIMITS.slow_calls * SLOW + 1.0 + 3.0
     assert result.state == "timed out"
     lost = {c.grade_id for c in result.cells.values() if c.score < c.points}
     assert lost and all(c.grade_id.startswith("ppo") for c in result.cells.values() if c.grade_id in lost)

@@ -2,7 +2,7 @@
 import copy
 
 from rlhf_course.grading import notebooks
-from rlhf_course.grading.trusted import restore_from_release, structure_problems
+from rlhf_course.grading.intake import restore_from_release, structure_problems
 
 
 def _release(repo):

@@ -6,18 +6,17 @@ import csv
 
 import pytest
 
-from rlhf_course.grading import batch, notebooks
-from rlhf_course.grading import course as pipeline
-from tests.conftest import REPO, copy_course, release_course
+from rlhf_course.grading import batch, examples, instructor, notebooks, settings
+from tests.support.course import REPO, copy_course, release_course
 
-from .in_process_sandbox import grade_in_process
+from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignments, one stock autograde
 
 KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"
 RLHF = "rlhf"
-kl_checks = pipeline.load_instructor_module(REPO, batch.checks_module_name(KL))
-kl_catalogue = pipeline.load_instructor_module(REPO, "kl_penalty_catalogue")
+kl_checks = instructor.load_module(REPO, instructor.checks_module_name(KL))
+kl_catalogue = instructor.load_module(REPO, "kl_penalty_catalogue")
 KL_TOTAL = sum(check.points for check in kl_checks.CHECKS.values())
 WRONG = kl_catalogue.WRONG_ANSWERS[0]
 
@@ -33,9 +32,9 @@ def make_class(course):
     """ada: both right; bob: RLHF right, KL wrong; cy: only the KL exercise, right."""
     release_course(course)
     for student in ("ada", "bob"):
-        pipeline.write_submission(course, student, pipeline.answers_for(course, ()))
+        examples.write_submission(course, student, examples.answers_for(course, ()))
     for student, wrong in (("ada", None), ("bob", WRONG), ("cy", None)):
-        pipeline.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
+        examples.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +59,9 @@ def test_one_command_grades_every_notebook_of_every_assignment(graded):
 
 def test_the_gradebook_and_export_hold_each_assignment(graded):
     course, results = graded
-    url = pipeline.gradebook_url(course)
+    url = settings.gradebook_url(course)
     for (assignment, student), result in results.items():
-        cells = pipeline.cell_scores(url, student, assignment, result.notebook)
+        cells = examples.cell_scores(url, student, assignment, result.notebook)
         assert {g: cells[g].score for g in result.cells} == {g: c.score for g, c in result.cells.items()}
     with open(course / "grades.csv") as handle:
         rows = {(row["assignment"], row["student_id"]): row for row in csv.DictReader(handle)}
@@ -92,10 +91,10 @@ def test_grading_one_assignment_by_name_leaves_the_other_alone(graded):
 def test_stock_autograde_agrees_with_the_checks_on_the_kl_exercise(tmp_path):
     course = copy_course(tmp_path / "course")
     make_class(course)
-    pipeline.autograde(course, assignment=KL)
-    url = pipeline.gradebook_url(course)
+    examples.autograde(course, assignment=KL)
+    url = settings.gradebook_url(course)
     for student, lost in (("ada", set()), ("bob", set(WRONG.loses)), ("cy", set())):
-        cells = pipeline.cell_scores(url, student, KL, KL_NOTEBOOK)
+        cells = examples.cell_scores(url, student, KL, KL_NOTEBOOK)
         autograded = {g: s for g, s in cells.items() if g in kl_checks.CHECKS}
         assert set(autograded) == set(kl_checks.CHECKS)
         assert {g for g, s in autograded.items() if s.score < s.max_score} == lost, student

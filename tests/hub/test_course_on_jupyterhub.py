@@ -37,11 +37,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.classroom import User, free_port
-from rlhf_course.grading import course as pipeline
-from rlhf_course.grading import notebooks
+from rlhf_course.grading import examples, notebooks
 from rlhf_course.server_env import ServerEnv
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
-from tests.browser.test_lab_views import INSTRUCTOR_ONLY, nbgrader_menu_items, offered
+from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
@@ -272,8 +270,8 @@ def test_the_course_on_a_jupyterhub(hub, repo):
     course = Path(hub["course"])
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
     written = notebooks.written_solutions(source)
-    answers = {alice: {**pipeline.answers_for(repo, ()), **written},
-               bob: {**pipeline.answers_for(repo, ("ppo_clip_without_min",)), **written}}
+    answers = {alice: {**examples.answers_for(repo, ()), **written},
+               bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written}}
     release = notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK)
     index = {notebooks.grade_id(cell): i for i, cell in enumerate(release.cells)}
     steps = Steps()

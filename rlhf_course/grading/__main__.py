@@ -1,0 +1,3 @@
+from rlhf_course.grading.app import main
+
+raise SystemExit(main())

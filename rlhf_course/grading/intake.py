@@ -1,0 +1,196 @@
+"""Intake of a submission, before any of its code runs: the notebook read without following links and
+within its limits, its structure checked against the release, every locked cell and grade cell's
+metadata restored from the release (as nbgrader's OverwriteCells does), and the student's code
+scanned for what a person should look at.  Nothing here runs student code or imports torch.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import stat
+from pathlib import Path
+
+import nbformat
+
+from rlhf_course.grading import notebooks
+from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.results import MALFORMED, TOO_LARGE
+
+
+# ----------------------------------------------------------------------------- structure
+
+def structure_problems(nb, release_nb) -> list[str]:
+    """What no restoring can fix, so a person must look: deleted or duplicated grade cells,
+    unknown nbgrader cells, an answer cell turned into another type."""
+    problems = []
+    expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
+    seen: dict[str, int] = {}
+    for cell in nb.cells:
+        gid = notebooks.grade_id(cell)
+        if gid:
+            seen[gid] = seen.get(gid, 0) + 1
+    for gid, count in seen.items():
+        if count > 1:
+            problems.append(f"cell {gid} appears {count} times")
+        if gid not in expected:
+            problems.append(f"unknown nbgrader cell {gid}")
+    for gid, original in expected.items():
+        if gid not in seen:
+            problems.append(f"cell {gid} was deleted")
+            continue
+        cell = next(c for c in nb.cells if notebooks.grade_id(c) == gid)
+        if _students_cell(original) and cell.cell_type != original.cell_type:
+            problems.append(f"answer cell {gid} changed from {original.cell_type} to {cell.cell_type}")
+    return problems
+
+
+def restore_from_release(nb, release_nb) -> list[str]:
+    """Put back what the student may not change, as nbgrader's OverwriteCells does: every grade
+    cell's nbgrader metadata, and the whole of every non-answer grade cell (locked text, visible and
+    hidden tests).  Answers stay the student's.  Returns what was restored, for a person to review.
+    Call only when :func:`structure_problems` found nothing."""
+    expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
+    restored = []
+    for index, cell in enumerate(nb.cells):
+        gid = notebooks.grade_id(cell)
+        if gid not in expected:
+            continue
+        original = expected[gid]
+        mine, theirs = cell.metadata.get("nbgrader", {}), original.metadata.get("nbgrader", {})
+        changed = [key for key in ("grade", "solution", "locked", "points", "schema_version", "task")
+                   if mine.get(key) != theirs.get(key)]
+        if changed:
+            restored.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
+        if _students_cell(original):  # code answers and written answers stay the student's
+            cell.metadata["nbgrader"] = dict(theirs)
+            continue
+        if cell.cell_type != original.cell_type or cell.source != original.source:
+            restored.append(f"{gid}: the locked cell was edited (restored from the release)")
+        nb.cells[index] = copy.deepcopy(original)  # the feedback run executes it afresh
+    return restored
+
+
+def _students_cell(release_cell) -> bool:
+    return notebooks.is_answer_cell(release_cell) or notebooks.is_written_answer(release_cell)
+
+
+def written_answers(nb, release_nb) -> dict[str, bool]:
+    """Each written answer cell of the release (graded by a person): did the student change its text?"""
+    mine = notebooks.cells_by_grade_id(nb)
+    return {gid: gid in mine and mine[gid].source.strip() != cell.source.strip()
+            for gid, cell in notebooks.cells_by_grade_id(release_nb).items() if notebooks.is_written_answer(cell)}
+
+
+# ----------------------------------------------------------------------------- review flags
+
+SUSPICIOUS_NAMES = {"get_ipython", "builtins", "__builtins__", "sys", "importlib", "ctypes", "subprocess",
+                    "socket", "os", "shutil", "pathlib", "inspect", "gc", "signal", "threading", "multiprocessing"}
+SUSPICIOUS_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", "setattr", "getattr"}
+
+
+def student_code(nb) -> dict[str, str]:
+    """Every code cell the student could write: answer cells by grade id, extra cells by position."""
+    code = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if notebooks.is_answer_cell(cell):
+            code[notebooks.grade_id(cell)] = cell.source
+        elif not cell.get("metadata", {}).get("nbgrader"):
+            code[f"extra cell {index + 1}"] = cell.source
+    return code
+
+
+def review_flags(answer_cells: dict[str, str]) -> list[str]:
+    """Student code a person should look at: it reaches outside the three functions' job."""
+    flags = []
+    for gid, source in answer_cells.items():
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as exc:
+            if gid.startswith("extra cell"):
+                continue  # IPython magics and shell escapes are not Python
+            flags.append(f"{gid}: does not parse ({exc.msg})")
+            continue
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found |= {f"imports {m}" for m in modules if m.split(".")[0] in SUSPICIOUS_NAMES}
+            elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES:
+                found.add(f"uses {node.id}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in SUSPICIOUS_CALLS:
+                found.add(f"calls {node.func.id}()")
+            elif isinstance(node, ast.Attribute) and node.attr in ("modules", "input_transformers_cleanup",
+                                                                    "set_custom_exc", "showtraceback"):
+                found.add(f"touches .{node.attr}")
+            elif isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id in ("torch", "math", "np", "numpy", "F", "nn")
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                found.add("reassigns a library function")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ".." in node.value and "/" in node.value:
+                found.add("names a path outside its folder")
+        flags += [f"{gid}: {item}" for item in sorted(found)]
+    return flags
+
+
+# ----------------------------------------------------------------------------- reading a submission
+
+class Unreadable(Exception):
+    def __init__(self, state: str, detail: str):
+        super().__init__(detail)
+        self.state = state
+
+
+def read_submitted_notebook(folder: Path, notebook: str, limits: Limits) -> str:
+    """The submitted notebook's text, opened as a regular file without following any link (a
+    student's symlink never makes the grader read another file) and refused above the size limit.
+    ``folder``: ``submitted/<student>/<assignment>`` as the course directory names it."""
+    for part in (folder.parent, folder):
+        if part.is_symlink():
+            raise Unreadable(MALFORMED, f"{part.parent.name}/{part.name} is a symbolic link")
+    try:
+        fd = os.open(folder / notebook, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise Unreadable(MALFORMED, f"the notebook cannot be opened as a regular file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(MALFORMED, "the notebook is not a regular file")
+        if info.st_size > limits.submitted_notebook_bytes:
+            raise Unreadable(TOO_LARGE, f"the notebook is {info.st_size / 2**20:.1f} MiB "
+                                        f"(limit {limits.submitted_notebook_bytes / 2**20:g} MiB)")
+        data = handle.read(limits.submitted_notebook_bytes + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unreadable(MALFORMED, "the notebook is not UTF-8 text") from None
+
+
+def parse_notebook(text: str, limits: Limits):
+    """The notebook from its text, validated once, within the cell limit (else :class:`Unreadable`)."""
+    try:
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
+    except Exception as exc:
+        raise Unreadable(MALFORMED, f"the notebook cannot be read: {type(exc).__name__}: {exc}"[:500]) from None
+    if len(nb.cells) > limits.cells:
+        raise Unreadable(TOO_LARGE, f"the notebook has {len(nb.cells)} cells (limit {limits.cells})")
+    return nb
+
+
+def take_in(folder: Path, notebook: str, release_nb, limits: Limits):
+    """Intake of one submitted notebook: read safely, parsed, its structure checked against the
+    release and what the student may not change restored.  Returns ``(notebook, flags)``, the flags
+    being what was restored and what of the student's code a person should review; raises
+    :class:`Unreadable` for a notebook that cannot be graded."""
+    nb = parse_notebook(read_submitted_notebook(folder, notebook, limits), limits)
+    problems = structure_problems(nb, release_nb)
+    if problems:
+        raise Unreadable(MALFORMED, "; ".join(problems))
+    restored = restore_from_release(nb, release_nb)  # nothing a student edited counts, nothing earned is lost
+    return nb, restored + review_flags(student_code(nb))

@@ -1,0 +1,60 @@
+"""The instructor's release, built on nbgrader's own commands: source/<assignment>/ -> release/<assignment>/.
+
+nbgrader is run as a subprocess from the course root, exactly as an instructor would run it, so it
+reads ``nbgrader_config.py`` there and finds ``alembic`` next to the interpreter.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rlhf_course.grading import editions, instructor
+from rlhf_course.grading.settings import Course
+
+
+def nbgrader(course_root: Path, *args: str, check: bool = True,
+             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in the course root with this interpreter's environment."""
+    return python_module(course_root, "nbgrader", *args, check=check, extra_env=extra_env)
+
+
+def python_module(course_root: Path, module: str, *args: str, check: bool = True,
+                  extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m module args`` in the course root with this interpreter's environment (nbgrader's
+    commands read the course's nbgrader_config.py from there, and find ``alembic`` on PATH)."""
+    env = dict(os.environ, **(extra_env or {}))
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=course_root, env=env,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        name = "nbgrader" if module == "nbgrader" else f"python -m {module}"
+        raise RuntimeError(f"{name} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def source_assignments(course: Course) -> list[str]:
+    """The assignments an instructor wrote: the folders of the source directory holding notebooks."""
+    folder = course.folder("source")
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def generate_release(course_root: Path, assignments: list[str] | None = None) -> list[Path]:
+    """For each assignment (default: all of the source directory): record it and its due date in the
+    gradebook, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells).
+    Language editions (``i18n/``) are built into the source directory first.  Returns the released notebooks."""
+    course = Course.at(course_root)
+    due_date = course.settings()[0].due_date
+    for edition in editions.editions(course.root):  # source/<base> + i18n/ -> source/<edition> first
+        if assignments is None or edition.assignment in assignments:
+            editions.build_source(course.root, edition, instructor.checks_of(course.root, edition.base))
+    assignments = assignments or source_assignments(course)
+    if not assignments:
+        return []
+    # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in
+    # one process (generate.py: the same calls, nbgrader's start-up paid once instead of twice each)
+    python_module(course.root, "rlhf_course.grading.generate", *assignments, f"--duedate={due_date or ''}")
+    return [path for assignment in assignments
+            for path in sorted(course.folder("release", assignment=assignment).glob("*.ipynb"))]

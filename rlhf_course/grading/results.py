@@ -1,0 +1,107 @@
+"""What grading one submission produces, as plain data: its state, each autograded cell's score and
+message, the flags a person should review.  Every writer (gradebook, feedback page, report, export)
+reads these; nothing here imports torch, the sandbox or nbgrader, so the writers never do either.
+
+The grader's own sentences are written in the submission's language when they are made
+(:func:`note`, :func:`unscored`): a student of the Chinese edition reads Chinese, an instructor's
+report keeps the state names, which are identifiers (``"timed out"``), in English.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from rlhf_course.i18n import ENGLISH, t
+
+GRADED, FAILED_TESTS = "graded", "failed tests"
+TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
+TOO_LARGE, GRADER_ERROR = "too large", "grader error"
+SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look
+SEVERITY = (GRADED, FAILED_TESTS, MEMORY_LIMIT, CRASHED, TIMED_OUT, TOO_LARGE, MALFORMED, GRADER_ERROR)
+
+
+@dataclass
+class CellResult:
+    grade_id: str
+    points: float
+    score: float
+    message: str  # what the student sees: the property, and what went wrong if it failed
+
+
+@dataclass
+class SubmissionResult:
+    student: str
+    state: str
+    assignment: str = ""
+    notebook: str = ""  # the file name, e.g. rlhf_building_blocks.ipynb
+    language: str = ENGLISH  # of the assignment's edition: the language of every message the student reads
+    cells: dict[str, CellResult] = field(default_factory=dict)
+    detail: str = ""
+    flags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    executed_notebook: str | None = None  # JSON of the student's notebook as run for feedback
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for bench/grading.py
+    # written answers a person grades: grade_id -> {"answered": bool}; the gradebook adds points, score, comment
+    written: dict[str, dict] = field(default_factory=dict)
+
+    def timed(self, stage: str, since: float) -> float:
+        now = time.monotonic()
+        self.timings[stage] = self.timings.get(stage, 0.0) + now - since
+        return now
+
+    @property
+    def score(self) -> float:
+        return sum(cell.score for cell in self.cells.values())
+
+    @property
+    def max_score(self) -> float:
+        return sum(cell.points for cell in self.cells.values())
+
+
+def note(result: SubmissionResult, text: str) -> None:
+    """Add one reason to the submission's detail (kept in order, separated by '; ')."""
+    result.detail = f"{result.detail}; {text}" if result.detail else text
+
+
+def worse(result: SubmissionResult, state: str, detail: str) -> None:
+    """Keep the most severe state; collect every reason."""
+    if SEVERITY.index(state) > SEVERITY.index(result.state):
+        result.state = state
+    note(result, detail)
+
+
+def failed_message(check_message: str, what_went_wrong: str, language: str) -> str:
+    return check_message + t(". What went wrong: ", language) + what_went_wrong
+
+
+def not_run_message(check_message: str, why: str, language: str) -> str:
+    return check_message + t(": not run, ", language) + why
+
+
+def unscored(student: str, state: str, detail: str, points: dict[str, float], language: str = ENGLISH) -> SubmissionResult:
+    """A submission no check could run on: every autograded cell 0, each saying why."""
+    result = SubmissionResult(student, state, detail=detail, language=language)
+    reason = t("not graded: {state}", language, state=t(state, language))
+    result.cells = {gid: CellResult(gid, p, 0.0, reason) for gid, p in points.items()}
+    return result
+
+
+def result_from_dict(data: dict) -> SubmissionResult:
+    """The inverse of ``dataclasses.asdict`` (a result that came back from a Dask worker)."""
+    data = dict(data)
+    cells = {k: CellResult(**v) for k, v in data.pop("cells").items()}
+    return SubmissionResult(cells=cells, **data)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
+    escapes included) become '?', line breaks stay."""
+    return _CONTROL.sub("?", text or "")
+
+
+def one_line(text: str) -> str:
+    return printable(text).replace("\n", " ").replace("\t", " ")
