@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "instructor"))
 
 import answer_catalogue  # noqa: E402
 from rlhf_course import NOTEBOOK  # noqa: E402
-from rlhf_course.grading import course as pipeline  # noqa: E402
+from rlhf_course.grading import examples, release, settings
 
 # Under stock nbgrader these run as the instructor, on this machine: not started by the bench.
 UNSAFE_UNDER_STOCK = {
@@ -57,7 +57,7 @@ def stock_loop_estimate(course: Path) -> str:
     release = notebooks.read(course / "release" / "rlhf" / NOTEBOOK)
     cells = [notebooks.grade_id(c) for c in release.cells if c.cell_type == "code"
              and (notebooks.grade_id(c) or "").startswith("ppo_") and not notebooks.is_answer_cell(c)]
-    timeout = pipeline.course_config(course).Execute.timeout
+    timeout = settings.course_config(course).Execute.timeout
     return (f"not run: {len(cells)} cells call the looping function, each waits the {timeout} s cell timeout: "
             f">= {len(cells) * timeout / 60:.0f} min (computed)")
 
@@ -67,7 +67,7 @@ def new_course(course: Path) -> None:
     for name in ("source", "instructor", "nbgrader_config.py"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, course / name)
-    pipeline.generate_release(course)
+    release.generate_release(course)
 
 
 def honest_plan(size: int) -> list[tuple[str, tuple[str, ...] | None]]:
@@ -83,7 +83,7 @@ def build_honest(course: Path, size: int) -> list[str]:
     students = []
     for i, (label, wrong) in enumerate(honest_plan(size)):
         student = f"s{i:03d}_{label}"
-        pipeline.write_submission(course, student, pipeline.answers_for(course, wrong))
+        examples.write_submission(course, student, examples.answers_for(course, wrong))
         students.append(student)
     return students
 
@@ -92,7 +92,7 @@ def build_hostile(course: Path) -> list[str]:
     new_course(course)
     students = []
     for attack in answer_catalogue.ADVERSARIAL:
-        folder = pipeline.write_submission(course, attack.name, {**pipeline.answers_for(course, ()), **attack.answers})
+        folder = examples.write_submission(course, attack.name, {**examples.answers_for(course, ()), **attack.answers})
         if attack.tamper:
             answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
         students.append(attack.name)
@@ -114,7 +114,9 @@ def floor_seconds(count: int, workers: int) -> float:
     ``workers`` at a time, as the grader starts them (same bwrap, limits, uids and cgroups)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, Limits, bwrap_command, claim_slot, limited_command, sandbox_env
+    from rlhf_course.grading.limits import Limits
+
+    from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, bwrap_command, claim_slot, limited_command, sandbox_env
 
     limits = Limits()
     program = [os.path.join(sys.prefix, "bin", "python"), "-c", "import torch"]

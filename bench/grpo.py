@@ -56,18 +56,18 @@ def bench_lab() -> None:
 def bench_grading(workers: int) -> None:
     import grpo_catalogue as catalogue
     from rlhf_course.grading import batch, notebooks
-    from rlhf_course.grading import course as pipeline
+    from rlhf_course.grading import examples, release
     from rlhf_course.grading.sandbox import sandbox_available
     from tests.conftest import copy_course
 
     course = copy_course(Path(tempfile.mkdtemp(prefix="bench-grpo-")) / "course")
-    pipeline.generate_release(course, ["grpo"])
+    release.generate_release(course, ["grpo"])
     reference = notebooks.solution_answers(notebooks.read(course / "source" / "grpo" / "grpo.ipynb"))
     sources = {"reference": None, **{w.name: w.source for w in catalogue.WRONG_ANSWERS},
                **{v.name: v.source for v in catalogue.CORRECT_VARIANTS}}
     for student, source in sources.items():
         answers = dict(reference, **({"grpo_answer": source} if source else {}))
-        pipeline.write_submission(course, student, answers, assignment="grpo", notebook="grpo.ipynb")
+        examples.write_submission(course, student, answers, assignment="grpo", notebook="grpo.ipynb")
     count = len(sources)
     problem = sandbox_available()
     if problem:
@@ -80,7 +80,7 @@ def bench_grading(workers: int) -> None:
         print(f"trusted grading: {count} submissions in {trusted:.1f} s on {workers} workers, "
               f"{trusted / count:.2f} s each ({states})")
     start = time.perf_counter()
-    pipeline.autograde(course, assignment="grpo")
+    examples.autograde(course, assignment="grpo")
     stock = time.perf_counter() - start
     print(f"stock nbgrader autograde: {count} submissions in {stock:.1f} s, {stock / count:.2f} s each")
     if not problem:
