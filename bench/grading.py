@@ -6,7 +6,7 @@ figures of one run, and read the load averages printed with them):
     honest mix   correct answers, every wrong-answer style of ``instructor/answer_catalogue.py``,
                  a partly wrong and an untouched (empty) notebook; no hostile code
       stock      nbgrader autograde; then + generate_feedback + export        (one at a time, as nbgrader does)
-      trusted    python -m rlhf_course.grading.batch --workers N              (sandboxed, parallel;
+      trusted    python -m rlhf_course.grading grade --workers N              (sandboxed, parallel;
                  feedback pages, autograded copies, gradebook and grades.csv included)
       floor      N fresh sandboxes (same bwrap, uids, cgroups, limits) that only start Python and import torch
     hostile      every ``ADVERSARIAL`` submission of the catalogue, timed separately per submission:
@@ -152,7 +152,7 @@ def load() -> str:
 
 
 def trusted_batch(course: Path, workers: int) -> float:
-    return timed([sys.executable, "-m", "rlhf_course.grading.batch", "--workers", str(workers)], course)
+    return timed([sys.executable, "-m", "rlhf_course.grading", "grade", "--workers", str(workers)], course)
 
 
 def main() -> int:

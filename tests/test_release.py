@@ -7,6 +7,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, notebooks, release, settings
+from rlhf_course.grading.settings import Course
 from tests.support.course import release_course
 
 
@@ -16,7 +17,7 @@ def tree_files(root: Path) -> dict[str, Path]:
 
 def test_release_is_in_sync_with_source(course, repo):
     # What generate_release makes of this checkout's inputs, generated once in this test run and shared
-    # (tests/conftest.py): the same generation this test used to run on its own.
+    # (tests/support/course.py: release_course).
     release_course(course)
     fresh, committed = tree_files(course / "release"), tree_files(repo / "release")
     assert fresh.keys() == committed.keys()
@@ -129,7 +130,7 @@ def test_release_records_each_due_date_and_every_grade_cell(course):
     from nbgrader.api import Gradebook
     release_course(course)
     with Gradebook(settings.gradebook_url(course)) as gradebook:
-        for assignment in release.source_assignments(course):
+        for assignment in release.source_assignments(Course.at(course)):
             recorded = gradebook.find_assignment(assignment)
             assert recorded.duedate is not None and recorded.duedate.year == 2100  # tests/conftest.py's RLHF_DUE_DATE
             released = sorted((course / "release" / assignment).glob("*.ipynb"))

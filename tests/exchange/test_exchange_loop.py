@@ -96,7 +96,7 @@ def loop(people, repo):
     collect_seconds = time.monotonic() - started
     instructor.nbgrader("collect", GRPO, cwd=course, env=env)
     # `sudo make grade`: trusted grading as root, outputs handed back to the course's owner.
-    grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course)],
+    grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading", "grade", "--course-root", str(course)],
                              cwd=course, env=dict(os.environ, **env), capture_output=True, text=True)
     assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
     assert (course / "gradebook.db").stat().st_uid == instructor.uid
@@ -342,6 +342,6 @@ def test_a_students_imports_come_from_byte_code_caches(people):
     """The server's packages carry their byte code: the users cannot write there, and compiling
     torch, Jupyter and nbgrader from source in every kernel and server would double their start."""
     modules = ("torch", "torch.nn.functional", "nbgrader.apps.nbgraderapp", "jupyter_server.serverapp",
-               "jupyterlab.labapp", "rlhf_course.grading.course")
+               "jupyterlab.labapp", "rlhf_course.grading.app")
     stale = json.loads(people["alice"].run(people["alice"].server.python, "-c", BYTE_CODE_CHECK, *modules).stdout)
     assert stale == {}, stale

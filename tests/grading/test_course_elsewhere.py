@@ -52,7 +52,7 @@ def _grade(course: Path, cwd: Path, pythonpath: str | None) -> str:
     env.pop("PYTHONPATH", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    proc = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course),
+    proc = subprocess.run([sys.executable, "-m", "rlhf_course.grading", "grade", "--course-root", str(course),
                            "--workers", "1"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     with open(course / "grading_report.csv") as handle:

@@ -1,7 +1,7 @@
 """Attacks on the grader itself (not on the tests): each student below attacks the root process
 that starts the sandbox, reads its replies and writes files, the gradebook and the feedback.
 
-One batch, through the command instructors run (``python -m rlhf_course.grading.batch``), with a
+One batch, through the command instructors run (``python -m rlhf_course.grading grade``), with a
 correct canary and a correct bystander whose files are the attacks' targets.  The canary keeps its
 44/44 on the tests and its feedback, nobody else's files change, nothing is left on the host, the grader's
 memory stays bounded, and the batch completes with a report.
@@ -227,7 +227,7 @@ def attacked(tmp_path_factory):
             attack["tamper"](folder)
     before, scratch_before = tree_digest(course), _host_scratch()
     disk_before = shutil.disk_usage(course).free
-    proc = subprocess.run([sys.executable, "-m", "rlhf_course.grading.batch", "--course-root", str(course),
+    proc = subprocess.run([sys.executable, "-m", "rlhf_course.grading", "grade", "--course-root", str(course),
                            "--workers", "2", "--call-seconds", "4", "--feedback-seconds", "20",
                            "--submission-seconds", str(BUDGET_SECONDS)],
                           capture_output=True, text=True, timeout=900, cwd=course)

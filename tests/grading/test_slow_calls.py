@@ -1,5 +1,5 @@
-"""A submission whose calls each run just under the per-call limit gains nothing and used to hold a
-worker for its whole budget: after a few such calls the rest get a quarter of the limit."""
+"""A submission whose calls each run just under the per-call limit would hold a worker for its whole
+budget and gain nothing: after a few such calls the rest get a quarter of the limit."""
 import time
 
 import pytest

@@ -416,7 +416,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'.")
             # `sudo make grade` in the course directory: trusted, sandboxed, as root
             grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading.batch", ASSIGNMENT, "--course-root", str(course)],
+                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--course-root", str(course)],
                 cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
             assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
             page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
@@ -450,7 +450,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
             # `make grade` again refreshes the feedback pages with the person's score; it never overwrites it
             grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading.batch", ASSIGNMENT, "--course-root", str(course)],
+                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--course-root", str(course)],
                 cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
             assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
             page.reload()
