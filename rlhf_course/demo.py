@@ -110,7 +110,7 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
 def show_in_notebook(result: DemoResult | None) -> None:
     if result is None:
         if not os.environ.get("NBGRADER_EXECUTION"):
-            print("Run the lab above once all three functions pass their visible tests.")
+            print(t("Run the lab above once all three functions pass their visible tests."))
         return
     import matplotlib.pyplot as plt
     from rlhf_course.lab.plots import plot_dpo_history, plot_ppo_history
@@ -138,19 +138,28 @@ def save_figures(result: DemoResult, out_dir: Path) -> list[Path]:
 
 
 def format_summary(result: DemoResult) -> str:
-    lines = [f"tiny LM: {result.parameters:,} parameters; stage times (s): "
-             + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items())]
+    """The lab's outcome as text, in the notebook's language (numbers, prompts and responses as they are)."""
+    lines = [t("tiny LM: {parameters:,} parameters; stage times (s): ", parameters=result.parameters)
+             + ", ".join(f"{t(k)} {v:.1f}" for k, v in result.seconds.items())]
     for key, value in result.summary().items():
+        label = t(key)
+        pad = " " * max(0, 32 - _display_width(label))
         if isinstance(value, tuple):
-            lines.append(f"  {key:<32} {value[0]:8.3f} -> {value[1]:8.3f}")
+            lines.append(f"  {label}{pad} {value[0]:8.3f} -> {value[1]:8.3f}")
         else:
-            lines.append(f"  {key:<32} {value:8.3f}")
+            lines.append(f"  {label}{pad} {value:8.3f}")
     for when in ("before", "after"):
-        lines.append(f"PPO samples {when}:")
+        lines.append(t(f"PPO samples {when}:"))
         for sample in result.ppo_samples[when][:3]:
             lines.append(f"  [{sample['prompt']}] {sample['response']}   "
-                         f"(RM {sample['reward_model_score']:+.2f}, gold {sample['gold_reward']:+.2f})")
+                         + t("(RM {rm:+.2f}, gold {gold:+.2f})", rm=sample["reward_model_score"], gold=sample["gold_reward"]))
     return "\n".join(lines)
+
+
+def _display_width(text: str) -> int:
+    """Columns a terminal gives the text: a CJK character takes two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,8 @@ empty boxes, so the figures fall back to English labels (:func:`plot_language`).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 
@@ -155,6 +157,50 @@ ZH = {
     "the submission's total time budget of {seconds:g} s ran out": "本次提交的总时间预算 {seconds:g} 秒已用完",
     "the feedback copy of the notebook could not be run to the end ({error})": "反馈用的笔记本副本没能运行到底（{error}）",
     "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
+    # the PPO/DPO lab's summary (rlhf_course/demo.py): labels only, the numbers stay as they are
+    "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
+    "sft": "SFT",
+    "reward_model": "奖励模型",
+    "ppo": "PPO",
+    "dpo_data": "DPO 数据",
+    "dpo": "DPO",
+    "reward_model_heldout_accuracy": "奖励模型留出集准确率",
+    "ppo_reward_model_score": "PPO 奖励模型得分",
+    "ppo_gold_reward": "PPO 真实奖励（gold）",
+    "ppo_kl_to_reference": "PPO 与参考策略的 KL",
+    "ppo_entropy_per_token": "PPO 每个 token 的熵",
+    "dpo_implicit_reward_margin": "DPO 偏好边际（beta*h）",
+    "dpo_preference_accuracy": "DPO 偏好准确率",
+    "dpo_gold_reward": "DPO 真实奖励（gold）",
+    "PPO samples before:": "PPO 训练前的样本：",
+    "PPO samples after:": "PPO 训练后的样本：",
+    "(RM {rm:+.2f}, gold {gold:+.2f})": "（奖励模型 {rm:+.2f}，真实奖励 {gold:+.2f}）",
+    "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
+    # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
+    "must return a torch.Tensor, got {type}": "必须返回 torch.Tensor，实际得到 {type}",
+    "{what} has shape {shape}, expected {expected}": "{what}的形状是 {shape}，应为 {expected}",
+    "{what} has dtype {dtype}, expected a floating-point tensor": "{what}的 dtype 是 {dtype}，应为浮点张量",
+    "{what} is not finite: {values}": "{what}含有非有限值：{values}",
+    "{what} {values}, expected {expected}": "{what}为 {values}，应为 {expected}",
+    "the input `{name}` was changed in place": "输入 `{name}` 被原地修改了",
+    "the result does not depend on `{name}`": "结果与 `{name}` 无关",
+    "the input `{name}` was changed in place, so the cell's next call sees other inputs":
+        "输入 `{name}` 被原地修改了，本单元格的下一次调用会看到不同的输入",
+    "backward() failed: {error}": "backward() 失败：{error}",
+    "no gradient reached `{name}` (is the graph detached?)": "梯度没有传到 `{name}`（计算图是否被 detach 了？）",
+    "value": "返回值",
+    "advantages": "优势",
+    "loss": "损失",
+    "objective": "目标值",
+    "k3": "k3",
+    "advantages of a group with no spread": "组内得分没有差异时的优势",
+    "advantages of the other groups": "其他组的优势",
+    "advantages with gamma=0 (r_t - V(s_t))": "gamma=0 时的优势（r_t - V(s_t)）",
+    "advantages with lambda=0 (the TD residuals)": "lambda=0 时的优势（TD 误差）",
+    "advantages with lambda=1 (return minus value)": "lambda=1 时的优势（回报减价值）",
+    "loss at zero margin (should be ln 2)": "偏好边际为 0 时的损失（应为 ln 2）",
+    "loss after adding a constant to a (policy, reference) pair": "给一对（策略, 参考）对数概率加上同一常数后的损失",
+    "objective on the batch (vs the mean of its per-token objectives)": "整批的目标值（与逐 token 目标值的均值相比）",
 }
 TABLES = {CHINESE: ZH}
 
@@ -167,13 +213,29 @@ def set_language(language: str) -> None:
     _language = language
 
 
+# The language of the submission a grader thread is judging (a grader judges several, of either
+# edition, at once: one thread each, so the process-wide language above cannot say it).
+_speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking", default=None)
+
+
+@contextlib.contextmanager
+def speaking(language: str):
+    """Within the block, in this thread, :func:`t` speaks ``language`` unless told otherwise."""
+    token = _speaking.set(language)
+    try:
+        yield
+    finally:
+        _speaking.reset(token)
+
+
 def language() -> str:
-    return _language
+    return _speaking.get() or _language
 
 
 def t(english: str, language: str | None = None, **fields) -> str:
-    """``english`` in the current (or the given) language, with ``fields`` filled in."""
-    text = TABLES.get(language or _language, {}).get(english, english)
+    """``english`` in the given language, else the thread's (:func:`speaking`), else the process's,
+    with ``fields`` filled in."""
+    text = TABLES.get(language or _speaking.get() or _language, {}).get(english, english)
     return text.format(**fields) if fields else text
 
 

@@ -147,3 +147,64 @@ def test_the_grpo_explorer_names_its_reward_noise_slider_in_chinese(monkeypatch)
     descriptions = [getattr(child, "description", "") for child in explorer.children]
     assert descriptions[:3] == ["G", "scale_by_std", "奖励噪声"]
     plt.close("all")
+
+
+def test_a_check_speaks_the_language_of_the_submission_it_judges_whatever_the_process_speaks():
+    """A grader judges submissions of both editions at once, one thread each: the checks' fixed sentences
+    follow the thread's language (i18n.speaking), not the process's."""
+    import threading
+
+    import torch
+
+    from rlhf_course.grading import checks
+
+    def judged(language, out):
+        with i18n.speaking(language):
+            out[language] = (checks.compare(torch.ones(2), torch.zeros(2), rtol=0, atol=0),
+                             checks.compare(torch.ones(3), torch.zeros(2), rtol=0, atol=0, what="advantages"))
+
+    out: dict = {}
+    threads = [threading.Thread(target=judged, args=(language, out)) for language in (i18n.CHINESE, i18n.ENGLISH)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert out[i18n.ENGLISH] == ("value [1, 1], expected [0, 0]", "advantages has shape (3,), expected (2,)")
+    assert out[i18n.CHINESE] == ("返回值为 [1, 1]，应为 [0, 0]", "优势的形状是 (3,)，应为 (2,)")
+    assert i18n.language() == i18n.ENGLISH  # the process's language never moved
+
+
+def test_every_fixed_sentence_of_the_checks_has_its_chinese():
+    """A template added to checks.py without a translation would reach a Chinese student in English."""
+    import ast
+    from pathlib import Path
+
+    import rlhf_course.grading.checks as checks_module
+
+    tree = ast.parse(Path(checks_module.__file__).read_text())
+    templates = {node.args[0].value for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "t"
+                 and node.args and isinstance(node.args[0], ast.Constant)}
+    assert len(templates) >= 10
+    assert sorted(templates - set(i18n.ZH)) == []
+
+
+def test_the_labs_summary_reads_in_chinese_in_the_chinese_edition():
+    from types import SimpleNamespace
+
+    from rlhf_course.demo import format_summary
+
+    summary = {"ppo_gold_reward": (0.01, 0.87), "dpo_implicit_reward_margin": (0.0, 2.51)}
+    sample = {"prompt": "the film", "response": "was great", "reward_model_score": 1.5, "gold_reward": 0.5}
+    result = SimpleNamespace(parameters=12345, seconds={"sft": 1.0, "ppo": 2.0}, summary=lambda: summary,
+                             ppo_samples={"before": [sample], "after": [sample]})
+    english = format_summary(result)
+    assert "ppo_gold_reward" in english and "0.870" in english and "(RM +1.50, gold +0.50)" in english
+    i18n.set_language(i18n.CHINESE)
+    try:
+        chinese = format_summary(result)
+    finally:
+        i18n.set_language(i18n.ENGLISH)
+    assert "PPO 真实奖励（gold）" in chinese and "DPO 偏好边际（beta*h）" in chinese and "PPO 训练前的样本：" in chinese
+    assert "0.870" in chinese and "12,345" in chinese and "[the film] was great" in chinese
+    assert "ppo_gold_reward" not in chinese and "stage times" not in chinese

@@ -64,7 +64,7 @@ def judge_observation(check: Check, case: Case, observation: Observation, recall
     if observation.error is not None:
         return observation.error
     if type(observation.value) is not torch.Tensor:
-        return f"must return a torch.Tensor, got {observation.value_type}"
+        return t("must return a torch.Tensor, got {type}", type=observation.value_type)
     detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
         detail = f"{detail} ({case.note})"
@@ -124,13 +124,13 @@ def uniform(gen: torch.Generator, low: float, high: float, *shape: int) -> torch
     return low + (high - low) * torch.rand(shape, generator=gen, dtype=torch.float64)
 
 
-def short(t: torch.Tensor) -> str:
+def short(tensor: torch.Tensor) -> str:
     """At most six values of a tensor, for a message."""
-    flat = t.detach().reshape(-1)
+    flat = tensor.detach().reshape(-1)
     text = ", ".join(f"{v:.6g}" for v in flat[:6].tolist())
     if flat.numel() > 6:
         text += ", ..."
-    return f"[{text}]" if t.dim() > 0 else text
+    return f"[{text}]" if tensor.dim() > 0 else text
 
 
 def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
@@ -139,15 +139,16 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: flo
     |got - expected| <= atol + rtol * |expected| everywhere (in float64); else what differs."""
     expected = torch.as_tensor(expected, dtype=torch.float64)
     if tuple(got.shape) != tuple(expected.shape):
-        return f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+        return t("{what} has shape {shape}, expected {expected}", what=t(what), shape=tuple(got.shape),
+                 expected=tuple(expected.shape))
     if not got.dtype.is_floating_point:
-        return f"{what} has dtype {got.dtype}, expected a floating-point tensor"
+        return t("{what} has dtype {dtype}, expected a floating-point tensor", what=t(what), dtype=got.dtype)
     got64 = got.to(torch.float64)
     if not torch.isfinite(got64).all():
-        return f"{what} is not finite: {short(got64)}"
+        return t("{what} is not finite: {values}", what=t(what), values=short(got64))
     bad = (got64 - expected).abs() > atol + rtol * expected.abs()
     if bad.any():
-        return f"{what} {short(got64)}, expected {short(expected)}"
+        return t("{what} {values}, expected {expected}", what=t(what), values=short(got64), expected=short(expected))
     return None
 
 
@@ -163,29 +164,30 @@ def unmodified(case: Case, observation: Observation, names: tuple[str, ...], rec
     """None when no input was changed in place and the result depends on the first argument."""
     changed = changed_input(case, observation, names)
     if changed:
-        return f"the input `{changed}` was changed in place"
+        return t("the input `{name}` was changed in place", name=changed)
     # A function that ignores its inputs leaves them alone too: that earns nothing here.
     moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
     if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
-        return f"the result does not depend on `{names[0]}`"
+        return t("the result does not depend on `{name}`", name=names[0])
     return None
 
 
 def unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
     """None when no input was changed in place (a visible test's calls must see the inputs it built)."""
     changed = changed_input(case, obs, names)
-    return changed and f"the input `{changed}` was changed in place, so the cell's next call sees other inputs"
+    return changed and t("the input `{name}` was changed in place, so the cell's next call sees other inputs",
+                         name=changed)
 
 
 def gradients(case: Case, observation: Observation, expected: dict[int, torch.Tensor],
               names: tuple[str, ...]) -> str | None:
     """None when backward() worked and each argument index in ``expected`` got that gradient."""
     if observation.grad_error is not None:
-        return f"backward() failed: {observation.grad_error}"
+        return t("backward() failed: {error}", error=observation.grad_error)
     for index, want in expected.items():
         got = observation.grads.get(index)
         if got is None:
-            return f"no gradient reached `{names[index]}` (is the graph detached?)"
+            return t("no gradient reached `{name}` (is the graph detached?)", name=names[index])
         detail = compare(got, want, rtol=1e-4, atol=1e-6, what=f"d/d{names[index]}")
         if detail is not None:
             return detail

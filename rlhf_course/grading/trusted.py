@@ -27,7 +27,7 @@ from rlhf_course.grading.results import (CRASHED, FAILED_TESTS, GRADED, GRADER_E
                                          unscored, worse)
 from rlhf_course.grading.sandbox import ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout, encode_call_request
 from rlhf_course.grading.settings import Course
-from rlhf_course.i18n import t
+from rlhf_course.i18n import speaking, t
 
 
 def _is_memory_error(text: str | None) -> bool:
@@ -175,7 +175,8 @@ def _grade(course, assignment, student, notebook, checks, release_nb, slot, limi
     job = {"setup": setup, "answer_cells": answers, "notebook_name": notebook,
            "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}
-    _score_all(result, checks, job, slot, limits, sandbox)
+    with speaking(assignment.language):  # the checks' own sentences, in the student's language
+        _score_all(result, checks, job, slot, limits, sandbox)
     if result.state == GRADED and result.score < result.max_score:
         result.state = FAILED_TESTS
     return result
