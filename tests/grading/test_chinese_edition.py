@@ -64,6 +64,12 @@ def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
         assert cell.message.startswith(messages[cell.grade_id]["text"] + "。问题所在："), cell.message
     english = results[(EN, "ppo_clip_without_min")].cells[failed[0].grade_id].message
     assert ". What went wrong: " in english
+    # the checks' own sentences too (numbers, and the test cases' notes, as they are), and an unreadable
+    # notebook's state
+    details = " ".join(c.message for c in failed)
+    assert "目标值为" in details and "objective " not in details and "What went wrong" not in details, details
+    unreadable = next(r for (a, s), r in results.items() if a == ZH and r.state not in ("graded", "failed tests"))
+    assert all(c.message.startswith("未评分：") for c in unreadable.cells.values()), unreadable.cells
 
 
 def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
