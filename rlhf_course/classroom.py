@@ -41,6 +41,7 @@ from pathlib import Path
 
 from rlhf_course import COURSE_FILES
 from rlhf_course.hub_spawner import remove_user_resources
+from rlhf_course.i18n import cjk_font
 from rlhf_course.server_env import ServerEnv
 
 COURSE_ID = "rlhf-course"
@@ -354,6 +355,9 @@ c.Spawner.pre_spawn_hook = per_user
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
                   f"course directory: {self.course}", f"exchange: {self.exchange}",
                   f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}"]
+        if cjk_font() is None:  # the Chinese edition's figures would fall back to English labels
+            lines += ["", "no Chinese font on this machine: the Chinese edition's figures show English labels until "
+                          "one is installed (Debian: apt-get install fonts-noto-cjk), then restart the hub"]
         return "\n".join(lines)
 
 

@@ -1,14 +1,15 @@
 """The course on a real JupyterHub (`make hub`, the same command a person runs), driven in headless
 Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared exchange.
 
-1. the instructor logs in and releases `rlhf` from the Formgrader;
-2. two students log in (separate browser contexts), fetch it from the Assignment List, type their answers
-   into the answer cells (one correct, one with a PPO clip without the min), move an explorer slider,
-   Validate (the correct one passes, the wrong one shows the failing test) and Submit;
+1. the instructor logs in and releases `rlhf` and its Chinese edition `rlhf_zh` from the Formgrader;
+2. two students log in (separate browser contexts): Alice in English, Bob in Chinese (JupyterLab's language
+   pack, his own setting); each fetches their edition from the Assignment List, types answers into the answer
+   cells (Alice's correct, Bob's with a PPO clip without the min and a written answer in Chinese), moves an
+   explorer slider, Validates (Alice passes, Bob sees the failing test) and Submits;
 3. the instructor collects in the Formgrader; trusted grading runs as root (`make grade`); the Formgrader
    shows both scores; the instructor releases feedback;
 4. each student fetches their feedback and opens it: their own scores, no hidden test code, nothing of
-   the other student;
+   the other student; Bob's page in Chinese;
 5. a student is refused another student's server, the Formgrader and the course directory;
 6. from a student's shell, while a classmate's kernel runs: nothing of it can be heard (every loopback TCP
    port and every Unix socket subscribed to), its runtime files are unreadable, and it runs in its user's
@@ -46,6 +47,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
 PREFIX = f"rlhfh{os.getpid() % 1000}_"  # per run: two checkouts may run this test at once
 WRITTEN = "lab_question_1"  # the written answer the instructor grades by hand
 WRITTEN_COMMENT = "Right: the reward model never saw a repeat, so without the KL penalty PPO would exploit it."
+ZH = "rlhf_zh"  # the Chinese edition, Bob's
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
 
 
@@ -150,10 +152,10 @@ def login(browser, hub, name: str):
     return page
 
 
-def formgrader_action(page, hub, action: str, expected: str) -> None:
-    """Manage Assignments: the `action` column's link on the rlhf row, then the success dialog."""
+def formgrader_action(page, hub, action: str, expected: str, assignment: str = ASSIGNMENT) -> None:
+    """Manage Assignments: the `action` column's link on the assignment's row, then the success dialog."""
     page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
-    row = page.locator("tr").filter(has=page.locator("td.name", has_text=re.compile(rf"^\s*{ASSIGNMENT}\s*$")))
+    row = page.locator("tr").filter(has=page.locator("td.name", has_text=re.compile(rf"^\s*{assignment}\s*$")))
     row.locator(f"td.{action} a").click(timeout=60_000)
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
 
@@ -162,6 +164,12 @@ def assignment_list(page, hub, name: str) -> None:
     page.goto(f"{hub['url']}/user/{name}/lab")
     page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
     page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+
+
+def assignment_row(page, assignment: str):
+    """The Assignment List's row of one assignment (a student sees both editions)."""
+    return page.locator(".list_item").filter(
+        has=page.locator(".item_name", has_text=re.compile(rf"^\s*{assignment}\s*$"))).first
 
 
 def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
@@ -177,11 +185,15 @@ def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
     page.keyboard.press("Escape")
 
 
-def quiet_lab_settings(user: User) -> None:
-    """Render every cell (no virtual windowing) so the test reaches each one: the student's own setting."""
-    settings = user.home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+def quiet_lab_settings(user: User, locale: str | None = None) -> None:
+    """Render every cell (no virtual windowing) so the test reaches each one, and JupyterLab in ``locale``
+    (Settings -> Language, through the language pack): the student's own settings."""
+    settings = user.home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab"
+    (settings / "notebook-extension").mkdir(parents=True)
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    if locale:
+        (settings / "translation-extension").mkdir(parents=True)
+        (settings / "translation-extension" / "plugin.jupyterlab-settings").write_text(json.dumps({"locale": locale}))
     subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(user.home / ".jupyter")], check=True)
 
 
@@ -271,9 +283,12 @@ def test_the_course_on_a_jupyterhub(hub, repo):
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
     written = notebooks.written_solutions(source)
     answers = {alice: {**examples.answers_for(repo, ()), **written},
-               bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written}}
-    release = notebooks.read(repo / "release" / ASSIGNMENT / NOTEBOOK)
-    index = {notebooks.grade_id(cell): i for i, cell in enumerate(release.cells)}
+               bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
+                     "lab_question_2": "多样性：它反复说同几个正面的词。"}}  # a written answer may be Chinese
+    edition = {alice: ASSIGNMENT, bob: ZH}  # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
+    index = {student: {notebooks.grade_id(cell): i for i, cell in
+                       enumerate(notebooks.read(repo / "release" / edition[student] / NOTEBOOK).cells)}
+             for student in (alice, bob)}
     steps = Steps()
     started = time.time()
 
@@ -285,37 +300,43 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             pages["instructor"] = login(browser, hub, instructor)
             items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
             assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
-            formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{ASSIGNMENT}'.")
-            assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / ASSIGNMENT / NOTEBOOK).is_file()
+            for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
+                formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{assignment}'.",
+                                  assignment)
+                assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / assignment / NOTEBOOK).is_file()
 
         with steps.step("students_fetch"):
             for student in (alice, bob):
-                quiet_lab_settings(users[student])
+                quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
                 pages[student] = page = login(browser, hub, student)
+                menus = page.locator(".lm-MenuBar").inner_text()
+                assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
                 items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
                 assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
                 page.keyboard.press("Escape")
                 assignment_list(page, hub, student)
-                page.get_by_role("button", name="Fetch").click(timeout=60_000)
-                page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
-                fetched = users[student].home / ASSIGNMENT / NOTEBOOK
+                row = assignment_row(page, edition[student])
+                row.get_by_role("button", name="Fetch").click(timeout=60_000)
+                assignment_row(page, edition[student]).get_by_role("button", name="Submit").wait_for(timeout=60_000)
+                fetched = users[student].home / edition[student] / NOTEBOOK
                 assert fetched.is_file() and fetched.stat().st_uid == users[student].uid
 
         with steps.step("students_answer"):
             for student in (alice, bob):
                 page = pages[student]
-                page.goto(f"{hub['url']}/user/{student}/lab/tree/{ASSIGNMENT}/{NOTEBOOK}")
+                page.goto(f"{hub['url']}/user/{student}/lab/tree/{edition[student]}/{NOTEBOOK}")
                 page.locator(".jp-Notebook").wait_for(timeout=60_000)
                 page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
                 for grade_id in ANSWER_CELLS:
-                    type_into_cell(page, index[grade_id], answers[student][grade_id],
+                    type_into_cell(page, index[student][grade_id], answers[student][grade_id],
                                    markdown=grade_id.startswith("lab_question"))
                 page.keyboard.press("Control+s")
             for student in (alice, bob):  # what the lab saved is what the student typed
                 deadline = time.time() + 30
                 while True:
                     try:  # the lab may be writing it right now: an empty or partial file is read again
-                        saved = notebooks.cells_by_grade_id(notebooks.read(users[student].home / ASSIGNMENT / NOTEBOOK))
+                        saved = notebooks.cells_by_grade_id(
+                            notebooks.read(users[student].home / edition[student] / NOTEBOOK))
                     except (ValueError, nbformat.reader.NotJSONError):
                         saved = {}
                     if saved and all(saved[g].source.strip() == answers[student][g].strip() for g in ANSWER_CELLS):
@@ -332,11 +353,11 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             time.sleep(2)  # connected before Alice runs anything
             page = pages[alice]
             for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
-                cell = page.locator(".jp-Notebook .jp-Cell").nth(index[grade_id])
+                cell = page.locator(".jp-Notebook .jp-Cell").nth(index[alice][grade_id])
                 cell.scroll_into_view_if_needed()
                 cell.locator(".cm-content").click()
                 page.keyboard.press("Shift+Enter")
-            explorer = page.locator(".jp-Notebook .jp-Cell").nth(index["ppo_explorer"])
+            explorer = page.locator(".jp-Notebook .jp-Cell").nth(index[alice]["ppo_explorer"])
             explorer.locator(".jp-OutputArea-output img").first.wait_for(timeout=120_000)
             before = explorer.locator(".jp-OutputArea-output img").first.get_attribute("src")
             slider = explorer.locator(".widget-slider").filter(has_text="epsilon").first
@@ -405,23 +426,26 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 page = pages[student]
                 page.keyboard.press("Escape")
                 assignment_list(page, hub, student)
-                page.get_by_role("button", name="Submit").click(timeout=60_000)
+                assignment_row(page, edition[student]).get_by_role("button", name="Submit").click(timeout=60_000)
                 deadline = time.time() + 60
-                while not list(inbound.glob(f"{student}+{ASSIGNMENT}+*")):
+                while not list(inbound.glob(f"{student}+{edition[student]}+*")):
                     assert time.time() < deadline, f"{student}'s submission never reached the exchange"
                     time.sleep(0.5)
 
         with steps.step("instructor_collects_and_grades"):
             page = pages["instructor"]
-            formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'.")
+            for assignment in (ASSIGNMENT, ZH):
+                formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{assignment}'.",
+                                  assignment)
             # `sudo make grade` in the course directory: trusted, sandboxed, as root
             grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--course-root", str(course)],
+                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
                 cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
             assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
             scores = {}
             for student in (alice, bob):
+                page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{edition[student]}/"
+                          f"{NOTEBOOK.removesuffix('.ipynb')}")
                 row = page.locator("tr").filter(has_text=student)
                 scores[student] = row.locator("td.code-score").inner_text(timeout=60_000).strip()
             assert scores[alice] == "44 / 44", scores
@@ -429,6 +453,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
 
         with steps.step("instructor_grades_a_written_answer"):
             page = pages["instructor"]  # Manual Grading: Alice's first written answer, full points and a comment
+            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
             page.locator("tr").filter(has_text=alice).locator("a.name-hidden").click(timeout=60_000)
             # the page binds its inputs once it has fetched the grades and comments: typing before is lost
             page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
@@ -450,7 +475,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
             # `make grade` again refreshes the feedback pages with the person's score; it never overwrites it
             grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--course-root", str(course)],
+                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
                 cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
             assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
             page.reload()
@@ -458,16 +483,17 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
 
         with steps.step("instructor_releases_feedback"):
-            formgrader_action(pages["instructor"], hub, "release-feedback",
-                              f"Successfully released feedback of '{ASSIGNMENT}'.")
+            for assignment in (ASSIGNMENT, ZH):
+                formgrader_action(pages["instructor"], hub, "release-feedback",
+                                  f"Successfully released feedback of '{assignment}'.", assignment)
 
         with steps.step("students_read_feedback"):
             for student, other in ((alice, bob), (bob, alice)):
                 page = pages[student]
                 assignment_list(page, hub, student)
-                page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)
+                page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)  # one submitted assignment each
                 page.get_by_text("(view feedback)").wait_for(timeout=60_000)
-                [feedback] = list((users[student].home / ASSIGNMENT / "feedback").glob(
+                [feedback] = list((users[student].home / edition[student] / "feedback").glob(
                     f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
                 relative = feedback.relative_to(users[student].home)
                 page.goto(f"{hub['url']}/user/{student}/files/{relative}")
@@ -475,8 +501,10 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 if student == alice:
                     assert "Tests: 44 / 44." in text and f"{ASSIGNMENT}: 46 / 50" in text
                     assert WRITTEN_COMMENT in text
-                else:
-                    assert re.search(r"Tests: \d+(\.\d+)? / 44\.", text) and "Tests: 44 / 44." not in text
+                else:  # Bob's page is Chinese: the outcome, the table, what went wrong
+                    assert re.search(r"测试得分：\d+(\.\d+)? / 44。", text) and "测试得分：44 / 44。" not in text, text[:2000]
+                    assert "问题所在" in text and "What went wrong" not in text
+                    steps.shoot("chinese_feedback")
                 content = page.content()
                 assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content
                 assert other not in content
