@@ -91,7 +91,7 @@ def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instruct
     test reporting in Chinese (its set-up cell, found by grade id, sets the language)."""
     nb = execute(repo / "source" / "kl_penalty_zh" / "kl_penalty.ipynb")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "k3 per token: [0.1931, 0.3069, 0.0]" in text
+    assert "逐 token 的 k3： [0.1931, 0.3069, 0.0]" in text  # the visible test prints in Chinese too
     assert text.count("通过：") == 5 and "passed: " not in text
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     english = execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
@@ -117,7 +117,7 @@ def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, mo
     monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "rlhf_zh" / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "A = +1: objective = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
+    assert "A = +1: 目标值 = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
     assert text.count("通过：") == 31 and "passed: " not in text
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
@@ -161,8 +161,8 @@ def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_pat
     monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "grpo_zh" / "grpo.ipynb")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
-    assert "unscaled: [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
+    assert "缩放：   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
+    assert "不缩放： [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
     assert text.count("通过：") == 8 and "passed: " not in text
     lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
            and notebooks.grade_id(c) in ("lab_run", "lab_plots")}

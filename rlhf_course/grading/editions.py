@@ -7,8 +7,11 @@ The instructor edits one assignment (``source/<base>/``).  A translation file be
      "cells":    {"<cell id>":  {"english_sha256": "<sha256 of the English text>", "text": "..."}},
      "messages": {"<grade id>": {"english_sha256": "<sha256 of the check's message>", "text": "..."}}}
 
-``make release`` builds ``source/<assignment>/`` from the two (markdown cells replaced, code cells
-identical but for one line in the set-up cell that tells the package which language to speak), then
+A code cell may be in ``cells`` too, for its comments, docstrings and assertion/print messages: its
+translation must have the same code once those are set aside (:func:`code_skeleton`), and keep
+nbgrader's marker lines.  ``make release`` builds ``source/<assignment>/`` from the two (markdown
+cells replaced, code cells identical in code, plus one line in the set-up cell that tells the
+package which language to speak), then
 nbgrader generates both releases.  Each translated entry stores the hash of the English it was
 made from, so an English edit without a revisit of the translation is found (:func:`problems`;
 ``python -m rlhf_course.grading.editions status``) and the release refuses to build.
@@ -21,6 +24,7 @@ any assignment) graded by its base's checks, with the checks' messages in its la
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import dataclasses
 import hashlib
@@ -37,6 +41,11 @@ I18N_FOLDER = "i18n"
 LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # this edition's language: explorers, plots, messages"
 SET_UP_CELL = "setup"
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+# nbgrader's marker lines in code cells: a translated code cell keeps them, line for line.
+# A hidden test cell's visible header, in the edition's language, made from its check's translated
+# message (the English header says the same as the English message).
+HIDDEN_TEST_HEADER = {"zh-CN": "# 隐藏测试（{points} 分）：{message}"}
+CODE_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
 def english_sha256(text: str) -> str:
@@ -85,6 +94,92 @@ def translatable(cell) -> bool:
     return cell.cell_type == "markdown"
 
 
+class _BlankProse(ast.NodeTransformer):
+    """Blanks the strings a translation may change: docstrings, assertion and raise messages, and
+    the string pieces of print's arguments.  Every other constant (a dict key, a grade id passed to
+    run_check, a format spec) is code and stays compared."""
+
+    def _blank_strings(self, node):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                inner.value = ""
+            elif isinstance(inner, ast.JoinedStr):
+                # f"...{x}...": the text pieces are prose, the interpolated expressions are code.
+                inner.values = [v for v in inner.values if not isinstance(v, ast.Constant)]
+        return node
+
+    def _blank_docstring(self, body):
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body[0].value.value = ""
+
+    def visit_Module(self, node):
+        self._blank_docstring(node.body)
+        return self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        self._blank_docstring(node.body)
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Assert(self, node):
+        self.generic_visit(node)
+        if node.msg is not None:
+            self._blank_strings(node.msg)
+        return node
+
+    def visit_Raise(self, node):
+        self.generic_visit(node)
+        if isinstance(node.exc, ast.Call):
+            for arg in node.exc.args:
+                self._blank_strings(arg)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            for arg in node.args:
+                self._blank_strings(arg)
+        return node
+
+
+def code_skeleton(source: str) -> str:
+    """The code of a cell with comments, docstrings and message strings set aside: two cells with
+    the same skeleton differ only in what a translation may change.  IPython lines (%magic, !shell)
+    are kept verbatim, as code."""
+    tree = ast.parse(_python(source))
+    return ast.dump(_BlankProse().visit(tree), annotate_fields=False)
+
+
+def code_translation_problem(english: str, translation: str) -> str | None:
+    """Why a translated code cell may not replace its English (None when it may): it must parse, keep
+    nbgrader's marker lines, and differ only in comments, docstrings and message strings."""
+    try:
+        translated_skeleton = code_skeleton(translation)
+    except SyntaxError as error:
+        return f"the translation is not valid Python (line {error.lineno}: {error.msg})"
+    marker_lines = lambda text: [line.strip() for line in text.splitlines() if line.strip() in CODE_MARKERS]
+    if marker_lines(english) != marker_lines(translation):
+        return "the translation must keep the ### BEGIN/END SOLUTION and HIDDEN TESTS lines as they are"
+    if translated_skeleton != code_skeleton(english):
+        english_lines = [ast.unparse(node) for node in _BlankProse().visit(ast.parse(_python(english))).body]
+        translated_lines = [ast.unparse(node) for node in _BlankProse().visit(ast.parse(_python(translation))).body]
+        first = next((i for i, (a, b) in enumerate(zip(english_lines, translated_lines)) if a != b),
+                     min(len(english_lines), len(translated_lines)))
+        where = (translated_lines[first].splitlines()[0] if first < len(translated_lines) else "(missing statement)")
+        return (f"the translation changes code, not only comments, docstrings or messages "
+                f"(statement {first + 1}: {where[:120]!r})")
+    return None
+
+
+def _python(source: str) -> str:
+    """The cell as Python: an IPython line (%magic, !shell) becomes a string expression, so a change
+    in it still counts as a change of code."""
+    return "\n".join(line[:len(line) - len(line.lstrip())] + repr(line.lstrip()) if line.lstrip()[:1] in ("%", "!")
+                     else line for line in source.splitlines())
+
+
 def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
     """What keeps the edition from being released: cells or messages untranslated, translated from
     English that has changed since, or named in the file but absent from the source."""
@@ -94,6 +189,16 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
         nb = notebooks.read(source_nb_path)
         ids = set()
         for cell in nb.cells:
+            if cell.cell_type == "code" and cell.id in table["cells"]:
+                # A code cell's translation is optional (its comments, docstrings and messages).
+                ids.add(cell.id)
+                entry = table["cells"][cell.id]
+                if entry["english_sha256"] != english_sha256(cell.source):
+                    found.append(f"cell {cell.id}: its English changed since it was translated (revisit the "
+                                 f"translation, then: python -m rlhf_course.grading.editions revisit {edition.path.name} {cell.id})")
+                elif (why := code_translation_problem(cell.source, entry.get("text", ""))) is not None:
+                    found.append(f"cell {cell.id}: {why}")
+                continue
             if not translatable(cell):
                 continue
             ids.add(cell.id)
@@ -135,13 +240,30 @@ def translate_notebook(nb, edition: Edition):
         raise ValueError(f"{edition.assignment}: the source needs exactly one set-up code cell (cell id or grade id "
                          f"{SET_UP_CELL!r}) to receive the language line; found {len(set_up)}")
     for cell in translated.cells:
-        if translatable(cell):
+        if translatable(cell) or (cell.cell_type == "code" and cell.id in table["cells"]):
             cell.source = table["cells"][cell.id]["text"]
+        elif cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
+            cell.source = hidden_test_header(cell, table.get("messages", {}), edition.language)
     set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + LANGUAGE_LINE.format(language=edition.language)
     translated.metadata["rlhf_course"] = {
         "edition": edition.language, "generated_from": f"source/{edition.base} + {I18N_FOLDER}/{edition.path.name}",
         "do_not_edit": "make release regenerates this notebook; edit the English source and the translation file"}
     return translated
+
+
+def hidden_test_header(cell, messages: dict, language: str) -> str:
+    """The hidden test cell with its header comment (the lines before ### BEGIN HIDDEN TESTS) saying
+    in the edition's language what it checks: its check's translated message and its points."""
+    message = messages.get(notebooks.grade_id(cell), {}).get("text")
+    if message is None or language not in HIDDEN_TEST_HEADER:
+        return cell.source
+    lines = cell.source.splitlines()
+    marker = next(i for i, line in enumerate(lines) if line.strip() == "### BEGIN HIDDEN TESTS")
+    if not all(line.startswith("#") for line in lines[:marker]):
+        return cell.source
+    points = cell.metadata.get("nbgrader", {}).get("points", 0)
+    header = HIDDEN_TEST_HEADER[language].format(points=f"{points:g}", message=" ".join(message.split()))
+    return "\n".join([header] + lines[marker:]) + ("\n" if cell.source.endswith("\n") else "")
 
 
 class StaleTranslation(RuntimeError):
