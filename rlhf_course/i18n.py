@@ -229,7 +229,8 @@ def speaking(language: str):
 
 
 def language() -> str:
-    return _speaking.get() or _language
+    """The process's language (a notebook's kernel: its edition's); :func:`speaking` does not change it."""
+    return _language
 
 
 def t(english: str, language: str | None = None, **fields) -> str:

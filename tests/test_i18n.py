@@ -160,6 +160,7 @@ def test_a_check_speaks_the_language_of_the_submission_it_judges_whatever_the_pr
 
     def judged(language, out):
         with i18n.speaking(language):
+            assert i18n.language() == i18n.ENGLISH  # the process's language: what a set-up cell would restore
             out[language] = (checks.compare(torch.ones(2), torch.zeros(2), rtol=0, atol=0),
                              checks.compare(torch.ones(3), torch.zeros(2), rtol=0, atol=0, what="advantages"))
 

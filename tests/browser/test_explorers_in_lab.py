@@ -73,7 +73,7 @@ def _show_explorers(page, artifacts) -> None:
     for index, cell in enumerate(page.locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
         cell.scroll_into_view_if_needed()
         cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
-        print(f"explorer cell {index}: {cell.locator('.jp-OutputArea').inner_text()[:500]!r}")
+        print(f"explorer cell {index}: {cell.locator('.jp-Cell-outputArea').first.inner_text()[:500]!r}")
 
 
 def explorer_output(page, grade_id, description):
@@ -102,7 +102,7 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
         # five sliders appear, and the lab's summary once the training cell finishes
         page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=180_000)
         page.wait_for_function(
-            "[...document.querySelectorAll('.jp-RenderedText')].some(e => e.textContent.includes('PPO samples after'))",
+            "[...document.querySelectorAll('.jp-RenderedText')].some(e => /PPO samples after|PPO 训练后的样本/.test(e.textContent))",
             timeout=180_000)
     except Exception:
         _show_explorers(page, artifacts)
