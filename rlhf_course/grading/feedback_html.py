@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 
 from rlhf_course.grading import safe_html
 
@@ -53,17 +54,15 @@ def focusable(html: str) -> str:
 
 sanitize = safe_html.clean  # the one allowlist sanitiser (see :mod:`safe_html`)
 
-# The feedback page loads require.js, MathJax and mermaid from this CDN (nbconvert's lab template).
-CDN = "https://cdnjs.cloudflare.com"
 _INLINE_SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.DOTALL | re.IGNORECASE)
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # "feedback": the lab page without remote scripts
 
 
 def content_security_policy(template_page: str) -> str:
-    """The page's Content-Security-Policy: script only from the CDN and the template's own inline
-    scripts (by hash, taken from ``template_page``, the template rendered for an empty notebook),
-    nothing sent anywhere, no frame, object, form or <base>.  'unsafe-eval' because MathJax 2 runs
-    its configuration block with ``Function``; it evaluates no text a student wrote (the sanitiser
-    leaves no script element in a student's part of the page)."""
+    """The page's Content-Security-Policy: no host at all (the math is MathML written with the page),
+    script only the template's own inline scripts (by hash, taken from ``template_page``, the template
+    rendered for an empty notebook), images only as data, nothing sent anywhere, no frame, object,
+    form or <base>."""
     import base64
     import hashlib
     hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
@@ -71,14 +70,48 @@ def content_security_policy(template_page: str) -> str:
                      if "src=" not in attributes and body.strip()})
     return "; ".join([
         "default-src 'none'",
-        f"script-src {CDN} 'unsafe-eval' " + " ".join(hashes),
-        f"style-src 'unsafe-inline' {CDN}",
-        f"font-src data: {CDN}",
-        f"img-src data: {CDN}",
-        f"connect-src {CDN} https://api.cdnjs.com",
+        "script-src " + (" ".join(hashes) or "'none'"),
+        "style-src 'unsafe-inline'",
+        "font-src data:",
+        "img-src data:",
         "base-uri 'none'",
         "form-action 'none'",
     ])
+
+
+# A tag (attribute values quoted, as the sanitiser writes them), or a math token in text.
+_TAG_OR_MATH_TOKEN = re.compile(r"""(<(?:[^>"']|"[^"]*"|'[^']*')*>)|rlhfmath(\d+)x([0-9a-f]{32})""")
+
+
+class _MathSlots:
+    """Math found in markdown, kept out of the sanitiser's way: the renderer leaves a token (letters
+    and digits, which bleach passes as text) and the finished page gets the formula's MathML in its
+    place.  The nonce is secret to this exporter, so a token a student types is left as text."""
+
+    def __init__(self):
+        import secrets
+        self.nonce = secrets.token_hex(16)
+        self.formulas: list[tuple[str, bool]] = []
+        self.index: dict[tuple[str, bool], int] = {}
+
+    def token(self, latex: str, display: bool) -> str:
+        key = (latex, display)
+        if key not in self.index:
+            self.index[key] = len(self.formulas)
+            self.formulas.append(key)
+        return f"rlhfmath{self.index[key]}x{self.nonce}"
+
+    def typeset(self, page: str) -> str:
+        from rlhf_course.grading.math_html import to_mathml
+
+        def mathml(match):
+            if match.group(1):  # a token inside a tag (an image's alt text...) stays as it is
+                return match.group(0)
+            number = int(match.group(2))
+            if match.group(3) != self.nonce or number >= len(self.formulas):
+                return match.group(0)
+            return to_mathml(*self.formulas[number])
+        return _TAG_OR_MATH_TOKEN.sub(mathml, page)
 
 
 def with_policy(page: str, policy: str) -> str:
@@ -102,8 +135,8 @@ def make_exporter():
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             self._clean_html = _cached(sanitize)
-            self._markdown = _cached(
-                lambda source: HTMLExporter.markdown2html(self, {}, safe_html.bounded_markdown(source)))
+            self._math = _MathSlots()
+            self._markdown = _cached(lambda source: self._render_markdown({}, source))
             self._highlighters = {}
 
         def default_filters(self):
@@ -116,8 +149,31 @@ def make_exporter():
             safe_html.check_budget()
             cell = context.get("cell", {})
             if cell.get("attachments") or context.get("resources", {}).get("metadata", {}).get("path"):
-                return HTMLExporter.markdown2html(self, context, safe_html.bounded_markdown(source))
+                return self._render_markdown(context, source)
             return self._markdown(source)
+
+        def _render_markdown(self, context, source):
+            # HTMLExporter.markdown2html with the math left as tokens for :meth:`_MathSlots.typeset`.
+            from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+            math = self._math
+
+            class Renderer(IPythonRenderer):
+                def inline_math(self, body):
+                    return math.token(body, False)
+
+                def block_math(self, body):
+                    return math.token(body, True)
+
+                def latex_environment(self, name, body):
+                    return math.token(f"\\begin{{{name}}}{body}\\end{{{name}}}", True)
+
+            cell = context.get("cell", {})
+            renderer = Renderer(
+                escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
+                path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+                anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+                **self.lexer_options)
+            return MarkdownWithMath(renderer=renderer).render(safe_html.bounded_markdown(source))
 
         def _highlighter(self, lexer):
             if lexer not in self._highlighters:
@@ -133,7 +189,7 @@ def make_exporter():
             if self._policy is None:
                 import nbformat
                 self._policy = content_security_policy(self._page(nbformat.v4.new_notebook())[0])
-            return with_policy(html, self._policy), resources
+            return with_policy(self._math.typeset(html), self._policy), resources
 
         _policy = None
 
@@ -161,4 +217,5 @@ def make_exporter():
 
     # optimistic_validation: the notebook is validated once after the preprocessors, not after each
     # of them (twelve schema validations a page otherwise).
-    return FeedbackExporter(template_name="lab", sanitize_html=True, optimistic_validation=True)
+    return FeedbackExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)],
+                            sanitize_html=True, optimistic_validation=True)

@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from rlhf_course.grading.feedback_html import content_security_policy, make_exporter, sanitize, with_policy
+from rlhf_course.grading.feedback_html import TEMPLATES, content_security_policy, make_exporter, sanitize, with_policy
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()
@@ -36,12 +36,17 @@ def _hostile_notebook(with_image: bool):
 
 @pytest.mark.parametrize("with_image", [False, True])
 def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
-    stock = HTMLExporter(template_name="lab", sanitize_html=True)
+    # nbconvert's lab page without remote scripts (the course's "feedback" template); the math,
+    # which ours typesets as MathML (test_math_*), is left out of this comparison.
+    stock = HTMLExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)], sanitize_html=True)
     stock.register_filter("clean_html", sanitize)  # nbconvert's, with rendered Markdown's structural tags
     ours = make_exporter()
     policy = content_security_policy(stock.from_notebook_node(nbformat.v4.new_notebook())[0])
     for _ in range(2):  # the second page is rendered from the caches
         nb = _hostile_notebook(with_image)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = cell.source.replace("$", "")
         expected, _ = stock.from_notebook_node(nb)
         page, _ = ours.from_notebook_node(nb)
         assert str(BeautifulSoup(page, features="html.parser")) == str(
@@ -65,3 +70,32 @@ def test_headings_paragraphs_and_tables_render_as_markup_not_as_text():
     assert soup.find("th").get_text() == "test"
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # markup from a student stays text
     assert 'onerror' not in str(soup.find_all("img"))
+
+
+def test_math_is_mathml_written_with_the_page_and_the_page_asks_no_host():
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell("The ratio $r_t = \\frac{\\pi_\\theta}{\\pi_{old}}$ and\n\n"
+                                                  "$$\\mathbb{E}[k_3] = \\mathrm{KL}$$"))
+    page, _ = make_exporter().from_notebook_node(nb)
+    soup = BeautifulSoup(page, features="html.parser")
+    maths = soup.find_all("math")
+    assert [m.get("display") for m in maths] == ["inline", "block"] and maths[0].find("mfrac")
+    assert "$" not in soup.find(class_="jp-RenderedMarkdown").get_text()
+    assert not soup.find_all("script", src=True) and "http" not in soup.find("meta", attrs={"http-equiv": True})["content"]
+    assert "rlhfmath" not in page
+
+
+@pytest.mark.parametrize("latex", [
+    "\\href{javascript:alert(1)}{x}",  # latex2mathml writes href on an mrow
+    "\\text{<img src=x onerror=alert(1)>}",  # and does not escape \\text
+    "\\text{<b>x</b>}",
+    '\\text{" onmouseover="alert(1)}',
+])
+def test_math_from_a_student_cannot_carry_markup(latex):
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"mine: ${latex}$ and ![${latex}$](data:image/png;base64,{PNG})"))
+    page, _ = make_exporter().from_notebook_node(nb)
+    soup = BeautifulSoup(page, features="html.parser")
+    assert not [(t.name, a) for t in soup.find_all(True) for a in t.attrs if a.startswith("on") or a == "href"]
+    assert not soup.find_all("b") and [i.get("src", "")[:10] for i in soup.find_all("img")] == ["data:image"]
+    assert "javascript:alert" not in str(soup.find_all(True, href=True))
