@@ -102,7 +102,7 @@ def remove_accounts(names, group: str | None = None) -> None:
             pass
 
 
-PRIVATE_FOLDERS = ("source", "instructor")  # solutions and hidden tests
+PRIVATE_FOLDERS = ("source", "instructor", "i18n")  # solutions and hidden tests (a translated answer cell holds its solution)
 
 
 def readable_by_others(folder: Path) -> list[Path]:
