@@ -5,12 +5,13 @@ from pathlib import Path
 
 import nbgrader
 from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
+from nbgrader.converters import GenerateAssignment
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, ClearSolutions, DeduplicateIds,
                                     Execute, IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
                                     SaveAutoGrades)
 
 from rlhf_course import exchange
-from rlhf_course.grading.nbgrader_ext import StderrIsNotFailure, TrustedGradingOnly
+from rlhf_course.grading.nbgrader_ext import EditionAnswerStubs, StderrIsNotFailure, TrustedGradingOnly
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 
@@ -42,7 +43,7 @@ c.CourseDirectory.db_url = os.environ.get("RLHF_GRADEBOOK_URL", f"sqlite:///{COU
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
 
 # Trusted grading (`sudo make grade`); its command-line options win over these.  Every setting, with
-# its default: python -m rlhf_course.grading.batch --help-all
+# its default: python -m rlhf_course.grading grade --help-all
 c.TrustedGrading.workers = 0  # sandboxes at a time on this machine; 0: one per CPU
 c.TrustedGrading.submission_seconds = 300.0  # all calls plus the feedback run of one submission
 
@@ -56,6 +57,11 @@ _search_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [folder for folder in (str(COURSE_ROOT / "instructor"), str(COURSE_ROOT)) if folder not in _search_path]
     + _search_path)
+
+# A language edition's release says "write your code here" in its language (the stubs travel in the
+# edition's notebook metadata); nbgrader's generate steps are otherwise its own, in its order.
+c.GenerateAssignment.preprocessors = [EditionAnswerStubs if step is ClearSolutions else step
+                                      for step in GenerateAssignment.class_traits()["preprocessors"].default()]
 
 # A warning printed by a test cell must not zero a correct answer (nbgrader scores stderr as 0).
 c.Autograde.autograde_preprocessors = [

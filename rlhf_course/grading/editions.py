@@ -38,7 +38,16 @@ import nbformat
 from rlhf_course.grading import instructor, notebooks
 
 I18N_FOLDER = "i18n"
-LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # this edition's language: explorers, plots, messages"
+# The line an edition's set-up cell ends with: it tells the package which language to speak.  Its
+# comment is in the edition's language (LANGUAGE_LINE_COMMENT), English for a language not listed.
+LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # {comment}"
+LANGUAGE_LINE_COMMENT = {"en": "this edition's language: explorers, plots, messages",
+                         "zh-CN": "本版本的语言：滑块演示、图和消息"}
+# nbgrader's answer stubs (ClearSolutions.code_stub / text_stub) in the edition's language, carried in
+# the edition's notebook metadata for rlhf_course.grading.nbgrader_ext.EditionAnswerStubs.  The code
+# stub differs from nbgrader's only in its comment (tested): it still raises NotImplementedError.
+ANSWER_STUBS = {"zh-CN": {"code": "# 在这里写你的代码\nraise NotImplementedError()",
+                          "text": "在这里写下你的回答（可以用中文作答）。"}}
 SET_UP_CELL = "setup"
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 # nbgrader's marker lines in code cells: a translated code cell keeps them, line for line.
@@ -244,11 +253,19 @@ def translate_notebook(nb, edition: Edition):
             cell.source = table["cells"][cell.id]["text"]
         elif cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
             cell.source = hidden_test_header(cell, table.get("messages", {}), edition.language)
-    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + LANGUAGE_LINE.format(language=edition.language)
+    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + language_line(edition.language)
     translated.metadata["rlhf_course"] = {
         "edition": edition.language, "generated_from": f"source/{edition.base} + {I18N_FOLDER}/{edition.path.name}",
         "do_not_edit": "make release regenerates this notebook; edit the English source and the translation file"}
+    if edition.language in ANSWER_STUBS:
+        translated.metadata["rlhf_course"]["answer_stubs"] = ANSWER_STUBS[edition.language]
     return translated
+
+
+def language_line(language: str) -> str:
+    """The line appended to an edition's set-up cell, its comment in the edition's language."""
+    comment = LANGUAGE_LINE_COMMENT.get(language, LANGUAGE_LINE_COMMENT["en"])
+    return LANGUAGE_LINE.format(language=language, comment=comment)
 
 
 def hidden_test_header(cell, messages: dict, language: str) -> str:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from nbgrader import utils
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 from traitlets import Bool
 
 
@@ -46,3 +46,26 @@ class TrustedGradingOnly(NbGraderPreprocessor):
             self.log.error(self.MESSAGE)
             raise RuntimeError(self.MESSAGE)
         return nb, resources
+
+
+class EditionAnswerStubs(ClearSolutions):
+    """nbgrader's ClearSolutions, with the answer stubs of the notebook's language edition.
+
+    A language edition's notebook carries its stubs in ``metadata.rlhf_course.answer_stubs``
+    (``{"code": ..., "text": ...}``, written by :mod:`rlhf_course.grading.editions`), so a Chinese
+    release says where to write in Chinese, whichever way it is generated (``make release`` or the
+    Formgrader's *Generate* button); other notebooks get the configured stubs.
+    """
+
+    def preprocess(self, nb, resources):
+        stubs = nb.metadata.get("rlhf_course", {}).get("answer_stubs", {})
+        configured = self.code_stub, self.text_stub
+        language = nb.metadata.get("kernelspec", {}).get("language", "python")
+        if "code" in stubs:
+            self.code_stub = dict(self.code_stub, **{language: stubs["code"]})
+        if "text" in stubs:
+            self.text_stub = stubs["text"]
+        try:
+            return super().preprocess(nb, resources)
+        finally:  # one instance serves every notebook of a generate run
+            self.code_stub, self.text_stub = configured

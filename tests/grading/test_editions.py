@@ -66,7 +66,7 @@ def test_the_releases_differ_only_in_prose(edition):
             if en.cell_type == "code":
                 expected = en.source
                 if editions.is_set_up_cell(en):
-                    expected = en.source.rstrip("\n") + "\n\n" + editions.LANGUAGE_LINE.format(language=edition.language)
+                    expected = en.source.rstrip("\n") + "\n\n" + editions.language_line(edition.language)
                 assert editions.code_skeleton(zh.source) == editions.code_skeleton(expected), \
                     f"code cell {en.id} differs between the editions"
             elif not notebooks.is_written_answer(en):  # (a written answer's release text is nbgrader's stub)
@@ -76,6 +76,30 @@ def test_the_releases_differ_only_in_prose(edition):
                         assert not Counter(found) - Counter(spans(zh.source)[kind]), (en.id, kind)
                 else:
                     assert spans(zh.source) == spans(en.source), en.id
+
+
+@pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
+def test_a_chinese_release_says_where_to_write_in_chinese(edition):
+    """nbgrader's answer stubs, in the edition's language: every solution cell of the Chinese release
+    ends with the Chinese stub (code: the same `raise NotImplementedError()`), none of nbgrader's English
+    stubs is left, and the English release keeps them (the stubs are per notebook, not per run)."""
+    stubs = editions.ANSWER_STUBS[edition.language]
+    assert editions.code_skeleton(stubs["code"]) == editions.code_skeleton("# YOUR CODE HERE\nraise NotImplementedError()")
+    for english_path in sorted((REPO / "release" / edition.base).glob("*.ipynb")):
+        english = notebooks.read(english_path)
+        translated = notebooks.read(REPO / "release" / edition.assignment / english_path.name)
+        answers = [(en, zh) for en, zh in zip(english.cells, translated.cells)
+                   if en.metadata.get("nbgrader", {}).get("solution")]
+        assert answers
+        for en, zh in answers:
+            if en.cell_type == "code":
+                assert en.source.endswith("# YOUR CODE HERE\n    raise NotImplementedError()"), en.id
+                assert zh.source.endswith("\n    ".join(stubs["code"].splitlines())), zh.id
+            else:
+                assert (en.source, zh.source) == ("YOUR ANSWER HERE", stubs["text"]), en.id
+        assert "YOUR CODE HERE" not in str(translated) and "YOUR ANSWER HERE" not in str(translated)
+    setup = next(c for c in translated.cells if editions.is_set_up_cell(c))
+    assert setup.source.endswith("i18n.set_language('zh-CN')  # " + editions.LANGUAGE_LINE_COMMENT["zh-CN"])
 
 
 def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-CN"):
@@ -107,7 +131,7 @@ def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_buil
     setup.metadata.setdefault("nbgrader", {})["grade_id"] = editions.SET_UP_CELL
     translated = editions.translate_notebook(nb, edition)
     assert next(c for c in translated.cells if c.id == "0a1b2c3d").source.endswith(
-        editions.LANGUAGE_LINE.format(language="zh-CN"))
+        editions.language_line("zh-CN"))
     nb.cells.remove(setup)
     with pytest.raises(ValueError, match="set-up code cell"):
         editions.translate_notebook(nb, edition)
@@ -157,7 +181,7 @@ def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
     nb = notebooks.read(built)
     english = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
     setup = next(c for c in nb.cells if editions.is_set_up_cell(c))
-    assert setup.source.endswith("i18n.set_language('zh-CN')  # this edition's language: explorers, plots, messages")
+    assert setup.source.endswith("i18n.set_language('zh-CN')  # 本版本的语言：滑块演示、图和消息")
     assert all(c.source.startswith("[译] ") for c in nb.cells if c.cell_type == "markdown")
     assert notebooks.solution_answers(nb) == notebooks.solution_answers(english)
     assert nb.metadata["rlhf_course"]["edition"] == "zh-CN"
