@@ -13,9 +13,13 @@ from typing import Callable
 
 import torch
 
-from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, run, short, translated_messages,
-                                        uniform, unmodified, unmodified_only)
+from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, phrasebook, run, short,
+                                        translated_messages, uniform, unmodified, unmodified_only)
 from rlhf_course.grading.observe import Case, Observation
+
+
+# Sentences a student reads after a failure, in their edition's language (i18n/<base>.<language>.json, "details").
+say = phrasebook(__file__)
 
 GRPO_ARGS = ("rewards", "scale_by_std", "eps")
 DEFAULT_EPS = 1e-4
@@ -74,15 +78,15 @@ def _visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 def _value_cases() -> list[Case]:
     gen = generator(501)
     # eps = 0 here and in the checks below that are not about eps: each check decides one property.
-    return [Case((_rewards(gen, 6, 8), True, 0.0), note="eps = 0, shape (6, 8)"),
-            Case((_rewards(gen, 3, 16), True, 0.0), note="eps = 0, shape (3, 16)"),
-            Case((_rewards(gen, 2, 5).double(), True, 0.0), note="float64, eps = 0, shape (2, 5)")]
+    return [Case((_rewards(gen, 6, 8), True, 0.0), note=say("eps = 0, shape {shape}", shape=(6, 8))),
+            Case((_rewards(gen, 3, 16), True, 0.0), note=say("eps = 0, shape {shape}", shape=(3, 16))),
+            Case((_rewards(gen, 2, 5).double(), True, 0.0), note=say("float64, eps = 0, shape {shape}", shape=(2, 5)))]
 
 
 def _bessel_cases() -> list[Case]:
     gen = generator(502)
-    return [Case((_rewards(gen, 4, 2), True, 0.0), note="groups of 2, eps = 0"),
-            Case((_rewards(gen, 4, 3), True, 0.0), note="groups of 3, eps = 0")]
+    return [Case((_rewards(gen, 4, 2), True, 0.0), note=say("groups of {size}, eps = 0", size=2)),
+            Case((_rewards(gen, 4, 3), True, 0.0), note=say("groups of {size}, eps = 0", size=3))]
 
 
 def _bessel_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -93,7 +97,7 @@ def _bessel_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     population = rewards.double().std(1, correction=0, keepdim=True)
     as_population = (rewards.double() - rewards.double().mean(1, keepdim=True)) / (population + eps)
     if compare(obs.value, as_population, rtol=1e-4, atol=1e-6) is None:
-        return "the std is the population std (divides by G); the contract's is torch.std's, which divides by G - 1"
+        return say("the std is the population std (divides by G); the contract's is torch.std's, which divides by G - 1")
     return detail
 
 
@@ -102,7 +106,7 @@ def _eps_cases() -> list[Case]:
     # Groups whose rewards differ by about 1e-4: the std is as small as eps, so where eps sits decides.
     base = uniform(gen, -1.0, 1.0, 3, 1)
     rewards = base + 1e-4 * torch.randn(3, 6, generator=gen, dtype=torch.float64)
-    return [Case((rewards,), note="float64, rewards within about 1e-4 of each other, default eps"),
+    return [Case((rewards,), note=say("float64, rewards within about 1e-4 of each other, default eps")),
             Case((rewards, True, 1e-2), note="float64, eps = 0.01")]
 
 
@@ -121,17 +125,17 @@ def _per_group_cases() -> list[Case]:
     gen = generator(505)
     rewards = _rewards(gen, 4, 6, torch.float64)
     rewards[:, :] += torch.tensor([[-50.0], [-5.0], [5.0], [50.0]], dtype=torch.float64)
-    return [Case((rewards, False), note="groups at levels -50, -5, 5, 50"),
-            Case((rewards, True, 0.0), note="groups at levels -50 .. 50, eps = 0")]
+    return [Case((rewards, False), note=say("groups at levels -50, -5, 5, 50")),
+            Case((rewards, True, 0.0), note=say("groups at levels -50 .. 50, eps = 0"))]
 
 
 def _per_group_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     value = obs.value
     if tuple(value.shape) != tuple(case.args[0].shape):
-        return f"advantages have shape {tuple(value.shape)}, expected {tuple(case.args[0].shape)}"
+        return say("advantages have shape {shape}, expected {expected}", shape=tuple(value.shape), expected=tuple(case.args[0].shape))
     row_sums = value.double().sum(1)
     if not torch.isfinite(row_sums).all() or (row_sums.abs() > 1e-6 * (1 + value.double().abs().sum(1))).any():
-        return f"each group's advantages must sum to 0 (centred on that group's own mean), row sums {short(row_sums)}"
+        return say("each group's advantages must sum to 0 (centred on that group's own mean), row sums {sums}", sums=short(row_sums))
     return _value_judge(case, obs, recall)
 
 
@@ -140,35 +144,35 @@ def _degenerate_cases() -> list[Case]:
     single = _rewards(gen, 5, 1)
     equal = torch.full((3, 4), 0.75)  # exactly representable: every mean of it is exact
     mixed = torch.cat([torch.full((1, 4), -1.25), 3 * _rewards(gen, 2, 4)])
-    return [Case((single,), note="groups of one response"), Case((single, False), note="groups of one, unscaled"),
-            Case((equal,), note="every reward equal"), Case((mixed,), note="one group of equal rewards among others")]
+    return [Case((single,), note=say("groups of one response")), Case((single, False), note=say("groups of one, unscaled")),
+            Case((equal,), note=say("every reward equal")), Case((mixed,), note=say("one group of equal rewards among others"))]
 
 
 def _degenerate_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     value = obs.value
     if tuple(value.shape) != tuple(case.args[0].shape):
-        return f"advantages have shape {tuple(value.shape)}, expected {tuple(case.args[0].shape)}"
+        return say("advantages have shape {shape}, expected {expected}", shape=tuple(value.shape), expected=tuple(case.args[0].shape))
     if not torch.isfinite(value).all():
-        return f"advantages must be finite (a group with no spread gives 0), got {short(value)}"
+        return say("advantages must be finite (a group with no spread gives 0), got {values}", values=short(value))
     rewards = case.args[0]
     flat = (rewards == rewards[:, :1]).all(1)  # the groups with no spread
-    detail = compare(value[flat], torch.zeros_like(value[flat]), rtol=0, atol=1e-6, what="advantages of a group with no spread")
+    detail = compare(value[flat], torch.zeros_like(value[flat]), rtol=0, atol=1e-6, what=say("advantages of a group with no spread"))
     # the other groups only have to be left as the contract says (their spread makes eps negligible here)
     return detail or compare(value[~flat], advantages_reference(*_args(case))[~flat], rtol=1e-3, atol=1e-6,
-                             what="advantages of the other groups")
+                             what=say("advantages of the other groups"))
 
 
 def _dtype_cases() -> list[Case]:
     gen = generator(507)
     return [Case((_rewards(gen, 3, 7, torch.float64), True, 0.0), note="float64, eps = 0"),
-            Case((_rewards(gen, 3, 7, torch.float64), False), note="float64, unscaled"),
+            Case((_rewards(gen, 3, 7, torch.float64), False), note=say("float64, unscaled")),
             Case((_rewards(gen, 2, 4, torch.float32), True, 0.0), note="float32, eps = 0")]
 
 
 def _dtype_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     rewards = case.args[0]
     if obs.value.dtype != rewards.dtype:
-        return f"advantages have dtype {obs.value.dtype}; the contract keeps the rewards' dtype {rewards.dtype}"
+        return say("advantages have dtype {dtype}; the contract keeps the rewards' dtype {expected}", dtype=obs.value.dtype, expected=rewards.dtype)
     tolerance = 1e-12 if rewards.dtype == torch.float64 else 1e-5
     return compare(obs.value, advantages_reference(*_args(case)), rtol=tolerance, atol=tolerance, what="advantages")
 

@@ -13,8 +13,12 @@ from typing import Callable
 import torch
 
 from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, gradients, run, uniform,
-                                        translated_messages, unmodified, unmodified_only)
+                                        phrasebook, translated_messages, unmodified, unmodified_only)
 from rlhf_course.grading.observe import Case, Observation
+
+
+# Sentences a student reads after a failure, in their edition's language (i18n/<base>.<language>.json, "details").
+say = phrasebook(__file__)
 
 KL_ARGS = ("log_p", "ref_log_p")
 
@@ -42,7 +46,7 @@ def _value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 def _visible_cases() -> list[Case]:
     log_p = torch.log(torch.tensor([0.5, 0.25, 0.25]))
     ref_log_p = torch.log(torch.tensor([0.25, 0.5, 0.25]))
-    return [Case((log_p, ref_log_p)), Case((log_p, log_p.clone()), note="equal inputs")]
+    return [Case((log_p, ref_log_p)), Case((log_p, log_p.clone()), note=say("equal inputs"))]
 
 
 def _visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -52,25 +56,25 @@ def _visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 
 def _value_cases() -> list[Case]:
     gen = generator(401)
-    return [Case((_log_probs(gen, 4, 7), _log_probs(gen, 4, 7)), note="float64, shape (4, 7)"),
-            Case((_log_probs(gen, 9).float(), _log_probs(gen, 9).float()), note="float32, shape (9,)")]
+    return [Case((_log_probs(gen, 4, 7), _log_probs(gen, 4, 7)), note=say("float64, shape {shape}", shape=(4, 7))),
+            Case((_log_probs(gen, 9).float(), _log_probs(gen, 9).float()), note=say("float32, shape {shape}", shape=(9,)))]
 
 
 def _nonnegative_cases() -> list[Case]:
     gen = generator(402)
     log_p = _log_probs(gen, 3, 5).float()
     far = torch.log(uniform(gen, 1e-4, 1.0, 3, 5)).float()
-    return [Case((log_p, log_p.clone()), note="equal inputs"), Case((log_p, far), note="pi_ref far from pi")]
+    return [Case((log_p, log_p.clone()), note=say("equal inputs")), Case((log_p, far), note=say("pi_ref far from pi"))]
 
 
 def _nonnegative_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     value = obs.value
     if tuple(value.shape) != tuple(case.args[0].shape):
-        return f"k3 has shape {tuple(value.shape)}, expected {tuple(case.args[0].shape)}"
+        return say("k3 has shape {shape}, expected {expected}", shape=tuple(value.shape), expected=tuple(case.args[0].shape))
     if torch.equal(case.args[0], case.args[1]) and not torch.equal(value, torch.zeros_like(value)):
-        return f"k3 must be exactly 0 where pi_ref = pi, got {value.detach().abs().max().item():.3g}"
+        return say("k3 must be exactly 0 where pi_ref = pi, got {got:.3g}", got=value.detach().abs().max().item())
     if (value < 0).any():
-        return f"k3 is negative ({value.detach().min().item():.3g}); (r - 1) - log r >= 0 for every r > 0"
+        return say("k3 is negative ({got:.3g}); (r - 1) - log r >= 0 for every r > 0", got=value.detach().min().item())
     return None
 
 
@@ -80,7 +84,7 @@ def _close_cases() -> list[Case]:
     magnitude = torch.exp(uniform(gen, math.log(1e-4), math.log(3e-3), 64))
     sign = torch.where(torch.rand(64, generator=gen) < 0.5, -1.0, 1.0).double()
     ref_log_p = (log_p.double() + sign * magnitude).float()
-    return [Case((log_p, ref_log_p), note="float32, |ref_log_p - log_p| between 1e-4 and 3e-3")]
+    return [Case((log_p, ref_log_p), note=say("float32, |ref_log_p - log_p| between 1e-4 and 3e-3"))]
 
 
 def _close_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -90,14 +94,14 @@ def _close_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 
 def _gradient_cases() -> list[Case]:
     gen = generator(404)
-    return [Case((_log_probs(gen, 2, 6), _log_probs(gen, 2, 6)), grad_wrt=(0,), note="shape (2, 6)"),
-            Case((_log_probs(gen, 5), _log_probs(gen, 5)), grad_wrt=(0,), note="shape (5,)")]
+    return [Case((_log_probs(gen, 2, 6), _log_probs(gen, 2, 6)), grad_wrt=(0,), note=say("shape {shape}", shape=(2, 6))),
+            Case((_log_probs(gen, 5), _log_probs(gen, 5)), grad_wrt=(0,), note=say("shape {shape}", shape=(5,)))]
 
 
 def _gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     log_p, ref_log_p = case.args
     if tuple(obs.value.shape) != tuple(log_p.shape):
-        return f"k3 has shape {tuple(obs.value.shape)}, expected one value per token {tuple(log_p.shape)}"
+        return say("k3 has shape {shape}, expected one value per token {expected}", shape=tuple(obs.value.shape), expected=tuple(log_p.shape))
     # d k3 / d log_p = (e^d - 1) * d(d)/d(log_p) = 1 - r
     return gradients(case, obs, {0: 1.0 - torch.exp(ref_log_p - log_p)}, KL_ARGS)
 

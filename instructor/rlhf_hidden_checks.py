@@ -21,8 +21,12 @@ import torch
 
 from rlhf_course.grading.checks import (Check, CheckFailed, Recall, by_id, changed_input, compare,  # noqa: F401
                                         evaluate, generator, gradients, judge_observation, run, short, uniform,
-                                        translated_messages, unmodified, unmodified_only)
+                                        phrasebook, translated_messages, unmodified, unmodified_only)
 from rlhf_course.grading.observe import Case, Observation
+
+
+# Sentences a student reads after a failure, in their edition's language (i18n/<base>.<language>.json, "details").
+say = phrasebook(__file__)
 
 
 def run_check(check_id: str, function: Callable) -> None:
@@ -77,7 +81,7 @@ def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, ep
 
 def _ppo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dim() != 0:
-        return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
+        return say("must return a 0-d tensor (the mean), got shape {shape}", shape=tuple(obs.value.shape))
     ratio, advantage, eps = case.args
     per_token = ppo_reference(ratio, advantage, eps)
     # float32 rounding of the terms (up to 3e3 in size) may survive in a mean that cancels
@@ -101,14 +105,14 @@ def _ppo_mixed_cases() -> list[Case]:
     for eps in (0.1, 0.2, 0.3):
         r = _log_uniform(gen, 1e-3, 1e3, 64)[torch.randperm(64, generator=gen)].float()
         a = torch.randn(64, generator=gen, dtype=torch.float64).float()
-        cases.append(Case((r, a, eps), note=f"64 tokens, ratios from 1e-3 to 1e3, mixed-sign advantages, eps={eps}"))
+        cases.append(Case((r, a, eps), note=say("64 tokens, ratios from 1e-3 to 1e3, mixed-sign advantages, eps={eps}", eps=eps)))
     return cases
 
 
 def _ppo_zero_advantage_cases() -> list[Case]:
     gen = generator(31)
     r = _log_uniform(gen, 1e-3, 1e3, 9).float()
-    return [Case((r, torch.zeros(9), 0.2), grad_wrt=(0,), note="A = 0 for all tokens")]
+    return [Case((r, torch.zeros(9), 0.2), grad_wrt=(0,), note=say("A = 0 for all tokens"))]
 
 
 def _ppo_zero_advantage_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -124,51 +128,50 @@ def _ppo_reduction_cases() -> list[Case]:
     for count in (7, 50):
         r = uniform(gen, 0.3, 2.2, count).float()
         a = torch.randn(count, generator=gen, dtype=torch.float64).float()
-        cases.append(Case((r, a, 0.2), note=f"{count} tokens"))
+        cases.append(Case((r, a, 0.2), note=say("{count} tokens", count=count)))
     return cases
 
 
 def _ppo_reduction_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     """The batch objective must be the mean of the student's own per-token objectives."""
     if obs.value.dim() != 0:
-        return f"must return a 0-d tensor (the mean), got shape {tuple(obs.value.shape)}"
+        return say("must return a 0-d tensor (the mean), got shape {shape}", shape=tuple(obs.value.shape))
     ratio, advantage, eps = case.args
     per_token = []
     singles = recall([Case((ratio[i:i + 1], advantage[i:i + 1], eps)) for i in range(ratio.numel())])
     for single in singles:
         if single.error or type(single.value) is not torch.Tensor or single.value.numel() != 1:
-            return "could not evaluate the objective on a single token"
+            return say("could not evaluate the objective on a single token")
         per_token.append(single.value.reshape(()).to(torch.float64))
     per_token = torch.stack(per_token)
     if torch.all(per_token == per_token[0]):
-        return "the objective does not depend on the ratio and advantage"
+        return say("the objective does not depend on the ratio and advantage")
     expected = per_token.mean()
     return compare(obs.value, expected, rtol=1e-5, atol=1e-6,
-                    what="objective on the batch (vs the mean of its per-token objectives)")
+                    what=say("objective on the batch (vs the mean of its per-token objectives)"))
 
 
 def _ppo_broadcast_cases() -> list[Case]:
     gen = generator(51)
     r = uniform(gen, 0.3, 2.2, 4, 6).float()
     a = torch.randn(4, 1, generator=gen, dtype=torch.float64).float()
-    return [Case((r, a, 0.2), note="ratio (4, 6), advantage (4, 1): one advantage per sequence")]
+    return [Case((r, a, 0.2), note=say("ratio (4, 6), advantage (4, 1): one advantage per sequence"))]
 
 
 def _ppo_broadcast_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dim() != 0:
-        return f"must return a 0-d tensor, got shape {tuple(obs.value.shape)}"
+        return say("must return a 0-d tensor, got shape {shape}", shape=tuple(obs.value.shape))
     ratio, advantage, eps = case.args
     flat_r = ratio.reshape(-1)
     flat_a = advantage.expand_as(ratio).reshape(-1)
     flat = recall(Case((flat_r, flat_a, eps)))
     if flat.error or type(flat.value) is not torch.Tensor:
-        return "could not evaluate the objective on the flattened tokens"
+        return say("could not evaluate the objective on the flattened tokens")
     moved = recall(Case((ratio * 0.8, advantage, eps)))
     if type(moved.value) is torch.Tensor and torch.equal(moved.value, obs.value):
-        return "the objective does not depend on the ratio"
+        return say("the objective does not depend on the ratio")
     return compare(obs.value, flat.value.to(torch.float64), rtol=1e-5, atol=1e-6,
-                    what="objective for (B, T) ratios with (B, 1) advantages "
-                         "(vs the same tokens flattened)")
+                    what=say("objective for (B, T) ratios with (B, 1) advantages (vs the same tokens flattened)"))
 
 
 def _ppo_gradient_cases() -> list[Case]:
@@ -201,12 +204,12 @@ def _ppo_float64_cases() -> list[Case]:
     gen = generator(71)
     r = uniform(gen, 0.3, 2.2, 10)
     a = torch.randn(10, generator=gen, dtype=torch.float64)
-    return [Case((r, a, 0.2), note="float64 inputs")]
+    return [Case((r, a, 0.2), note=say("float64 inputs"))]
 
 
 def _ppo_float64_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dtype != torch.float64:
-        return f"float64 inputs gave a {obs.value.dtype} result"
+        return say("float64 inputs gave a {dtype} result", dtype=obs.value.dtype)
     ratio, advantage, eps = case.args
     return compare(obs.value, ppo_reference(ratio, advantage, eps).mean(),
                     rtol=1e-12, atol=1e-12, what="objective")
@@ -246,18 +249,18 @@ def _dpo_zero_margin_cases() -> list[Case]:
         lp = (-1 - 4 * torch.rand(5, generator=gen)).float()
         other = (-1 - 4 * torch.rand(5, generator=gen)).float()
         # h = (lp - other) - (lp - other) = 0 for every pair
-        cases.append(Case((lp, lp.clone(), other, other.clone(), beta), note=f"beta={beta}, margin 0"))
+        cases.append(Case((lp, lp.clone(), other, other.clone(), beta), note=say("beta={beta}, margin 0", beta=beta)))
     return cases
 
 
 def _dpo_zero_margin_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     return compare(obs.value, torch.full((5,), math.log(2.0), dtype=torch.float64),
-                    rtol=1e-5, atol=1e-6, what="loss at zero margin (should be ln 2)")
+                    rtol=1e-5, atol=1e-6, what=say("loss at zero margin (should be ln 2)"))
 
 
 def _dpo_value_cases() -> list[Case]:
-    return [_dpo_batch(111, (16,), 0.1, note="16 pairs, beta=0.1"),
-            _dpo_batch(112, (16,), 0.5, scale=6.0, note="16 pairs, beta=0.5")]
+    return [_dpo_batch(111, (16,), 0.1, note=say("{count} pairs, beta={beta}", count=16, beta=0.1)),
+            _dpo_batch(112, (16,), 0.5, scale=6.0, note=say("{count} pairs, beta={beta}", count=16, beta=0.5))]
 
 
 def _dpo_beta_cases() -> list[Case]:
@@ -276,12 +279,12 @@ def _dpo_swap_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     lp_w, lp_l, ref_w, ref_l, beta = case.args
     swapped = recall(Case((lp_l, lp_w, ref_l, ref_w, beta)))
     if swapped.error or type(swapped.value) is not torch.Tensor:
-        return "could not evaluate the loss with chosen and rejected swapped"
+        return say("could not evaluate the loss with chosen and rejected swapped")
     if swapped.value.shape != obs.value.shape:
-        return "swapping chosen and rejected changed the output shape"
+        return say("swapping chosen and rejected changed the output shape")
     h = (lp_w.double() - ref_w.double()) - (lp_l.double() - ref_l.double())
     return compare(swapped.value.double() - obs.value.double(), beta * h, rtol=1e-4, atol=1e-5,
-                    what="L(swapped) - L(original), which should equal beta * margin,")
+                    what=say("L(swapped) - L(original), which should equal beta * margin,"))
 
 
 def _dpo_shift_cases() -> list[Case]:
@@ -294,12 +297,12 @@ def _dpo_shift_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     shifted_args = (lp_w + 1.5, lp_l - 2.0, ref_w + 1.5, ref_l - 2.0, beta)
     shifted = recall(Case(shifted_args))
     if shifted.error or type(shifted.value) is not torch.Tensor:
-        return "could not evaluate the loss on shifted inputs"
+        return say("could not evaluate the loss on shifted inputs")
     other_margin = recall(Case((lp_w + 1.0, lp_l, ref_w, ref_l, beta)))
     if type(other_margin.value) is torch.Tensor and torch.equal(other_margin.value, obs.value):
-        return "the loss does not depend on the log-probabilities"
+        return say("the loss does not depend on the log-probabilities")
     return compare(shifted.value, obs.value.double(), rtol=1e-4, atol=1e-5,
-                    what="loss after adding a constant to a (policy, reference) pair")
+                    what=say("loss after adding a constant to a (policy, reference) pair"))
 
 
 def _dpo_stability_cases() -> list[Case]:
@@ -307,7 +310,7 @@ def _dpo_stability_cases() -> list[Case]:
     def pair(h: float, beta: float) -> Case:
         return Case((torch.tensor(-10.0), torch.tensor(-10.0 - h), torch.tensor(-10.0),
                      torch.tensor(-10.0), beta), grad_wrt=(0, 1),
-                    note=f"float32, beta * margin = {beta * h:g}")
+                    note=say("float32, beta * margin = {value:g}", value=beta * h))
     return [pair(-2000.0, 0.1), pair(500.0, 0.1)]
 
 
@@ -325,8 +328,8 @@ def _dpo_gradient_cases() -> list[Case]:
     require one."""
     frozen = _dpo_batch(151, (6,), 0.5, scale=4.0)
     tracked = _dpo_batch(152, (6,), 0.5, scale=4.0)
-    return [Case(frozen.args, grad_wrt=(0, 1), note="beta=0.5, reference log-probs without gradient"),
-            Case(tracked.args, grad_wrt=(0, 1, 2, 3), note="beta=0.5, reference log-probs requiring grad")]
+    return [Case(frozen.args, grad_wrt=(0, 1), note=say("beta=0.5, reference log-probs without gradient")),
+            Case(tracked.args, grad_wrt=(0, 1, 2, 3), note=say("beta=0.5, reference log-probs requiring grad"))]
 
 
 def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -344,9 +347,9 @@ def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | N
 
 
 def _dpo_shape_cases() -> list[Case]:
-    return [_dpo_batch(161, (3, 5), 0.1, note="inputs of shape (3, 5)"),
-            _dpo_batch(162, (), 0.1, note="0-d inputs"),
-            _dpo_batch(163, (7,), 0.1, note="inputs of shape (7,)")]
+    return [_dpo_batch(161, (3, 5), 0.1, note=say("inputs of shape {shape}", shape=(3, 5))),
+            _dpo_batch(162, (), 0.1, note=say("0-d inputs")),
+            _dpo_batch(163, (7,), 0.1, note=say("inputs of shape {shape}", shape=(7,)))]
 
 
 def _dpo_shape_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -416,7 +419,7 @@ def _gae_lambda_one_judge(case: Case, obs: Observation, recall: Recall) -> str |
         returns.append(ret)
     expected = torch.tensor(returns[::-1], dtype=torch.float64) - values.double()
     return compare(obs.value, expected, rtol=1e-4, atol=1e-4,
-                    what="advantages with lambda=1 (return minus value)")
+                    what=say("advantages with lambda=1 (return minus value)"))
 
 
 def _gae_lambda_zero_cases() -> list[Case]:
@@ -431,7 +434,7 @@ def _td_residuals(rewards, values, next_value, gamma) -> torch.Tensor:
 def _gae_lambda_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     rewards, values, next_value, gamma, _ = case.args
     return compare(obs.value, _td_residuals(rewards, values, next_value, gamma), rtol=1e-4,
-                    atol=1e-5, what="advantages with lambda=0 (the TD residuals)")
+                    atol=1e-5, what=say("advantages with lambda=0 (the TD residuals)"))
 
 
 def _gae_gamma_zero_cases() -> list[Case]:
@@ -441,7 +444,7 @@ def _gae_gamma_zero_cases() -> list[Case]:
 def _gae_gamma_zero_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     rewards, values, *_ = case.args
     return compare(obs.value, rewards.double() - values.double(), rtol=1e-4, atol=1e-5,
-                    what="advantages with gamma=0 (r_t - V(s_t))")
+                    what=say("advantages with gamma=0 (r_t - V(s_t))"))
 
 
 def _gae_single_step_cases() -> list[Case]:
@@ -451,9 +454,9 @@ def _gae_single_step_cases() -> list[Case]:
 def _gae_next_value_cases() -> list[Case]:
     # A rollout segment cut before its episode ends: the state after its last step has a value.
     return [_gae_episode(251, 6, sparse=True, next_value=2.5,
-                         note="segment of 6 steps cut before the episode ends, next_value=2.5"),
-            _gae_episode(252, 1, next_value=-1.5, note="segment of 1 step, next_value=-1.5"),
-            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note="segment of 10 steps, next_value=4.0")]
+                         note=say("segment of {steps} steps cut before the episode ends, next_value={next_value}", steps=6, next_value=2.5)),
+            _gae_episode(252, 1, next_value=-1.5, note=say("segment of 1 step cut before the episode ends, next_value={next_value}", next_value=-1.5)),
+            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note=say("segment of {steps} steps cut before the episode ends, next_value={next_value}", steps=10, next_value=4.0))]
 
 
 def _gae_random_length_cases() -> list[Case]:
@@ -469,9 +472,9 @@ def _gae_shape_cases() -> list[Case]:
 def _gae_shape_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     want = tuple(case.args[0].shape)
     if tuple(obs.value.shape) != want:
-        return f"advantages have shape {tuple(obs.value.shape)}, expected {want} (one per step)"
+        return say("advantages have shape {shape}, expected {expected} (one per step)", shape=tuple(obs.value.shape), expected=want)
     if not obs.value.dtype.is_floating_point:
-        return f"advantages have dtype {obs.value.dtype}, expected a floating-point tensor"
+        return say("advantages have dtype {dtype}, expected a floating-point tensor", dtype=obs.value.dtype)
     return None
 
 
@@ -494,23 +497,23 @@ GUIDE_RATIO = (0.5, 1.0, 1.5, 2.0, 3.0)
 
 def _ppo_visible_cases() -> list[Case]:
     ratio = torch.tensor(GUIDE_RATIO)
-    return [Case((ratio, torch.ones(5), 0.2), note="A = +1, expected 1.02"),
-            Case((ratio, -torch.ones(5), 0.2), note="A = -1, expected -1.66")]
+    return [Case((ratio, torch.ones(5), 0.2), note=say("A = {advantage}, expected {expected}", advantage="+1", expected=1.02)),
+            Case((ratio, -torch.ones(5), 0.2), note=say("A = {advantage}, expected {expected}", advantage="-1", expected=-1.66))]
 
 
 def _ppo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dim() != 0:
-        return "return a 0-d tensor: the mean over tokens"
+        return say("return a 0-d tensor: the mean over tokens")
     detail = compare(obs.value, ppo_reference(*case.args).mean(), rtol=0, atol=1e-4, what="objective")
     return detail or unmodified_only(case, obs, PPO_ARGS)
 
 
 def _dpo_visible_cases() -> list[Case]:
     a, b, ref, zero = torch.tensor(-2.0), torch.tensor(-5.0), torch.tensor(-3.0), torch.tensor(0.0)
-    return [Case((a, b, ref, ref, 0.1), note="policy prefers y_w, expected 0.5544"),
-            Case((b, a, ref, ref, 0.1), note="policy prefers y_l, expected 0.8544"),
+    return [Case((a, b, ref, ref, 0.1), note=say("policy prefers y_w, expected {expected}", expected=0.5544)),
+            Case((b, a, ref, ref, 0.1), note=say("policy prefers y_l, expected {expected}", expected=0.8544)),
             Case((torch.tensor(-2000.0), zero, zero, zero, 0.1), grad_wrt=(0,),
-                 note="wrong by h = -2000 in float32, expected 200 with a finite gradient")]
+                 note=say("wrong by h = -2000 in float32, expected 200 with a finite gradient"))]
 
 
 def _dpo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -519,21 +522,21 @@ def _dpo_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | No
     if detail is None and case.grad_wrt:
         grad = obs.grads.get(0)
         if grad is None or not bool(torch.isfinite(grad).all()):
-            detail = "the gradient must reach log_p_w and stay finite (use F.logsigmoid)"
+            detail = say("the gradient must reach log_p_w and stay finite (use F.logsigmoid)")
     return detail or unmodified_only(case, obs, DPO_ARGS)
 
 
 def _gae_visible_cases() -> list[Case]:
     return [Case((torch.tensor([0.0, 0.0, 0.0, 0.0, 10.0]), torch.ones(5), 0.0, 0.99, 0.95),
-                 note="the guide's 5-step episode")]
+                 note=say("the guide's 5-step episode"))]
 
 
 def _gae_visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if tuple(obs.value.shape) != (5,):
-        return "one advantage per step"
+        return say("one advantage per step")
     detail = compare(obs.value, gae_reference(*case.args), rtol=0, atol=1e-3, what="advantages")
     if detail is None and not bool((obs.value > 0).all()):
-        detail = "the terminal reward must reach every step"
+        detail = say("the terminal reward must reach every step")
     return detail
 
 

@@ -90,8 +90,8 @@ ZH = {
     "beta * (log-ratio chosen - rejected)": "beta *（被选 - 被拒 的对数概率比）",
     "accuracy (right axis)": "准确率（右轴）",
     "preference accuracy": "偏好准确率",
-    "chosen y_w": "被选回答 y_w",
-    "rejected y_l": "被拒回答 y_l",
+    "chosen y_w": "偏好回复 y_w",
+    "rejected y_l": "不偏好回复 y_l",
     "Implicit rewards": "隐式奖励",
     "beta * log(pi / pi_ref) (nats)": "beta * log(pi / pi_ref)（nats）",
     "gold reward of samples": "样本的真实奖励",
@@ -177,6 +177,7 @@ ZH = {
     "(RM {rm:+.2f}, gold {gold:+.2f})": "（奖励模型 {rm:+.2f}，真实奖励 {gold:+.2f}）",
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
+    "{detail} ({note})": "{detail}（{note}）",
     "must return a torch.Tensor, got {type}": "必须返回 torch.Tensor，实际得到 {type}",
     "{what} has shape {shape}, expected {expected}": "{what}的形状是 {shape}，应为 {expected}",
     "{what} has dtype {dtype}, expected a floating-point tensor": "{what}的 dtype 是 {dtype}，应为浮点张量",
@@ -193,14 +194,6 @@ ZH = {
     "loss": "损失",
     "objective": "目标值",
     "k3": "k3",
-    "advantages of a group with no spread": "组内得分没有差异时的优势",
-    "advantages of the other groups": "其他组的优势",
-    "advantages with gamma=0 (r_t - V(s_t))": "gamma=0 时的优势（r_t - V(s_t)）",
-    "advantages with lambda=0 (the TD residuals)": "lambda=0 时的优势（TD 误差）",
-    "advantages with lambda=1 (return minus value)": "lambda=1 时的优势（回报减价值）",
-    "loss at zero margin (should be ln 2)": "偏好边际为 0 时的损失（应为 ln 2）",
-    "loss after adding a constant to a (policy, reference) pair": "给一对（策略, 参考）对数概率加上同一常数后的损失",
-    "objective on the batch (vs the mean of its per-token objectives)": "整批的目标值（与逐 token 目标值的均值相比）",
 }
 TABLES = {CHINESE: ZH}
 
@@ -233,10 +226,15 @@ def language() -> str:
     return _language
 
 
+def in_effect() -> str:
+    """The language :func:`t` speaks here: this thread's (:func:`speaking`), else the process's."""
+    return _speaking.get() or _language
+
+
 def t(english: str, language: str | None = None, **fields) -> str:
     """``english`` in the given language, else the thread's (:func:`speaking`), else the process's,
     with ``fields`` filled in."""
-    text = TABLES.get(language or _speaking.get() or _language, {}).get(english, english)
+    text = TABLES.get(language or in_effect(), {}).get(english, english)
     return text.format(**fields) if fields else text
 
 

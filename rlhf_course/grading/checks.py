@@ -15,6 +15,8 @@ Nothing here knows the assignment's answers: it holds no reference implementatio
 """
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -67,7 +69,7 @@ def judge_observation(check: Check, case: Case, observation: Observation, recall
         return t("must return a torch.Tensor, got {type}", type=observation.value_type)
     detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
-        detail = f"{detail} ({case.note})"
+        detail = t("{detail} ({note})", detail=detail, note=case.note)
     return detail
 
 
@@ -98,19 +100,42 @@ def translated_messages(checks_file: str) -> dict[str, str]:
     """The messages of the checks in ``instructor/<base>_hidden_checks.py`` in the kernel's language
     (:func:`rlhf_course.i18n.set_language`), from the course's ``i18n/<base>.<language>.json``; {} in
     English or when the course has no such file."""
-    import json
+    table = edition_table(checks_file, i18n.language())
+    return {cid: entry["text"] for cid, entry in table.get("messages", {}).items()}
+
+
+def edition_table(checks_file: str, language: str) -> dict:
+    """The translation file of the assignment whose checks are ``checks_file``
+    (``instructor/<base>_hidden_checks.py`` -> ``i18n/<base>.<language>.json`` beside it); {} in
+    English or when the course has none."""
     from pathlib import Path
 
-    language = i18n.language()
     if language == i18n.ENGLISH:
         return {}
     path = Path(checks_file).resolve()
-    base = path.stem.removesuffix("_hidden_checks")
-    table_path = path.parent.parent / "i18n" / f"{base}.{language}.json"
-    if not table_path.is_file():
+    table_path = path.parent.parent / "i18n" / f"{path.stem.removesuffix('_hidden_checks')}.{language}.json"
+    try:
+        stamp = table_path.stat().st_mtime_ns
+    except FileNotFoundError:
         return {}
-    table = json.loads(table_path.read_text(encoding="utf-8"))
-    return {cid: entry["text"] for cid, entry in table.get("messages", {}).items()}
+    return _read_table(table_path, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_table(path, stamp: int) -> dict:  # stamp: a file edited since is read again
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def phrasebook(checks_file: str) -> Callable[..., str]:
+    """``say(english, **fields)`` for an instructor checks module (``say = phrasebook(__file__)``):
+    one of its own sentences (a judge's detail, a case's note) in the language in effect (the grader
+    thread's, else the kernel's), from the ``"details"`` of its translation file, the English template
+    as the key; the English when there is no translation.  Pass a template and its fields, never an
+    f-string: the edition check finds every ``say("...")`` and requires its translation."""
+    def say(english: str, **fields) -> str:
+        text = edition_table(checks_file, i18n.in_effect()).get("details", {}).get(english) or english
+        return text.format(**fields) if fields else text
+    return say
 
 
 # ----------------------------------------------------------------------------- comparison helpers

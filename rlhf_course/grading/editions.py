@@ -5,7 +5,8 @@ The instructor edits one assignment (``source/<base>/``).  A translation file be
 
     {"assignment": "rlhf_zh", "base": "rlhf", "language": "zh-CN",
      "cells":    {"<cell id>":  {"english_sha256": "<sha256 of the English text>", "text": "..."}},
-     "messages": {"<grade id>": {"english_sha256": "<sha256 of the check's message>", "text": "..."}}}
+     "messages": {"<grade id>": {"english_sha256": "<sha256 of the check's message>", "text": "..."}},
+     "details":  {"<a say() template of the checks, in English>": "<the same template translated>"}}
 
 A code cell may be in ``cells`` too, for its comments, docstrings and assertion/print messages: its
 translation must have the same code once those are set aside (:func:`code_skeleton`), and keep
@@ -30,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +231,51 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
             elif entry["english_sha256"] != english_sha256(check.message):
                 found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
                              f"python -m rlhf_course.grading.editions revisit {edition.path.name} {check_id})")
+    found += detail_problems(course_root, edition, table.get("details", {}))
+    return found
+
+
+def said_templates(course_root: Path, base: str) -> list[str]:
+    """Every template the base's checks module hands to ``say(...)`` (its judges' details and its
+    cases' notes, :func:`rlhf_course.grading.checks.phrasebook`), in the order written; [] when the
+    course has no such module.  A ``say`` whose first argument is not a literal string is refused:
+    its English could not be looked up."""
+    path = Path(course_root) / instructor.FOLDER / f"{instructor.checks_module_name(base)}.py"
+    if not path.is_file():
+        return []
+    templates = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "say":
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                raise ValueError(f"{path.name} line {node.lineno}: say() takes a literal template and its fields "
+                                 f"(say(\"... {{x}} ...\", x=...)), not an f-string or a variable")
+            templates.append(first.value)
+    return list(dict.fromkeys(templates))
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def detail_problems(course_root: Path, edition: Edition, details: dict) -> list[str]:
+    """The checks' own sentences (``say`` templates, keyed by their English): each translated, with
+    the same fields, and none left over from English that is gone."""
+    try:
+        templates = said_templates(course_root, edition.base)
+    except ValueError as error:
+        return [str(error)]
+    found = []
+    for template in templates:
+        text = details.get(template)
+        if not text:
+            found.append(f"detail {template!r}: not translated (\"details\" in {edition.path.name})")
+        elif _fields(text) != _fields(template):
+            found.append(f"detail {template!r}: its translation must use the fields {sorted(_fields(template))}, "
+                         f"not {sorted(_fields(text))}")
+    found += [f"detail {english!r}: in {edition.path.name} but no say() of "
+              f"{instructor.checks_module_name(edition.base)}.py uses it (its English changed?)"
+              for english in details if english not in templates]
     return found
 
 

@@ -6,7 +6,9 @@ import re
 from collections import Counter
 
 import pytest
+import torch
 
+from rlhf_course.grading import checks as checks_module
 from rlhf_course.grading import editions, instructor, notebooks, release, settings
 from rlhf_course.grading.export import EditionsCsvExport
 from tests.support.course import REPO
@@ -114,6 +116,7 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
     for check_id, check in checks.items():
         table["messages"][check_id] = {"english_sha256": editions.english_sha256(check.message),
                                        "text": "[译] " + check.message}
+    table["details"] = {template: "[译] " + template for template in editions.said_templates(course, base)}
     for old in (course / "i18n").glob("*.json"):
         old.unlink()
     path = course / "i18n" / f"{base}.{language}.json"
@@ -173,6 +176,43 @@ def test_a_missing_cell_or_message_and_lost_solution_markers_are_named(course):
     assert f"cell {written}: the translation must keep the ### BEGIN/END SOLUTION lines" in found
     assert "message ppo_gradient: not translated" in found
     assert "cell no-such-cell: in rlhf.zh-CN.json but not in source/rlhf" in found
+
+
+def test_the_checks_own_sentences_are_translated_with_their_fields_and_none_left_over(course):
+    """A judge's detail or a case's note (say("...")) without its Chinese, with other fields than the
+    English, or a translation whose English is gone: each named; a say() of an f-string is refused."""
+    edition, checks = pseudo_translation(course)
+    templates = editions.said_templates(course, "rlhf")
+    assert len(templates) > 30 and "segment of {steps} steps cut before the episode ends, next_value={next_value}" in templates
+    table = edition.table()
+    del table["details"]["{count} tokens"]
+    table["details"]["inputs of shape {shape}"] = "输入形状为 {size}"
+    table["details"]["an English sentence nobody says any more"] = "旧句子"
+    editions.write_table(edition.path, table)
+    found = "\n".join(editions.problems(course, edition, checks))
+    assert "detail '{count} tokens': not translated" in found
+    assert "detail 'inputs of shape {shape}': its translation must use the fields ['shape'], not ['size']" in found
+    assert "detail 'an English sentence nobody says any more': in rlhf.zh-CN.json but no say()" in found
+    module = course / "instructor" / "rlhf_hidden_checks.py"
+    module.write_text(module.read_text().replace('note=say("A = 0 for all tokens")', 'note=say(f"A = {0} for all tokens")'))
+    assert "say() takes a literal template" in "\n".join(editions.problems(course, edition, checks))
+
+
+def test_a_failure_reads_in_chinese_down_to_the_case_note():
+    """The check's message, the judge's detail and the case's note, all in the edition's language."""
+    from rlhf_course import i18n
+
+    rlhf_hidden_checks = instructor.load_module(REPO, "rlhf_hidden_checks")  # the course's, with its i18n/
+
+    def gae_one_too_long(rewards, values, next_value, gamma, gae_lambda):
+        return torch.zeros(len(rewards) + 1)
+
+    check = rlhf_hidden_checks.CHECKS["gae_bootstraps_next_value"]
+    with i18n.speaking("zh-CN"):
+        detail = checks_module.evaluate(check, gae_one_too_long)
+    assert detail == "优势的形状是 (7,)，应为 (6,)（在回合结束前被切断的 6 步数据段，next_value=2.5）"
+    assert checks_module.evaluate(check, gae_one_too_long) == (
+        "advantages has shape (7,), expected (6,) (segment of 6 steps cut before the episode ends, next_value=2.5)")
 
 
 def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
