@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from rlhf_course.i18n import t
 from rlhf_course.lab import language
 from rlhf_course.lab.language import RESPONSE_LENGTH, gold_reward
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
@@ -63,7 +64,8 @@ class LabConfig:
 
 
 def _progress(iterable, description: str, show: bool):
-    return tqdm(iterable, desc=description, leave=False, disable=not show, mininterval=0.5)
+    """A progress bar named in the student's language."""
+    return tqdm(iterable, desc=t(description), leave=False, disable=not show, mininterval=0.5)
 
 
 # ----------------------------------------------------------------------------- SFT
