@@ -112,7 +112,7 @@ def _eps_cases() -> list[Case]:
 
 def _eps_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     detail = compare(obs.value, advantages_reference(*_args(case)), rtol=1e-6, atol=1e-9, what="advantages")
-    return detail and f"{detail}: eps is added to the std, outside the square root"
+    return detail and say("{detail}: eps is added to the std, outside the square root", detail=detail)
 
 
 def _unscaled_cases() -> list[Case]:

@@ -355,8 +355,8 @@ def _dpo_shape_cases() -> list[Case]:
 def _dpo_shape_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     want = tuple(case.args[0].shape)
     if tuple(obs.value.shape) != want:
-        return (f"loss has shape {tuple(obs.value.shape)}, expected {want}: "
-                "return one loss per pair, do not reduce")
+        return say("loss has shape {shape}, expected {expected}: return one loss per pair, do not reduce",
+                   shape=tuple(obs.value.shape), expected=want)
     return None
 
 

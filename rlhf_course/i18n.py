@@ -179,6 +179,11 @@ ZH = {
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
+    # what the student's function did instead of returning (rlhf_course/grading/observe.py, sandbox_runner.py)
+    "raised {error}: {message}": "抛出了 {error}：{message}",
+    "cell {cell} raised {error}": "单元格 {cell} 抛出了 {error}",
+    "it is not defined": "它没有被定义",
+    "{name} is not available ({why})": "{name} 无法使用（{why}）",
     "must return a torch.Tensor, got {type}": "必须返回 torch.Tensor，实际得到 {type}",
     "{what} has shape {shape}, expected {expected}": "{what}的形状是 {shape}，应为 {expected}",
     "{what} has dtype {dtype}, expected a floating-point tensor": "{what}的 dtype 是 {dtype}，应为浮点张量",

@@ -20,6 +20,8 @@ from typing import Callable
 
 import torch
 
+from rlhf_course.i18n import t
+
 
 @dataclass(frozen=True)
 class Case:
@@ -74,7 +76,7 @@ def observe(function: Callable, case: Case) -> Observation:
         try:
             value = function(*args)
         except Exception as exc:  # the student's bug is data here, not a crash
-            observation.error = f"raised {type(exc).__name__}: {exc}"
+            observation.error = t("raised {error}: {message}", error=type(exc).__name__, message=exc)
             return observation
         if type(value) is not torch.Tensor:
             observation.value_type = type(value).__name__

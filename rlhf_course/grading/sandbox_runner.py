@@ -31,6 +31,7 @@ import traceback
 
 from rlhf_course.grading.protocol import (CALL, DEFINE, FAILED, FEEDBACK, JOB, NOTEBOOK, OBSERVATION, READY,
                                            decode_job, defined_reply, read_frame, write_frame)
+from rlhf_course.i18n import t
 
 PR_SET_DUMPABLE = 4
 
@@ -110,8 +111,8 @@ def serve_calls(job: dict, requests: int, replies: int) -> None:
         name, args, grad_wrt = decode_call(frame)
         function = namespace.get(name)
         if not callable(function):
-            why = "; ".join(f"cell {k} raised {v}" for k, v in errors.items()) or "it is not defined"
-            observation = Observation(error=f"{name} is not available ({why})")
+            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in errors.items()) or t("it is not defined")
+            observation = Observation(error=t("{name} is not available ({why})", name=name, why=why))
         else:
             observation = observe(function, Case(tuple(args), tuple(grad_wrt)))
         write_frame(replies, OBSERVATION + to_wire(observation))

@@ -3,6 +3,7 @@ tampered submissions handed in to both get the same state and the same score in 
 trusted grader (in-process double; the real sandbox runs the same code) and by stock nbgrader
 autograde; the students read their messages and feedback in Chinese; the export lists each once."""
 import csv
+import re
 
 import pytest
 
@@ -70,6 +71,20 @@ def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
     assert "目标值为" in details and "objective " not in details and "What went wrong" not in details, details
     unreadable = next(r for (a, s), r in results.items() if a == ZH and r.state not in ("graded", "failed tests"))
     assert all(c.message.startswith("未评分：") for c in unreadable.cells.values()), unreadable.cells
+
+
+def test_no_failure_of_any_wrong_answer_reads_in_english(graded):
+    """Every cell every wrong answer of the catalogue fails, in the Chinese edition: the message, the
+    judge's detail and the case's note are Chinese; English is left only inside a Python error's own
+    text (after "...Error: ") and in code and numbers (ratio=0.5, float32, log_p_w)."""
+    _, results = graded
+    phrase = re.compile(r"(?<![\w.`-])[A-Za-z][a-z]{2,}(?: [a-z]{2,})+")  # two English words in a row
+    failures = [(student, cell.grade_id, cell.message) for (assignment, student), result in results.items()
+                if assignment == ZH and student in STUDENTS for cell in result.cells.values() if cell.score < cell.points]
+    assert len(failures) > 60
+    english = [(student, grade_id, message) for student, grade_id, message in failures
+               if phrase.search(re.sub(r"\w+Error[:：] ?[^（]*", "", message))]
+    assert english == [], "\n".join(map(str, english))
 
 
 def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):

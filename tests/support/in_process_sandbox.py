@@ -18,6 +18,7 @@ from rlhf_course.grading.observe import Case, Observation, decode_call, encode_c
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.sandbox import SandboxDied
 from rlhf_course import i18n
+from rlhf_course.i18n import t
 from rlhf_course.grading.sandbox_runner import define_functions
 
 
@@ -92,8 +93,8 @@ class InProcessSandbox:
         name, args, grad_wrt = decode_call(encode_call(function, args, grad_wrt))  # the plain-data path
         target = self.namespace.get(name)
         if not callable(target):
-            why = "; ".join(f"cell {k} raised {v}" for k, v in self.errors.items()) or "it is not defined"
-            return to_wire(Observation(error=f"{name} is not available ({why})"))
+            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in self.errors.items()) or t("it is not defined")
+            return to_wire(Observation(error=t("{name} is not available ({why})", name=name, why=why)))
         return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
 
 
