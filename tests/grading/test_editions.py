@@ -215,6 +215,34 @@ def test_a_failure_reads_in_chinese_down_to_the_case_note():
         "advantages has shape (7,), expected (6,) (segment of 6 steps cut before the episode ends, next_value=2.5)")
 
 
+# Two English words in a row, outside code (`x`, a.b, -log sigmoid) and a Python error's own text.
+ENGLISH_PHRASE = re.compile(r"(?<![\w.`-])[A-Za-z][a-z]{2,}(?: [a-z]{2,})+")
+CATALOGUES = {"rlhf": "answer_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
+
+
+@pytest.mark.parametrize("base", sorted(CATALOGUES))
+def test_every_wrong_answer_of_the_catalogue_fails_in_chinese(base):
+    """Each wrong answer of the assignment's catalogue, judged by each check it must fail (in this
+    process, in Chinese): the detail and the case's note carry no English sentence."""
+    import math
+
+    import torch.nn.functional as F
+    from rlhf_course import i18n
+
+    checks = instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS  # the course's i18n/
+    english = []
+    for wrong in instructor.load_module(REPO, CATALOGUES[base]).WRONG_ANSWERS:
+        namespace = {"torch": torch, "F": F, "math": math}
+        exec(wrong.source, namespace)
+        for grade_id in sorted(wrong.loses):
+            with i18n.speaking("zh-CN"):
+                detail = checks_module.evaluate(checks[grade_id], namespace[checks[grade_id].function])
+            assert detail is not None, (wrong.name, grade_id)
+            if ENGLISH_PHRASE.search(re.sub(r"\w+Error[:：] ?[^（]*", "", detail)):
+                english.append((wrong.name, grade_id, detail))
+    assert english == [], "\n".join(map(str, english))
+
+
 def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
     edition, checks = pseudo_translation(course)
     [built] = editions.build_source(course, edition, checks)
