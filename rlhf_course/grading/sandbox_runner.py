@@ -111,7 +111,8 @@ def serve_calls(job: dict, requests: int, replies: int) -> None:
         name, args, grad_wrt = decode_call(frame)
         function = namespace.get(name)
         if not callable(function):
-            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in errors.items()) or t("it is not defined")
+            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in errors.items())
+            why = why or t("it is not defined")
             observation = Observation(error=t("{name} is not available ({why})", name=name, why=why))
         else:
             observation = observe(function, Case(tuple(args), tuple(grad_wrt)))

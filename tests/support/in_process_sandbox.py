@@ -93,7 +93,8 @@ class InProcessSandbox:
         name, args, grad_wrt = decode_call(encode_call(function, args, grad_wrt))  # the plain-data path
         target = self.namespace.get(name)
         if not callable(target):
-            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in self.errors.items()) or t("it is not defined")
+            why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in self.errors.items())
+            why = why or t("it is not defined")
             return to_wire(Observation(error=t("{name} is not available ({why})", name=name, why=why)))
         return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
 
