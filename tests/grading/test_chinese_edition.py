@@ -3,7 +3,6 @@ tampered submissions handed in to both get the same state and the same score in 
 trusted grader (in-process double; the real sandbox runs the same code) and by stock nbgrader
 autograde; the students read their messages and feedback in Chinese; the export lists each once."""
 import csv
-import re
 
 import pytest
 
@@ -13,6 +12,7 @@ from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, examples, settings
 from tests.support.course import copy_course, needs_sandbox, release_course
 
+from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
@@ -78,12 +78,11 @@ def test_no_failure_of_any_wrong_answer_reads_in_english(graded):
     judge's detail and the case's note are Chinese; English is left only inside a Python error's own
     text (after "...Error: ") and in code and numbers (ratio=0.5, float32, log_p_w)."""
     _, results = graded
-    phrase = re.compile(r"(?<![\w.`-])[A-Za-z][a-z]{2,}(?: [a-z]{2,})+")  # two English words in a row
     failures = [(student, cell.grade_id, cell.message) for (assignment, student), result in results.items()
                 if assignment == ZH and student in STUDENTS for cell in result.cells.values() if cell.score < cell.points]
     assert len(failures) > 60
     english = [(student, grade_id, message) for student, grade_id, message in failures
-               if phrase.search(re.sub(r"\w+Error[:：] ?[^（]*", "", message))]
+               if english_phrases(message)]
     assert english == [], "\n".join(map(str, english))
 
 

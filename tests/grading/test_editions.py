@@ -12,6 +12,7 @@ from rlhf_course.grading import checks as checks_module
 from rlhf_course.grading import editions, instructor, notebooks, release, settings
 from rlhf_course.grading.export import EditionsCsvExport
 from tests.support.course import REPO
+from tests.support.english import english_phrases
 
 COURSE_EDITIONS = editions.editions(REPO)
 # Inline math and code spans may wrap a line (Chinese prose keeps a paragraph on one line): compare
@@ -215,8 +216,6 @@ def test_a_failure_reads_in_chinese_down_to_the_case_note():
         "advantages has shape (7,), expected (6,) (segment of 6 steps cut before the episode ends, next_value=2.5)")
 
 
-# Two English words in a row, outside code (`x`, a.b, -log sigmoid) and a Python error's own text.
-ENGLISH_PHRASE = re.compile(r"(?<![\w.`-])[A-Za-z][a-z]{2,}(?: [a-z]{2,})+")
 CATALOGUES = {"rlhf": "answer_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
 
 
@@ -238,7 +237,7 @@ def test_every_wrong_answer_of_the_catalogue_fails_in_chinese(base):
             with i18n.speaking("zh-CN"):
                 detail = checks_module.evaluate(checks[grade_id], namespace[checks[grade_id].function])
             assert detail is not None, (wrong.name, grade_id)
-            if ENGLISH_PHRASE.search(re.sub(r"\w+Error[:：] ?[^（]*", "", detail)):
+            if english_phrases(detail):
                 english.append((wrong.name, grade_id, detail))
     assert english == [], "\n".join(map(str, english))
 
