@@ -83,9 +83,13 @@ c.Autograde.sanitize_preprocessors = [
 # (rlhf_course/grading/safe_html.py): sanitize_html makes nbconvert's templates pass outputs through
 # clean_html and drop script and widget outputs; nbgrader's formgrade template renders markdown cells
 # with markdown2html alone, so that filter sanitises too.
+# The page's elements are named by the page alone (no id, name or class from a student, no heading
+# anchors), and code is highlighted with the course's one lexer, whatever a notebook's metadata says.
 c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.exclude_anchor_links = True
 c.HTMLExporter.filters = {"markdown2html": "rlhf_course.grading.safe_html.SafeMarkdown",
-                          "clean_html": "rlhf_course.grading.safe_html.clean"}
+                          "clean_html": "rlhf_course.grading.safe_html.clean",
+                          "highlight_code": "rlhf_course.grading.safe_html.CourseHighlight"}
 c.HTMLExporter.extra_template_basedirs = [
     str(COURSE_ROOT / "jupyter" / "formgrader"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),

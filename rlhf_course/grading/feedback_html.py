@@ -178,10 +178,8 @@ def make_exporter():
         def _highlighter(self, lexer):
             if lexer not in self._highlighters:
                 highlight = Highlight2HTML(pygments_lexer=lexer, parent=self)
-                cached = _cached(lambda source, language, magics: highlight(
-                    source, language, {"magics_language": magics} if magics else None))
-                self._highlighters[lexer] = lambda source, language=None, metadata=None: cached(
-                    source, language, (metadata or {}).get("magics_language"))
+                cached = _cached(lambda source: highlight(source, lexer))
+                self._highlighters[lexer] = lambda source, language=None, metadata=None: cached(str(source))
             return self._highlighters[lexer]
 
         def from_notebook_node(self, nb, resources=None, **kw):
@@ -196,9 +194,8 @@ def make_exporter():
         def _page(self, nb, resources=None, **kw):
             # HTMLExporter.from_notebook_node, with a cached highlighter and without BeautifulSoup
             # for pages that have no images.
-            langinfo = nb.metadata.get("language_info", {})
-            lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-            self.register_filter("highlight_code", self.filters.get("highlight_code", self._highlighter(lexer)))
+            # One lexer, the course's: neither the notebook's language_info nor a cell's metadata chooses it.
+            self.register_filter("highlight_code", self._highlighter(safe_html.COURSE_LEXER))
             resources = self._init_resources(resources)
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
@@ -218,4 +215,4 @@ def make_exporter():
     # optimistic_validation: the notebook is validated once after the preprocessors, not after each
     # of them (twelve schema validations a page otherwise).
     return FeedbackExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)],
-                            sanitize_html=True, optimistic_validation=True)
+                            sanitize_html=True, optimistic_validation=True, exclude_anchor_links=True)

@@ -8,7 +8,8 @@ exporter ``nbgrader_config.py`` configures with :class:`SafeMarkdown` and :func:
 cells without any sanitiser).
 
 What passes: text, the tags rendered Markdown produces, links to http(s)/mailto/relative addresses,
-images as ``data:`` URLs of PNG, JPEG or GIF.  What does not: script, every event handler and style
+images as ``data:`` URLs of PNG, JPEG or GIF.  What does not: any ``id``, ``name`` or ``class`` (a
+heading's generated anchor included: the page's elements are named by the page alone), script, every event handler and style
 attribute, ``javascript:``/``data:text/html`` URLs, SVG and MathML markup, iframe, object, embed,
 form, style, link, meta and base.  A disallowed tag is shown escaped, as text, so the instructor sees
 what the student tried.
@@ -54,10 +55,10 @@ OUTPUT_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", *IMAGE
 
 
 def _allowed(tag: str, name: str, value: str) -> bool:
-    if name in ("class", "title"):
+    # No id, name or class from a student: the page's own scripts find their elements by them (the
+    # Formgrader's grade controls by grade id), so markup that could carry one could take a control.
+    if name == "title":
         return True
-    if name == "id":  # markdown headings' anchors
-        return tag in ("h1", "h2", "h3", "h4", "h5", "h6")
     if tag == "a" and name == "href":
         return not value.strip().lower().startswith("data:")  # bleach already refuses javascript: etc.
     if tag == "img":
@@ -133,6 +134,22 @@ class SafeMarkdown(LoggingConfigurable):
         exporter = self.parent if isinstance(self.parent, HTMLExporter) else HTMLExporter(parent=self)
         check_budget()
         return clean(HTMLExporter.markdown2html(exporter, context, bounded_markdown(source)))
+
+
+COURSE_LEXER = "ipython3"  # every notebook of the course is Python; no notebook or cell chooses the lexer
+
+
+class CourseHighlight(LoggingConfigurable):
+    """The ``highlight_code`` filter of every page (``c.HTMLExporter.filters``): Pygments' IPython 3
+    lexer, whatever the notebook's ``language_info`` or a cell's ``magics_language`` says (a student
+    could otherwise pick any of Pygments' lexers, some exponential on crafted text)."""
+
+    def __call__(self, source, language=None, metadata=None):
+        from nbconvert.filters.highlight import Highlight2HTML
+        if not hasattr(self, "_highlight"):
+            self._highlight = Highlight2HTML(pygments_lexer=COURSE_LEXER, parent=self)
+        check_budget()
+        return self._highlight(str(source), COURSE_LEXER)
 
 
 # ----------------------------------------------------------------------------- the time budget

@@ -89,7 +89,51 @@ def test_what_rendered_markdown_needs_survives():
               f'<table><thead><tr><th>x</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>'
               f'<ul><li>e</li></ul><pre><code class="language-python">f</code></pre>'
               f'<a href="https://example.org/">g</a><img src="data:image/png;base64,{PNG}" alt="plot">')
-    assert clean(markup) == markup
+    assert clean(markup) == markup.replace(' id="part-1"', "").replace(' class="language-python"', "")
+
+
+NAMING = ['<h6 id="ppo_values" class="hidden"></h6>', '<div class="full-credit">text</div>',
+          '<span name="x" id="lab_question_1-comment">y</span>', '<a href="#x" id="a" class="tabbable score">z</a>',
+          '<label for="ppo_values">l</label>', '<button form="f" formaction="/x">b</button>',
+          '<td id="t" class="score" colspan="2">c</td>']
+
+
+@pytest.mark.parametrize("markup", NAMING)
+def test_no_student_markup_names_or_styles_an_element_of_the_page(markup):
+    """The Formgrader's script finds its controls by id and class: a student's element must carry neither."""
+    soup = BeautifulSoup(clean(markup), "html.parser")
+    assert [(t.name, a) for t in soup.find_all(True) for a in t.attrs
+            if a in ("id", "name", "class", "for", "form", "formaction")] == []
+
+
+def test_the_formgrader_names_each_grade_control_once_and_only_in_its_own_heading(repo):
+    """Mallory's answer moved first with one empty heading per grade id (and their classes), rendered
+    from her canonical copy by the Formgrader's exporter: each grade id names exactly one element of the
+    page, the score box in that grade cell's own heading; no student element has a class."""
+    import copy
+
+    from rlhf_course.grading import notebooks
+    from rlhf_course.grading.canonical import canonical_copy
+    release = notebooks.read(repo / "release" / "rlhf" / "rlhf_building_blocks.ipynb")
+    nb = copy.deepcopy(release)
+    ids = [notebooks.grade_id(c) for c in nb.cells]
+    answer = nb.cells.pop(ids.index("lab_question_1"))
+    answer.source = "A plausible answer.\n\n" + "".join(
+        f'<h6 id="{g}" class="hidden full-credit"></h6><h2>{g}</h2>\n\n' for g in ids if g != "lab_question_1")
+    nb.cells.insert(0, answer)
+    shown, flags = canonical_copy(nb, release)
+    assert "lab_question_1: was moved (put back in its place from the release)" in flags
+    page, _ = _formgrader_exporter().from_notebook_node(shown, resources=dict(FORMGRADE_RESOURCES))
+    soup = BeautifulSoup(page, "html.parser")
+    for cell in soup.select(".text_cell_render"):
+        assert [t for t in cell.find_all(True) if t.get("id") or t.get("class")] == [], cell
+    graded = [g for g in ids if notebooks.cells_by_grade_id(release)[g].metadata["nbgrader"].get("grade")]
+    for gid in graded:
+        named = soup.find_all(id=gid)
+        assert len(named) == 1 and named[0].name == "input" and "score" in named[0]["class"], gid
+        assert named[0].find_parent(class_="panel-heading") is not None
+    assert "A plausible answer." in soup.find(id="lab_question_1").find_parent(class_="nbgrader_cell").get_text()
+    assert "¶" not in soup.get_text()  # no heading anchors
 
 
 def _formgrader_exporter():
@@ -169,3 +213,29 @@ def test_a_render_budget_stops_between_steps():
         with pytest.raises(safe_html.RenderBudgetExceeded, match="budget of 0.2 s"):
             clean("<p>late</p>")
     clean("<p>outside any budget</p>")
+
+
+MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer: 44 s on this (x3.3 per two more characters)
+
+
+def _lexer_bomb_notebook(lexer: str = "maple"):
+    nb = nbformat.v4.new_notebook(metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    nb.cells.append(nbformat.v4.new_code_cell(MAPLE_BOMB, metadata={"magics_language": lexer}))
+    return nb
+
+
+def test_no_notebook_or_cell_chooses_the_lexer_of_a_page():
+    """Both exporters highlight with the course's IPython lexer whatever language_info or magics_language say."""
+    from pygments.lexers import get_all_lexers
+
+    from rlhf_course.grading.feedback_html import make_exporter
+    for exporter, resources in ((_formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
+        start = time.monotonic()
+        page, _ = exporter.from_notebook_node(_lexer_bomb_notebook(), resources=dict(resources))
+        assert time.monotonic() - start < 3.0 and "\\a\\a" in page
+    highlight = safe_html.CourseHighlight()
+    plain = highlight(MAPLE_BOMB[:8])
+    aliases = [alias for _, names, _, _ in get_all_lexers() for alias in names[:1]]
+    assert len(aliases) > 400
+    assert {alias: highlight(MAPLE_BOMB[:8], alias, {"magics_language": alias}) for alias in aliases} == \
+        {alias: plain for alias in aliases}
