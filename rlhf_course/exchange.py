@@ -300,17 +300,12 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
         return walk
 
     def _walk_folder(self, fd: int, dest_fd: int | None, walk: _Walk, where: str, depth: int) -> None:
-        with os.scandir(fd) as listing:
-            names = sorted(item.name for item in listing)
-        for name in names:
+        for name in sorted(_listed(fd, walk)):
             if any(fnmatch.fnmatch(name, pattern) for pattern in walk.ignore):
                 continue
             if depth == 0 and name == "timestamp.txt" and dest_fd is not None:
                 continue  # the collected copy carries the kernel time instead
             path = shown(where + name)
-            walk.items += 1
-            if walk.items > walk.max_items:
-                raise Refused(f"more than {walk.max_items} files and folders")
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
             kind = stat.S_IFMT(info.st_mode)
             if kind not in (stat.S_IFDIR, stat.S_IFREG):
@@ -493,6 +488,19 @@ def _opened(name, flags, dir_fd=None, mode=0o777):
         yield fd
     finally:
         os.close(fd)
+
+
+def _listed(fd: int, walk: _Walk) -> list[str]:
+    """The names in the folder fd, each counted toward the entry's limit as it is read, ignored names
+    too (each is an inode to list all the same): the listing stops at the limit, however many remain."""
+    names = []
+    with os.scandir(fd) as listing:
+        for item in listing:
+            walk.items += 1
+            if walk.items > walk.max_items:
+                raise Refused(f"more than {walk.max_items} files and folders (ignored names such as .* included)")
+            names.append(item.name)
+    return names
 
 
 def _same(before: os.stat_result, after: os.stat_result, path: str) -> None:

@@ -125,3 +125,32 @@ def test_a_folder_on_another_file_system_is_refused(collect):
             exchange._check_entry(entry)
     finally:
         subprocess.run(["umount", str(source / "data")], check=True)
+
+
+def test_ignored_names_count_toward_the_limit_and_the_listing_stops_there(collect, monkeypatch):
+    """300,000 empty `.*` files were collected (ignored, so never counted): now each name listed counts."""
+    exchange, entry, source, _ = collect
+    for i in range(50):
+        (source / f".hidden-{i}").touch()
+    listed = []
+    scandir = os.scandir
+
+    class Counted:
+        def __init__(self, fd):
+            self.listing = scandir(fd)
+
+        def __enter__(self):
+            return (listed.append(item.name) or item for item in self.listing)
+
+        def __exit__(self, *exc):
+            self.listing.close()
+
+    monkeypatch.setattr(os, "scandir", Counted)
+    exchange.max_entry_items = 10
+    with pytest.raises(Refused, match=r"more than 10 files and folders \(ignored names such as \.\* included\)"):
+        exchange._check_entry(entry)
+    assert len(listed) == 11  # the listing stopped: the top folder holds 52 names
+    monkeypatch.setattr(os, "scandir", scandir)
+    exchange.max_entry_items = 53 + 1  # answer.ipynb, data/, data/notes.txt and the 50 hidden files
+    checked(exchange, entry)
+
