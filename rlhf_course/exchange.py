@@ -36,6 +36,8 @@ from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.utils import check_directory, check_mode, parse_utc
 from traitlets import Float, Integer, Unicode
 
+from rlhf_course.grading import spreadsheet
+
 ROOT_MODE = 0o755
 SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE = 0o770, 0o640
 
@@ -449,7 +451,8 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
 
     def _write_report(self) -> None:
         """One row per entry of this assignment; the rows of other assignments (and, with
-        --student, of other students) are kept."""
+        --student, of other students) are kept.  Every cell is made inert for a spreadsheet: entry
+        names, paths in reasons and flags are the student's."""
         path = os.path.join(self.coursedir.root, self.report_name)
         assignment = self.coursedir.assignment_id
         students = {e.student for e in self.entries}
@@ -464,9 +467,9 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
             writer = csv.writer(handle)
             writer.writerow(REPORT_COLUMNS)
             for row in kept:
-                writer.writerow([row.get(column, "") for column in REPORT_COLUMNS])
+                writer.writerow(spreadsheet.row(row.get(column, "") for column in REPORT_COLUMNS))
             for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
-                writer.writerow(entry.row(assignment))
+                writer.writerow(spreadsheet.row(entry.row(assignment)))
         os.chmod(temporary, 0o640)
         os.replace(temporary, path)
         self.log.info("Collect report: %s", path)
