@@ -36,6 +36,8 @@ from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.utils import check_directory, check_mode, parse_utc
 from traitlets import Float, Integer, Unicode
 
+from rlhf_course.grading import spreadsheet
+
 ROOT_MODE = 0o755
 SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE = 0o770, 0o640
 
@@ -300,17 +302,12 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
         return walk
 
     def _walk_folder(self, fd: int, dest_fd: int | None, walk: _Walk, where: str, depth: int) -> None:
-        with os.scandir(fd) as listing:
-            names = sorted(item.name for item in listing)
-        for name in names:
+        for name in sorted(_listed(fd, walk)):
             if any(fnmatch.fnmatch(name, pattern) for pattern in walk.ignore):
                 continue
             if depth == 0 and name == "timestamp.txt" and dest_fd is not None:
                 continue  # the collected copy carries the kernel time instead
             path = shown(where + name)
-            walk.items += 1
-            if walk.items > walk.max_items:
-                raise Refused(f"more than {walk.max_items} files and folders")
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
             kind = stat.S_IFMT(info.st_mode)
             if kind not in (stat.S_IFDIR, stat.S_IFREG):
@@ -454,7 +451,8 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
 
     def _write_report(self) -> None:
         """One row per entry of this assignment; the rows of other assignments (and, with
-        --student, of other students) are kept."""
+        --student, of other students) are kept.  Every cell is made inert for a spreadsheet: entry
+        names, paths in reasons and flags are the student's."""
         path = os.path.join(self.coursedir.root, self.report_name)
         assignment = self.coursedir.assignment_id
         students = {e.student for e in self.entries}
@@ -469,9 +467,9 @@ class StrictExchangeCollect(_TraversableRoot, ExchangeCollect):
             writer = csv.writer(handle)
             writer.writerow(REPORT_COLUMNS)
             for row in kept:
-                writer.writerow([row.get(column, "") for column in REPORT_COLUMNS])
+                writer.writerow(spreadsheet.row(row.get(column, "") for column in REPORT_COLUMNS))
             for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
-                writer.writerow(entry.row(assignment))
+                writer.writerow(spreadsheet.row(entry.row(assignment)))
         os.chmod(temporary, 0o640)
         os.replace(temporary, path)
         self.log.info("Collect report: %s", path)
@@ -493,6 +491,19 @@ def _opened(name, flags, dir_fd=None, mode=0o777):
         yield fd
     finally:
         os.close(fd)
+
+
+def _listed(fd: int, walk: _Walk) -> list[str]:
+    """The names in the folder fd, each counted toward the entry's limit as it is read, ignored names
+    too (each is an inode to list all the same): the listing stops at the limit, however many remain."""
+    names = []
+    with os.scandir(fd) as listing:
+        for item in listing:
+            walk.items += 1
+            if walk.items > walk.max_items:
+                raise Refused(f"more than {walk.max_items} files and folders (ignored names such as .* included)")
+            names.append(item.name)
+    return names
 
 
 def _same(before: os.stat_result, after: os.stat_result, path: str) -> None:

@@ -104,7 +104,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
 
 
 def test_results_and_their_writers_load_without_torch_or_the_sandbox():
-    leaves = ["results", "limits", "protocol", "settings", "report", "gradebook", "intake", "export"]
+    leaves = ["results", "limits", "protocol", "settings", "report", "gradebook", "intake", "export", "spreadsheet"]
     code = ("import sys\n" + "".join(f"import rlhf_course.grading.{m}\n" for m in leaves)
             + "heavy = [m for m in ('torch', 'rlhf_course.grading.sandbox', 'rlhf_course.grading.trusted') "
               "if m in sys.modules]\nprint(heavy)\n")

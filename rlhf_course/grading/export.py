@@ -4,7 +4,8 @@ A language edition (``rlhf_zh``) is its own nbgrader assignment, so stock export
 once per edition, a zero beside their real score.  This plugin (``c.ExportApp.plugin_class`` in
 nbgrader_config.py) folds each assignment's editions into one row named after the base assignment,
 taken from the student's latest submission among them, with an ``edition`` column saying which one
-(empty: nothing submitted).  Values are CSV-quoted (stock export writes names with commas raw).
+(empty: nothing submitted).  Values are CSV-quoted (stock export writes names with commas raw), and
+text is made inert for a spreadsheet (:mod:`spreadsheet`: ids and names may be a student's own).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
-from rlhf_course.grading import editions
+from rlhf_course.grading import editions, spreadsheet
 
 COLUMNS = ["assignment", "edition", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
            "raw_score", "late_submission_penalty", "score", "max_score"]
@@ -48,7 +49,8 @@ class EditionsCsvExport(ExportPlugin):
                 for student in gradebook.students:
                     if wanted_students and student.id not in wanted_students:
                         continue
-                    writer.writerow(self.row(gradebook, base, group, student))
+                    writer.writerow({key: spreadsheet.cell(value)
+                                     for key, value in self.row(gradebook, base, group, student).items()})
 
     @staticmethod
     def row(gradebook: Gradebook, base: str, group: list, student) -> dict:

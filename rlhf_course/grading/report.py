@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from rlhf_course.grading import spreadsheet
 from rlhf_course.grading.results import SubmissionResult, one_line
 
 REPORT = "grading_report.csv"
@@ -27,13 +28,15 @@ def format_table(results: list[SubmissionResult]) -> str:
 
 
 def write_report(path: Path, results: list[SubmissionResult]) -> Path:
+    """One row per submission; the student's id, flags and detail carry text the student shaped, so every
+    cell is made inert for a spreadsheet (scores and seconds stay numbers)."""
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         stages = sorted({stage for r in results for stage in r.timings})
         writer.writerow(["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail",
                          *[f"s: {stage}" for stage in stages]])
         for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
-            writer.writerow([r.assignment, r.notebook, one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
+            writer.writerow(spreadsheet.row([r.assignment, r.notebook, one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
                              one_line(" | ".join(r.flags)), one_line((r.detail or "")[:500]),
-                             *[round(r.timings.get(stage, 0.0), 3) for stage in stages]])
+                             *[round(r.timings.get(stage, 0.0), 3) for stage in stages]]))
     return path

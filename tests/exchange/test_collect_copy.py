@@ -2,6 +2,7 @@
 what the student changes between the check and the copy is refused there, and an earlier collected
 submission is never lost to a refused one.  tests/exchange/test_exchange_loop.py runs the attacks
 through the real exchange."""
+import csv
 import datetime as dt
 import os
 import pwd
@@ -125,3 +126,55 @@ def test_a_folder_on_another_file_system_is_refused(collect):
             exchange._check_entry(entry)
     finally:
         subprocess.run(["umount", str(source / "data")], check=True)
+
+
+def test_ignored_names_count_toward_the_limit_and_the_listing_stops_there(collect, monkeypatch):
+    """300,000 empty `.*` files were collected (ignored, so never counted): now each name listed counts."""
+    exchange, entry, source, _ = collect
+    for i in range(50):
+        (source / f".hidden-{i}").touch()
+    listed = []
+    scandir = os.scandir
+
+    class Counted:
+        def __init__(self, fd):
+            self.listing = scandir(fd)
+
+        def __enter__(self):
+            return (listed.append(item.name) or item for item in self.listing)
+
+        def __exit__(self, *exc):
+            self.listing.close()
+
+    monkeypatch.setattr(os, "scandir", Counted)
+    exchange.max_entry_items = 10
+    with pytest.raises(Refused, match=r"more than 10 files and folders \(ignored names such as \.\* included\)"):
+        exchange._check_entry(entry)
+    assert len(listed) == 11  # the listing stopped: the top folder holds 52 names
+    monkeypatch.setattr(os, "scandir", scandir)
+    exchange.max_entry_items = 53 + 1  # answer.ipynb, data/, data/notes.txt and the 50 hidden files
+    checked(exchange, entry)
+
+
+def test_the_collect_report_is_inert_in_a_spreadsheet(tmp_path):
+    """An entry name and a file name in an entry are the student's: a formula in either is written as text."""
+    inbound = tmp_path / "exchange" / "course" / "inbound"
+    formula = '=HYPERLINK("evil.example";"open me")'  # a file name holds no '/'
+    (inbound / f"{formula}+{ASSIGNMENT}+x").mkdir(parents=True)
+    (inbound / NAME).mkdir()
+    os.mkfifo(inbound / NAME / "+1+cmd")
+    root = tmp_path / "course"
+    root.mkdir()
+    coursedir = CourseDirectory(root=str(root), assignment_id=ASSIGNMENT, course_id="course")
+    exchange = StrictExchangeCollect(coursedir=coursedir, root=str(tmp_path / "exchange"))
+    exchange.init_src()
+    exchange.copy_files()
+    with open(root / "collect_report.csv", newline="") as handle:
+        rows = {row["entry"]: row for row in csv.DictReader(handle)}
+    assert rows[f"'{formula}+{ASSIGNMENT}+x"]["reason"].startswith("malformed entry name"), rows
+    assert rows[NAME]["reason"] == "'+1+cmd is a FIFO", rows
+    exchange.coursedir.student_id = ME  # a later collect for one student keeps the other rows, still inert
+    exchange.init_src()
+    exchange.copy_files()
+    with open(root / "collect_report.csv", newline="") as handle:
+        assert sorted(row["entry"] for row in csv.DictReader(handle)) == sorted(rows)

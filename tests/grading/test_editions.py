@@ -365,3 +365,21 @@ def test_each_hidden_test_cell_says_in_the_edition_language_what_it_checks(editi
             assert header == editions.HIDDEN_TEST_HEADER[edition.language].format(
                 points=f"{cell.metadata['nbgrader']['points']:g}",
                 message=" ".join(messages[notebooks.grade_id(cell)]["text"].split())), header
+
+
+def test_the_export_is_inert_in_a_spreadsheet(tmp_path):
+    """A student id or a name may be what a student chose (a hub user name, a sign-up form)."""
+    from nbgrader.api import Gradebook
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gb:
+        gb.add_assignment("rlhf")
+        gb.add_student("=1+1", last_name='=HYPERLINK("http://evil.example")', first_name="-2+3",
+                       email="@SUM(A1:A9)")
+        gb.add_submission("rlhf", "=1+1")
+        EditionsCsvExport(to=str(tmp_path / "grades.csv"), course_root=str(tmp_path)).export(gb)
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["student_id"], row["last_name"], row["first_name"], row["email"]) == \
+        ("'=1+1", '\'=HYPERLINK("http://evil.example")', "'-2+3", "'@SUM(A1:A9)")
+    assert row["score"] == "0.0" and row["assignment"] == "rlhf"
