@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course.grading import notebooks, safe_html
+from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
 from rlhf_course.grading.settings import Course
@@ -31,21 +32,16 @@ def _exporter():
     return _EXPORTER
 
 
-def _student_notebook(result: SubmissionResult, max_cells: int):
-    """The executed notebook that came back from the sandbox, if it is a notebook of bounded size."""
-    if not result.executed_notebook:
+def _shown_notebook(result: SubmissionResult, max_cells: int):
+    """The notebook pages show: the canonical copy (intake's, trusted) with the outputs of the course's
+    run of it, when that run came back as that copy; None when the submission could not be read."""
+    if not result.canonical_notebook:
         return None
-    try:  # written inside the sandbox: untrusted, maybe not even a notebook
-        invalid: dict = {}  # reads validates; one validation, not two
-        nb = nbformat.reads(result.executed_notebook, as_version=4, capture_validation_error=invalid)
-        if invalid:
-            raise invalid["ValidationError"]
-        if len(nb.cells) > max_cells:
-            raise ValueError(f"{len(nb.cells)} cells")
-        return nb
-    except Exception:
-        result.executed_notebook = None
-        return None
+    canonical = nbformat.reads(result.canonical_notebook, as_version=4)
+    nb, ran = with_outputs(canonical, result.executed_notebook, max_cells)
+    if result.executed_notebook and not ran:
+        note(result, t("the feedback copy of the notebook came back unreadable", result.language))
+    return nb
 
 
 SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's release_feedback reads
@@ -117,9 +113,9 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
                + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
                + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
                + written_rows)
-    nb = _student_notebook(result, limits.cells)
+    nb = _shown_notebook(result, limits.cells)
     exporter = _exporter()  # built once per batch (templates), outside any page's budget
-    over_budget = None
+    over_budget, autograded_copy = None, None
     with safe_html.render_budget(seconds):
         try:
             if nb is not None:
@@ -130,7 +126,7 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
                     raise
                 finally:
                     annotate_grade_cells(nb, result, language)
-                    result.executed_notebook = nbformat.writes(nb)  # the autograded copy the Formgrader shows
+                    autograded_copy = nbformat.writes(nb)  # what the Formgrader shows
             else:
                 nb = nbformat.v4.new_notebook()
             nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
@@ -152,8 +148,8 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
     for name, text in submission_files(course.folder("submitted", result.student, result.assignment)).items():
         for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
             (folder / name).write_text(text)
-    if result.executed_notebook:  # the executed copy, where nbgrader keeps autograded notebooks
-        (graded / result.notebook).write_text(result.executed_notebook)
+    if autograded_copy:  # where nbgrader keeps autograded notebooks
+        (graded / result.notebook).write_text(autograded_copy)
     return out
 
 

@@ -1,12 +1,10 @@
 """Intake of a submission, before any of its code runs: the notebook read without following links and
-within its limits, its structure checked against the release, every locked cell and grade cell's
-metadata restored from the release (as nbgrader's OverwriteCells does), and the student's code
-scanned for what a person should look at.  Nothing here runs student code or imports torch.
+within its limits, rebuilt as its canonical copy (:mod:`canonical`: what is graded, run and shown),
+and the student's code scanned for what a person should look at.  Nothing here runs student code or imports torch.
 """
 from __future__ import annotations
 
 import ast
-import copy
 import os
 import stat
 from pathlib import Path
@@ -14,65 +12,9 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course.grading import notebooks
+from rlhf_course.grading.canonical import canonical_copy
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.results import MALFORMED, TOO_LARGE
-
-
-# ----------------------------------------------------------------------------- structure
-
-def structure_problems(nb, release_nb) -> list[str]:
-    """What no restoring can fix, so a person must look: deleted or duplicated grade cells,
-    unknown nbgrader cells, an answer cell turned into another type."""
-    problems = []
-    expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
-    seen: dict[str, int] = {}
-    for cell in nb.cells:
-        gid = notebooks.grade_id(cell)
-        if gid:
-            seen[gid] = seen.get(gid, 0) + 1
-    for gid, count in seen.items():
-        if count > 1:
-            problems.append(f"cell {gid} appears {count} times")
-        if gid not in expected:
-            problems.append(f"unknown nbgrader cell {gid}")
-    for gid, original in expected.items():
-        if gid not in seen:
-            problems.append(f"cell {gid} was deleted")
-            continue
-        cell = next(c for c in nb.cells if notebooks.grade_id(c) == gid)
-        if _students_cell(original) and cell.cell_type != original.cell_type:
-            problems.append(f"answer cell {gid} changed from {original.cell_type} to {cell.cell_type}")
-    return problems
-
-
-def restore_from_release(nb, release_nb) -> list[str]:
-    """Put back what the student may not change, as nbgrader's OverwriteCells does: every grade
-    cell's nbgrader metadata, and the whole of every non-answer grade cell (locked text, visible and
-    hidden tests).  Answers stay the student's.  Returns what was restored, for a person to review.
-    Call only when :func:`structure_problems` found nothing."""
-    expected = {notebooks.grade_id(c): c for c in release_nb.cells if notebooks.grade_id(c)}
-    restored = []
-    for index, cell in enumerate(nb.cells):
-        gid = notebooks.grade_id(cell)
-        if gid not in expected:
-            continue
-        original = expected[gid]
-        mine, theirs = cell.metadata.get("nbgrader", {}), original.metadata.get("nbgrader", {})
-        changed = [key for key in ("grade", "solution", "locked", "points", "schema_version", "task")
-                   if mine.get(key) != theirs.get(key)]
-        if changed:
-            restored.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
-        if _students_cell(original):  # code answers and written answers stay the student's
-            cell.metadata["nbgrader"] = dict(theirs)
-            continue
-        if cell.cell_type != original.cell_type or cell.source != original.source:
-            restored.append(f"{gid}: the locked cell was edited (restored from the release)")
-        nb.cells[index] = copy.deepcopy(original)  # the feedback run executes it afresh
-    return restored
-
-
-def _students_cell(release_cell) -> bool:
-    return notebooks.is_answer_cell(release_cell) or notebooks.is_written_answer(release_cell)
 
 
 def written_answers(nb, release_nb) -> dict[str, bool]:
@@ -90,7 +32,8 @@ SUSPICIOUS_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", 
 
 
 def student_code(nb) -> dict[str, str]:
-    """Every code cell the student could write: answer cells by grade id, extra cells by position."""
+    """Every code cell the student could write in a canonical copy: answer cells by grade id, the
+    cells they added as "extra cell N" (as :mod:`canonical` numbers them)."""
     code = {}
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -98,7 +41,8 @@ def student_code(nb) -> dict[str, str]:
         if notebooks.is_answer_cell(cell):
             code[notebooks.grade_id(cell)] = cell.source
         elif not cell.get("metadata", {}).get("nbgrader"):
-            code[f"extra cell {index + 1}"] = cell.source
+            number = str(cell.get("id", "")).removeprefix("student-added-")
+            code[f"extra cell {number if number.isdigit() else index + 1}"] = cell.source
     return code
 
 
@@ -184,13 +128,10 @@ def parse_notebook(text: str, limits: Limits):
 
 
 def take_in(folder: Path, notebook: str, release_nb, limits: Limits):
-    """Intake of one submitted notebook: read safely, parsed, its structure checked against the
-    release and what the student may not change restored.  Returns ``(notebook, flags)``, the flags
-    being what was restored and what of the student's code a person should review; raises
-    :class:`Unreadable` for a notebook that cannot be graded."""
+    """Intake of one submitted notebook: read safely, parsed, and rebuilt as its canonical copy
+    (:mod:`canonical`: the release's cells and order, the student's answers as text).  Returns
+    ``(canonical copy, flags)``, the flags being what was put back and what of the student's code a
+    person should review; raises :class:`Unreadable` for a notebook that cannot be read."""
     nb = parse_notebook(read_submitted_notebook(folder, notebook, limits), limits)
-    problems = structure_problems(nb, release_nb)
-    if problems:
-        raise Unreadable(MALFORMED, "; ".join(problems))
-    restored = restore_from_release(nb, release_nb)  # nothing a student edited counts, nothing earned is lost
-    return nb, restored + review_flags(student_code(nb))
+    canonical, repaired = canonical_copy(nb, release_nb)  # nothing a student shaped counts, nothing earned is lost
+    return canonical, repaired + review_flags(student_code(canonical))

@@ -40,7 +40,8 @@ class SubmissionResult:
     detail: str = ""
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    executed_notebook: str | None = None  # JSON of the student's notebook as run for feedback
+    executed_notebook: str | None = None  # JSON of the canonical copy as run for feedback (written in the sandbox)
+    canonical_notebook: str | None = None  # JSON of the canonical copy (intake; see canonical.py): what pages show
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for bench/grading.py
     # written answers a person grades: grade_id -> {"answered": bool}; the gradebook adds points, score, comment
     written: dict[str, dict] = field(default_factory=dict)

@@ -171,9 +171,10 @@ def _grade(course, assignment, student, notebook, checks, release_nb, slot, limi
     setup_cell = notebooks.cells_by_grade_id(release_nb).get("setup")  # ours, not the student's copy
     setup = setup_cell.source if setup_cell is not None else ""
     result = SubmissionResult(student, GRADED, language=assignment.language, flags=flags)
+    result.canonical_notebook = nbformat.writes(nb)
     result.written = {gid: {"answered": answered} for gid, answered in written_answers(nb, release_nb).items()}
     job = {"setup": setup, "answer_cells": answers, "notebook_name": notebook,
-           "notebook_json": nbformat.writes(nb), "notebook_cap": limits.notebook_bytes,
+           "notebook_json": result.canonical_notebook, "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}
     with speaking(assignment.language):  # the checks' own sentences, in the student's language
         _score_all(result, checks, job, slot, limits, sandbox)

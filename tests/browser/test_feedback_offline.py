@@ -13,6 +13,7 @@ from rlhf_course.grading import examples, feedback, instructor, results
 from rlhf_course.grading.results import CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH
+from tests.support.submissions import canonical_json
 
 EDITIONS = [(ASSIGNMENT, ENGLISH), (ASSIGNMENT + "_zh", CHINESE)]
 
@@ -41,7 +42,7 @@ def _page(course, assignment, language):
     cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.values()}
     result = SubmissionResult("ada", results.GRADED, assignment, NOTEBOOK, cells=cells, language=language)
     submitted = course / "submitted" / "ada" / assignment / NOTEBOOK
-    result.executed_notebook = submitted.read_text()
+    result.canonical_notebook = result.executed_notebook = canonical_json(course, "ada", assignment, NOTEBOOK)
     return feedback.write_feedback(Course.at(course), result), nbformat.read(str(submitted), 4)
 
 

@@ -7,10 +7,12 @@ import csv
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading.canonical import canonical_copy
 from rlhf_course.grading import app, examples, feedback, gradebook, instructor, intake, release, results, settings, trusted
 from rlhf_course.grading.assignment import resolve
 from rlhf_course.grading.results import GRADER_ERROR, CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course, NotReady
+from tests.support.submissions import canonical_json
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
 
@@ -97,7 +99,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     result = _full_marks(checks)
     result.cells["dpo_gradient"].score = 0.0
     result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
-    result.executed_notebook = (course / "submitted" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
+    result.canonical_notebook = result.executed_notebook = canonical_json(course, "ada", ASSIGNMENT, NOTEBOOK)
     feedback.write_feedback(Course.at(course), result)
     graded = nbformat.read(str(course / "autograded" / "ada" / ASSIGNMENT / "rlhf_building_blocks.ipynb"), 4)
     cell = notebooks.cells_by_grade_id(graded)["dpo_gradient"]
@@ -148,14 +150,15 @@ def test_written_answers_need_a_person_and_keep_the_students_text(course):
     assert all(notebooks.is_written_answer(notebooks.cells_by_grade_id(release)[g]) for g in WRITTEN)
     text = "The repeat penalty: the reward model never saw a repeated word."
     nb = _answer_in_writing(course, "bea", {"lab_question_1": text})
-    assert intake.structure_problems(nb, release) == []
-    assert intake.restore_from_release(nb, release) == []
-    assert notebooks.cells_by_grade_id(nb)["lab_question_1"].source == text  # not the release's stub
-    assert intake.written_answers(nb, release) == {"lab_question_1": True, "lab_question_2": False,
-                                                    "lab_question_3": False}
+    shown, flags = canonical_copy(nb, release)
+    assert flags == []
+    assert notebooks.cells_by_grade_id(shown)["lab_question_1"].source == text  # not the release's stub
+    assert intake.written_answers(shown, release) == {"lab_question_1": True, "lab_question_2": False,
+                                                       "lab_question_3": False}
     nb.cells[[notebooks.grade_id(c) for c in nb.cells].index("lab_question_2")].metadata["nbgrader"]["points"] = 20
-    assert "lab_question_2: nbgrader metadata points was edited" in intake.restore_from_release(nb, release)[0]
-    assert notebooks.cells_by_grade_id(nb)["lab_question_2"].metadata["nbgrader"]["points"] == 2
+    shown, flags = canonical_copy(nb, release)
+    assert "lab_question_2: nbgrader metadata points was edited" in flags[0]
+    assert notebooks.cells_by_grade_id(shown)["lab_question_2"].metadata["nbgrader"]["points"] == 2
 
     checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks, "bea")
@@ -184,7 +187,7 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     def grade_again():
         result = _full_marks(checks, "cy")
         result.written = {g: {"answered": a} for g, a in intake.written_answers(nb, release).items()}
-        result.executed_notebook = (course / "submitted" / "cy" / ASSIGNMENT / "rlhf_building_blocks.ipynb").read_text()
+        result.canonical_notebook = result.executed_notebook = canonical_json(course, "cy", ASSIGNMENT, NOTEBOOK)
         _record(course, result)
         return feedback.write_feedback(Course.at(course), result)
 

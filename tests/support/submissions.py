@@ -32,3 +32,28 @@ def tree_digest(root: Path) -> dict[str, str]:
         elif path.is_file():
             digest[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return digest
+
+
+def canonical_json(course: Path, student: str, assignment: str, notebook: str) -> str:
+    """The canonical copy intake makes of a submitted notebook (what the grader runs and pages show)."""
+    import nbformat
+
+    from rlhf_course.grading import intake, notebooks
+    from rlhf_course.grading.limits import Limits
+    release_nb = notebooks.read(course / "release" / assignment / notebook)
+    nb, _ = intake.take_in(course / "submitted" / student / assignment, notebook, release_nb, Limits())
+    return nbformat.writes(nb)
+
+
+def ran_with_outputs(canonical: str, outputs: dict) -> str:
+    """The canonical copy as if the course's run of it had printed ``outputs`` (grade id -> list of
+    output dicts; "answer": the first answer cell) - what a sandbox's feedback run sends back."""
+    nb = json.loads(canonical)
+    first_answer = next(c for c in nb["cells"] if c["cell_type"] == "code"
+                        and c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    for cell in nb["cells"]:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        key = "answer" if cell is first_answer and "answer" in outputs else gid
+        if cell["cell_type"] == "code" and key in outputs:
+            cell["outputs"] = outputs[key]
+    return json.dumps(nb)
