@@ -9,10 +9,12 @@ OUT ?= outputs
 
 .PHONY: demo test grade release lab lab-instructor hub clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d  # the course's server extension (Formgrader pages)
+	cp jupyter/server/rlhf_course.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	touch $@
 
 ## The main job: build the student release, grade the example class, print a summary,

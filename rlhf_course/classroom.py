@@ -228,6 +228,10 @@ class Classroom:
             {"KernelManager": {"transport": "ipc"},
              "NotebookClient": {"kernel_manager_class": "rlhf_course.private_kernels.PrivateKernelManager"}},
             indent=1))
+        # the course's server extension (the Formgrader's pages rendered off the server; a no-op without it)
+        (self.everyone_config / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.repo / "jupyter" / "server" / "rlhf_course.json",
+                     self.everyone_config / "jupyter_server_config.d" / "rlhf_course.json")
         (self.everyone_config / "nbgrader_config.py").write_text(
             "from rlhf_course.private_kernels import ipc_prefix\n"
             "get_config().KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets\n")
