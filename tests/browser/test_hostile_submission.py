@@ -103,7 +103,7 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     # The control: the same autograded copy rendered as stock nbgrader renders it (no sanitiser in the
     # Formgrader's exporter): the written answer's image handler runs and the scores change.
     config = course / "nbgrader_config.py"
-    config.write_text(re.sub(r"c\.HTMLExporter\.(sanitize_html|filters) = [^\n]*(\n +[^\n]*)?\n", "", config.read_text()))
+    config.write_text(re.sub(r"c\.HTMLExporter\.(sanitize_html|filters) = [^\n]*(\n +[^\n]*)*\n", "", config.read_text()))
     assert "HTMLExporter.filters" not in config.read_text()
     (tmp_path / "stock").mkdir()
     server = LabServer(course, tmp_path / "stock", env_extra=env)
@@ -116,3 +116,62 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
         server.stop()
     changed = {key for key, score in manual_scores(course).items() if score != before[key]}
     assert changed, "the control: stock rendering should have let the script change a score"
+
+
+def _clobbering_submission(course) -> list[str]:
+    """Mallory's: no code; her written answer moved to the top, wrapped in a div of class full-credit,
+    under it one empty heading per other grade cell with that cell's id (and nbgrader's classes)."""
+    folder = examples.write_submission(course, "mallory", examples.answers_for(course, ()))
+    nb = nbformat.read(str(folder / NOTEBOOK), 4)
+    ids = [notebooks.grade_id(c) for c in nb.cells]
+    answer = nb.cells.pop(ids.index("lab_question_1"))
+    answer.source = ('<div class="full-credit mark-graded score">My answer is a plausible one.</div>\n\n'
+                     + "".join(f'<h6 id="{g}" class="hidden score nbgrader_cell"></h6>\n' for g in ids
+                               if g and g != "lab_question_1"))
+    nb.cells.insert(0, answer)
+    nbformat.write(nb, str(folder / NOTEBOOK))
+    return ids
+
+
+@pytest.mark.slow
+def test_a_grading_click_changes_exactly_the_cell_clicked(tmp_path, repo, browser, artifacts):
+    """The instructor clicks Full credit on Mallory's answer, types a score for another answer and clicks
+    inside her answer's text: exactly those two cells change in the gradebook; her moved answer is back
+    in its place on the page, and flagged."""
+    course = copy_course(tmp_path / "course")
+    release_course(course)
+    release_ids = [g for g in _clobbering_submission(course) if g]
+    result = {r.student: r for r in grade_in_process(course)}["mallory"]
+    assert "lab_question_1: was moved (put back in its place from the release)" in result.flags
+    before = manual_scores(course)
+    from nbgrader.api import Gradebook
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+        submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory")
+        submission_id, flagged = submission.id, submission.flagged
+    assert flagged
+    (tmp_path / "server").mkdir()
+    server = LabServer(course, tmp_path / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+    try:
+        page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                                   viewport={"width": 1400, "height": 1000}).new_page()
+        page.goto(server.url(f"formgrader/submissions/{submission_id}/"))
+        page.wait_for_function("window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded",
+                               timeout=60_000)
+        # the page's grade cells in the release's order, each id naming one element
+        shown = page.evaluate("() => Array.from(document.querySelectorAll('input.score')).map(e => e.id)")
+        graded = [g for g in release_ids if g in shown]
+        assert shown == graded and len(shown) == len(set(shown))
+        assert page.locator("h6").count() == 0 or page.locator("h6[id], h6[class]").count() == 0
+        heading = page.locator("#lab_question_1").locator("xpath=ancestor::div[contains(@class,'panel-heading')]")
+        heading.locator("button.full-credit").click()
+        page.locator("#lab_question_2").fill("1")
+        page.locator("#lab_question_2").press("Tab")
+        page.get_by_text("My answer is a plausible one.").click()
+        page.wait_for_timeout(2000)  # the Formgrader's saves
+        page.screenshot(path=str(artifacts / "formgrader_clobbering_submission.png"), full_page=False)
+    finally:
+        server.stop()
+    after = manual_scores(course)
+    changed = {name: after[key] for key, name in ((k, k[1]) for k in after) if after[key] != before[key]}
+    assert changed == {"lab_question_1": (2.0, None), "lab_question_2": (1.0, None)} or \
+        {k: v[0] for k, v in changed.items()} == {"lab_question_1": 2.0, "lab_question_2": 1.0}, changed
