@@ -45,7 +45,7 @@ ZH = {
     "How hard each pair is pushed": "每个偏好对被推动的力度",
     "gradient weight sigmoid(-beta h)": "梯度权重 sigmoid(-beta h)",
     "Implied reward difference": "偏好边际（隐式奖励之差）",
-    "log-ratio margin h (nats)": "对数概率比间隔 h（nats）",
+    "log-ratio margin h (nats)": "对数概率比边际 h（nats）",
     # GAE explorer
     "lambda = 0 (TD residual)": "lambda = 0（TD 误差）",
     "lambda = 1 (return - V)": "lambda = 1（回报 - V）",
