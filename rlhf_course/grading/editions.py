@@ -59,7 +59,7 @@ SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 # nbgrader's marker lines in code cells: a translated code cell keeps them, line for line.
 # A hidden test cell's visible header, in the edition's language, made from its check's translated
 # message (the English header says the same as the English message).
-HIDDEN_TEST_HEADER = {"zh-CN": "# 隐藏测试（{points} 分）：{message}"}
+HIDDEN_TEST_HEADER = {"en": "# Hidden test ({points} {unit}): {message}", "zh-CN": "# 隐藏测试（{points} 分）：{message}"}
 CODE_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -366,8 +366,29 @@ def hidden_test_header(cell, messages: dict, language: str) -> str:
     if not all(line.startswith("#") for line in lines[:marker]):
         return cell.source
     points = cell.metadata.get("nbgrader", {}).get("points", 0)
-    header = HIDDEN_TEST_HEADER[language].format(points=f"{points:g}", message=" ".join(message.split()))
+    header = HIDDEN_TEST_HEADER[language].format(points=f"{points:g}", unit="point" if points == 1 else "points",
+                                                 message=" ".join(message.split()))
     return "\n".join([header] + lines[marker:]) + ("\n" if cell.source.endswith("\n") else "")
+
+
+def write_english_headers(course_root: Path, base: str, checks: dict) -> list[Path]:
+    """source/<base>/: each hidden test cell's header line written from its check's English message, as
+    the editions' are from the translated one (so a header never says less than its message).  Returns
+    the notebooks it changed."""
+    messages = {check_id: {"text": check.message} for check_id, check in checks.items()}
+    changed = []
+    for path in sorted((course_root / "source" / base).glob("*.ipynb")):
+        nb = notebooks.read(path)
+        edited = False
+        for cell in nb.cells:
+            if cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
+                source = hidden_test_header(cell, messages, "en")
+                if source != cell.source:
+                    cell.source, edited = source, True
+        if edited:
+            nbformat.write(nb, str(path))
+            changed.append(path)
+    return changed
 
 
 class StaleTranslation(RuntimeError):

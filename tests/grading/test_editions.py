@@ -407,3 +407,27 @@ def test_the_grpo_expected_output_block_shows_the_labels_each_edition_prints():
         block = FENCE.findall(cells["grpo_contract"])[0].splitlines()[1:-1]
         printed = [label + " " for label in re.findall(r'^print\("([^"]+)", ', cells["grpo_visible_tests"], re.MULTILINE)]
         assert [line.split("[")[0] for line in block] == printed == ["scaled:   ", "unscaled: "], assignment
+
+
+@pytest.mark.parametrize("base", sorted({e.base for e in COURSE_EDITIONS}))
+def test_each_english_hidden_test_header_is_its_checks_whole_message(base, course):
+    """Written by `make release` from the check's message, as the Chinese headers are from its translation:
+    a header never says less than the message a failing student reads; a stale one is rewritten."""
+    checks = instructor.checks_of(REPO, base)
+    for path in sorted((REPO / "source" / base).glob("*.ipynb")):
+        hidden = [c for c in notebooks.read(path).cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source]
+        assert hidden, path
+        for cell in hidden:
+            points = cell.metadata["nbgrader"]["points"]
+            assert cell.source.splitlines()[0] == editions.HIDDEN_TEST_HEADER["en"].format(
+                points=f"{points:g}", unit="point" if points == 1 else "points",
+                message=" ".join(checks[notebooks.grade_id(cell)].message.split()))
+    path = next((course / "source" / base).glob("*.ipynb"))
+    nb = notebooks.read(path)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source)
+    english = cell.source
+    cell.source = "# Hidden test: a shorter header\n" + english.split("\n", 1)[1]
+    import nbformat
+    nbformat.write(nb, str(path))
+    assert editions.write_english_headers(course, base, instructor.checks_of(course, base)) == [path]
+    assert next(c for c in notebooks.read(path).cells if c.id == cell.id).source == english
