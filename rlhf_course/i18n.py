@@ -108,7 +108,7 @@ ZH = {
     "{name} returned shape {shape}, expected {expected}": "{name} 返回的形状是 {shape}，应为 {expected}",
     "{name} returned NaN or infinite values: {values}": "{name} 返回了 NaN 或无穷大：{values}",
     "{name} returned a tensor with no gradient: use torch operations on its inputs":
-        "{name} 返回的张量没有梯度：请对输入使用 torch 运算（不要转成 Python 数或 NumPy，也不要 detach）",
+        "{name} 返回的张量没有梯度：请对它的输入使用 torch 运算",
     " (at {file}, line {line}: {code})": "（位于 {file} 第 {line} 行：{code}）",
     # the lab's warnings before training (rlhf_course/lab/student.py, demo.py)
     "Warning: {warning}": "警告：{warning}",

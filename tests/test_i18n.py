@@ -226,7 +226,7 @@ def test_the_labs_stop_and_warning_lines_speak_chinese_in_the_chinese_edition(mo
     assert str(caught.value) == "ppo_clipped_objective 返回的形状是 (3,)，应为 ()"
     detached = guard(lambda w, l, rw, rl, beta=0.1: (w - l).detach(), "dpo_loss",
                      lambda w, *a, **k: tuple(w.shape), needs_grad=True)
-    with pytest.raises(StudentFunctionError, match="^dpo_loss 返回的张量没有梯度：请对输入使用 torch 运算"):
+    with pytest.raises(StudentFunctionError, match="^dpo_loss 返回的张量没有梯度：请对它的输入使用 torch 运算$"):
         detached(torch.ones(2, requires_grad=True), torch.ones(2), torch.ones(2), torch.ones(2))
     nan = guard(lambda w, l, rw, rl, beta=0.1: w * float("nan"), "dpo_loss", lambda w, *a, **k: tuple(w.shape),
                 needs_grad=False)
