@@ -67,7 +67,7 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
     config = train.LabConfig.setting(setting, **overrides)
     student = StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae)
     for warning in check_before_training(student):  # raises first if a function cannot run at all
-        print(f"Warning: {warning}")
+        print(t("Warning: {warning}", warning=warning))
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     seconds, cpu_seconds = {}, {}

@@ -45,7 +45,7 @@ ZH = {
     "How hard each pair is pushed": "每个偏好对被推动的力度",
     "gradient weight sigmoid(-beta h)": "梯度权重 sigmoid(-beta h)",
     "Implied reward difference": "偏好边际（隐式奖励之差）",
-    "log-ratio margin h (nats)": "对数概率比间隔 h（nats）",
+    "log-ratio margin h (nats)": "对数概率比边际 h（nats）",
     # GAE explorer
     "lambda = 0 (TD residual)": "lambda = 0（TD 误差）",
     "lambda = 1 (return - V)": "lambda = 1（回报 - V）",
@@ -105,6 +105,20 @@ ZH = {
     "{name} raised {error}": "{name} 抛出了 {error}",
     "{name} must return a torch.Tensor, got {got}": "{name} 必须返回 torch.Tensor，实际返回的是 {got}",
     "{count} functions are not ready: ": "有 {count} 个函数还不能运行：",
+    "{name} returned shape {shape}, expected {expected}": "{name} 返回的形状是 {shape}，应为 {expected}",
+    "{name} returned NaN or infinite values: {values}": "{name} 返回了 NaN 或无穷大：{values}",
+    "{name} returned a tensor with no gradient: use torch operations on its inputs":
+        "{name} 返回的张量没有梯度：请对它的输入使用 torch 运算",
+    " (at {file}, line {line}: {code})": "（位于 {file} 第 {line} 行：{code}）",
+    # the lab's warnings before training (rlhf_course/lab/student.py, demo.py)
+    "Warning: {warning}": "警告：{warning}",
+    "{name} fails on {example}: {error}": "{name} 在{example}上出错：{error}",
+    "{name} does not pass its visible test: {example} gives [{got}], expected [{expected}]; "
+    "the lab trains with it anyway":
+        "{name} 没有通过它的可见测试：{example}给出 [{got}]，应为 [{expected}]；实验仍会用它训练",
+    "A = +1 on ratios [0.5, 1, 1.5, 2, 3]": "概率比 [0.5, 1, 1.5, 2, 3]、A = +1 的例子",
+    "the visible pair": "可见测试的偏好对",
+    "the guide's 5-step episode": "指南中 5 步的回合",
     # the GRPO lab
     "{name} comes from your notebook {pattern} next to this folder, and there is none: fetch that assignment first":
         "{name} 取自本文件夹旁边你的笔记本 {pattern}，但没有找到：请先获取（fetch）那份作业",

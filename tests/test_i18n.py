@@ -209,3 +209,54 @@ def test_the_labs_summary_reads_in_chinese_in_the_chinese_edition():
     assert "PPO 真实奖励（gold）" in chinese and "DPO 偏好边际（beta*h）" in chinese and "PPO 训练前的样本：" in chinese
     assert "0.870" in chinese and "12,345" in chinese and "[the film] was great" in chinese
     assert "ppo_gold_reward" not in chinese and "stage times" not in chinese
+
+
+def test_the_labs_stop_and_warning_lines_speak_chinese_in_the_chinese_edition(monkeypatch):
+    """A Chinese run of the lab: a wrong shape, a missing gradient, NaN and a failed visible test stop or warn
+    in Chinese (the function's name and the numbers as they are); the English edition's lines are unchanged."""
+    import torch
+
+    from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training, guard
+
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    wrong_shape = guard(lambda ratio, advantage, eps=0.2: ratio * advantage, "ppo_clipped_objective",
+                        lambda *a, **k: (), needs_grad=True)
+    with pytest.raises(StudentFunctionError) as caught:
+        wrong_shape(torch.ones(3, requires_grad=True), torch.ones(3))
+    assert str(caught.value) == "ppo_clipped_objective 返回的形状是 (3,)，应为 ()"
+    detached = guard(lambda w, l, rw, rl, beta=0.1: (w - l).detach(), "dpo_loss",
+                     lambda w, *a, **k: tuple(w.shape), needs_grad=True)
+    with pytest.raises(StudentFunctionError, match="^dpo_loss 返回的张量没有梯度：请对它的输入使用 torch 运算$"):
+        detached(torch.ones(2, requires_grad=True), torch.ones(2), torch.ones(2), torch.ones(2))
+    nan = guard(lambda w, l, rw, rl, beta=0.1: w * float("nan"), "dpo_loss", lambda w, *a, **k: tuple(w.shape),
+                needs_grad=False)
+    with pytest.raises(StudentFunctionError, match=r"^dpo_loss 返回了 NaN 或无穷大：\[nan, nan\]$"):
+        nan(torch.ones(2), torch.ones(2), torch.ones(2), torch.ones(2))
+    raises = guard(lambda rewards, *a, **k: rewards[len(rewards)], "compute_gae", lambda r, *a, **k: tuple(r.shape),
+                   needs_grad=False)
+    with pytest.raises(StudentFunctionError, match=r"^compute_gae 抛出了 IndexError: .*（位于 .* 第 \d+ 行："):
+        raises(torch.ones(3))
+
+    def max_for_min(ratio, advantage, clip_epsilon=0.2):
+        return torch.max(ratio * advantage, torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantage).mean()
+
+    def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+        return -torch.nn.functional.logsigmoid(beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)))
+
+    def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+        values_next = torch.cat([values[1:], torch.tensor([float(next_value)])])
+        deltas, advantages, running = rewards + gamma * values_next - values, torch.zeros_like(rewards), 0.0
+        for step in reversed(range(len(rewards))):
+            running = deltas[step] + gamma * gae_lambda * running
+            advantages[step] = running
+        return advantages
+
+    functions = StudentFunctions.wrap(max_for_min, dpo_loss, compute_gae)
+    (warning,) = check_before_training(functions)
+    assert warning == ("ppo_clipped_objective 没有通过它的可见测试：概率比 [0.5, 1, 1.5, 2, 3]、A = +1 的例子给出 [1.6600]，"
+                       "应为 [1.0200]；实验仍会用它训练")
+    assert i18n.t("Warning: {warning}", warning=warning).startswith("警告：ppo_clipped_objective 没有通过")
+    monkeypatch.setattr(i18n, "_language", i18n.ENGLISH)
+    (english,) = check_before_training(functions)
+    assert english == ("ppo_clipped_objective does not pass its visible test: A = +1 on ratios [0.5, 1, 1.5, 2, 3] "
+                       "gives [1.6600], expected [1.0200]; the lab trains with it anyway")

@@ -30,6 +30,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import re
 import shutil
 import string
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ import nbformat
 from rlhf_course.grading import instructor, notebooks
 
 I18N_FOLDER = "i18n"
+# One term per concept: i18n/glossary.<language>.json lists each concept's term and the variants the
+# release refuses anywhere in that language's text (glossary_problems).
+GLOSSARY_FILE = "glossary.{language}.json"
 # The line an edition's set-up cell ends with: it tells the package which language to speak.  Its
 # comment is in the edition's language (LANGUAGE_LINE_COMMENT), English for a language not listed.
 LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # {comment}"
@@ -55,7 +59,7 @@ SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 # nbgrader's marker lines in code cells: a translated code cell keeps them, line for line.
 # A hidden test cell's visible header, in the edition's language, made from its check's translated
 # message (the English header says the same as the English message).
-HIDDEN_TEST_HEADER = {"zh-CN": "# 隐藏测试（{points} 分）：{message}"}
+HIDDEN_TEST_HEADER = {"en": "# Hidden test ({points} {unit}): {message}", "zh-CN": "# 隐藏测试（{points} 分）：{message}"}
 CODE_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -80,6 +84,8 @@ def editions(course_root: Path) -> list[Edition]:
     """Every translation file of the course, as editions."""
     found = []
     for path in sorted((course_root / I18N_FOLDER).glob("*.json")):
+        if path.name.startswith("glossary."):
+            continue
         table = json.loads(path.read_text(encoding="utf-8"))
         found.append(Edition(table["assignment"], table["base"], table["language"], path))
     return found
@@ -232,6 +238,40 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
                 found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
                              f"python -m rlhf_course.grading.editions revisit {edition.path.name} {check_id})")
     found += detail_problems(course_root, edition, table.get("details", {}))
+    found += glossary_problems(course_root, edition)
+    return found
+
+
+def glossary(course_root: Path, language: str) -> list[dict]:
+    """The language's glossary: [{"english": ..., "term": ..., "variants": [regex, ...]}, ...]; [] without one."""
+    path = Path(course_root) / I18N_FOLDER / GLOSSARY_FILE.format(language=language)
+    return json.loads(path.read_text(encoding="utf-8"))["terms"] if path.is_file() else []
+
+
+def edition_texts(edition: Edition) -> list[tuple[str, str]]:
+    """Every text a student of the edition reads in its language, named: the translated cells, the
+    checks' messages and details, and the package's own sentences (rlhf_course/i18n.py) in that language."""
+    from rlhf_course import i18n
+    table = edition.table()
+    texts = [(f"cell {cid}", entry.get("text", "")) for cid, entry in table["cells"].items()]
+    texts += [(f"message {gid}", entry.get("text", "")) for gid, entry in table.get("messages", {}).items()]
+    texts += [(f"detail {english!r}", text) for english, text in table.get("details", {}).items()]
+    texts += [(f"rlhf_course/i18n.py {english!r}", text) for english, text in i18n.TABLES.get(edition.language, {}).items()]
+    texts += [(f"answer stub {kind}", text) for kind, text in ANSWER_STUBS.get(edition.language, {}).items()]
+    return texts
+
+
+def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
+    """Each variant of a glossary term found in the edition's text, named by where it is."""
+    found = []
+    for entry in glossary(course_root, edition.language):
+        for variant in entry["variants"]:
+            pattern = re.compile(variant)
+            for where, text in edition_texts(edition):
+                for match in pattern.finditer(text):
+                    context = text[max(match.start() - 12, 0):match.end() + 12].replace("\n", " ")
+                    found.append(f"{where}: {match.group()!r} is not the glossary's word for {entry['english']!r}: "
+                                 f"write {entry['term']!r} (...{context}...; {GLOSSARY_FILE.format(language=edition.language)})")
     return found
 
 
@@ -326,8 +366,29 @@ def hidden_test_header(cell, messages: dict, language: str) -> str:
     if not all(line.startswith("#") for line in lines[:marker]):
         return cell.source
     points = cell.metadata.get("nbgrader", {}).get("points", 0)
-    header = HIDDEN_TEST_HEADER[language].format(points=f"{points:g}", message=" ".join(message.split()))
+    header = HIDDEN_TEST_HEADER[language].format(points=f"{points:g}", unit="point" if points == 1 else "points",
+                                                 message=" ".join(message.split()))
     return "\n".join([header] + lines[marker:]) + ("\n" if cell.source.endswith("\n") else "")
+
+
+def write_english_headers(course_root: Path, base: str, checks: dict) -> list[Path]:
+    """source/<base>/: each hidden test cell's header line written from its check's English message, as
+    the editions' are from the translated one (so a header never says less than its message).  Returns
+    the notebooks it changed."""
+    messages = {check_id: {"text": check.message} for check_id, check in checks.items()}
+    changed = []
+    for path in sorted((course_root / "source" / base).glob("*.ipynb")):
+        nb = notebooks.read(path)
+        edited = False
+        for cell in nb.cells:
+            if cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
+                source = hidden_test_header(cell, messages, "en")
+                if source != cell.source:
+                    cell.source, edited = source, True
+        if edited:
+            nbformat.write(nb, str(path))
+            changed.append(path)
+    return changed
 
 
 class StaleTranslation(RuntimeError):

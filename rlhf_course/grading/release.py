@@ -47,6 +47,13 @@ def generate_release(course_root: Path, assignments: list[str] | None = None) ->
     Language editions (``i18n/``) are built into the source directory first.  Returns the released notebooks."""
     course = Course.at(course_root)
     due_date = course.settings()[0].due_date
+    # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
+    for base in sorted({editions.base_of(course.root, name) for name in assignments or source_assignments(course)}):
+        try:
+            checks = instructor.checks_of(course.root, base)
+        except instructor.NotReady:
+            continue
+        editions.write_english_headers(course.root, base, checks)
     for edition in editions.editions(course.root):  # source/<base> + i18n/ -> source/<edition> first
         if assignments is None or edition.assignment in assignments:
             editions.build_source(course.root, edition, instructor.checks_of(course.root, edition.base))

@@ -19,7 +19,7 @@ def _where(exc: BaseException) -> str:
     if not frames:
         return ""
     last = frames[-1]
-    return f" (at {last.filename}, line {last.lineno}: {last.line})"
+    return t(" (at {file}, line {line}: {code})", file=last.filename, line=last.lineno, code=last.line)
 
 
 def guard(function: Callable, name: str, expected_shape: Callable[..., tuple], needs_grad: bool):
@@ -34,11 +34,14 @@ def guard(function: Callable, name: str, expected_shape: Callable[..., tuple], n
             raise StudentFunctionError(t("{name} must return a torch.Tensor, got {got}", name=name, got=type(result).__name__))
         want = expected_shape(*args, **kwargs)
         if tuple(result.shape) != want:
-            raise StudentFunctionError(f"{name} returned shape {tuple(result.shape)}, expected {want}")
+            raise StudentFunctionError(t("{name} returned shape {shape}, expected {expected}", name=name,
+                                         shape=tuple(result.shape), expected=want))
         if not torch.isfinite(result).all():
-            raise StudentFunctionError(f"{name} returned NaN or infinite values: {result.detach().flatten()[:5].tolist()}")
+            raise StudentFunctionError(t("{name} returned NaN or infinite values: {values}", name=name,
+                                         values=result.detach().flatten()[:5].tolist()))
         if needs_grad and torch.is_grad_enabled() and not result.requires_grad:
-            raise StudentFunctionError(f"{name} returned a tensor with no gradient: use torch operations on its inputs")
+            raise StudentFunctionError(t("{name} returned a tensor with no gradient: use torch operations on its inputs",
+                                         name=name))
         return result
 
     guarded.__name__ = name
@@ -62,7 +65,8 @@ class StudentFunctions:
         )
 
 
-# The notebook's visible examples and their expected outputs (what the student's copy prints).
+# The notebook's visible examples and their expected outputs (what the student's copy prints); the
+# example's name is English, translated by t() when a warning names it.
 _VISIBLE = {
     "ppo_clipped_objective": (lambda: ((torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0]), torch.ones(5), 0.2),),
                               [1.02], "A = +1 on ratios [0.5, 1, 1.5, 2, 3]"),
@@ -106,12 +110,13 @@ def check_before_training(functions: StudentFunctions) -> list[str]:
             with torch.no_grad():  # a value check: the lab-shaped call above checked the gradient
                 got = function(*args).flatten().tolist()
         except StudentFunctionError as exc:
-            warnings.append(f"{name} fails on {what}: {exc}")
+            warnings.append(t("{name} fails on {example}: {error}", name=name, example=t(what), error=exc))
             continue
         if len(got) != len(expected) or any(abs(g - e) > 1e-3 for g, e in zip(got, expected)):
             shown = ", ".join(f"{g:.4f}" for g in got[:5])
-            warnings.append(f"{name} does not pass its visible test: {what} gives [{shown}], expected "
-                            f"[{', '.join(f'{e:.4f}' for e in expected)}]; the lab trains with it anyway")
+            warnings.append(t("{name} does not pass its visible test: {example} gives [{got}], expected [{expected}]; "
+                              "the lab trains with it anyway", name=name, example=t(what), got=shown,
+                              expected=", ".join(f"{e:.4f}" for e in expected)))
     if len(problems) == 1:
         raise StudentFunctionError(problems[0])
     if problems:

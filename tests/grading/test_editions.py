@@ -23,8 +23,10 @@ CODE_SPAN = re.compile(r"`[^`]+`")
 
 
 def spans(text: str) -> dict[str, list[str]]:
-    """The fenced blocks (in order), the math and the inline code (sorted) of one markdown cell."""
-    fences = FENCE.findall(text)
+    """The fenced blocks (in order), the math and the inline code (sorted) of one markdown cell.  A
+    ```python block is compared as code: its comments may be translated, nothing else."""
+    fences = [editions.code_skeleton(block.split("\n", 1)[1].rsplit("```", 1)[0]) if block.startswith("```python")
+              else block for block in FENCE.findall(text)]
     prose = FENCE.sub("", text)
     squash = lambda found: sorted(" ".join(span.split()) for span in found)  # noqa: E731
     return {"fences": fences, "math": squash(MATH.findall(prose)), "code": squash(CODE_SPAN.findall(prose))}
@@ -211,7 +213,7 @@ def test_a_failure_reads_in_chinese_down_to_the_case_note():
     check = rlhf_hidden_checks.CHECKS["gae_bootstraps_next_value"]
     with i18n.speaking("zh-CN"):
         detail = checks_module.evaluate(check, gae_one_too_long)
-    assert detail == "优势的形状是 (7,)，应为 (6,)（在回合结束前被切断的 6 步数据段，next_value=2.5）"
+    assert detail == "优势的形状是 (7,)，应为 (6,)（在回合结束前被切断的 6 步片段，next_value=2.5）"
     assert checks_module.evaluate(check, gae_one_too_long) == (
         "advantages has shape (7,), expected (6,) (segment of 6 steps cut before the episode ends, next_value=2.5)")
 
@@ -383,3 +385,67 @@ def test_the_export_is_inert_in_a_spreadsheet(tmp_path):
     assert (row["student_id"], row["last_name"], row["first_name"], row["email"]) == \
         ("'=1+1", '\'=HYPERLINK("http://evil.example")', "'-2+3", "'@SUM(A1:A9)")
     assert row["score"] == "0.0" and row["assignment"] == "rlhf"
+
+
+def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(course, monkeypatch):
+    """i18n/glossary.zh-CN.json: one term per concept.  A listed variant in a cell, a check's message, a
+    check's detail or the package's own Chinese sentences stops `make release`, naming where and the variant."""
+    from rlhf_course import i18n
+
+    glossary = (REPO / "i18n" / "glossary.zh-CN.json").read_text(encoding="utf-8")
+    edition, checks = pseudo_translation(course)
+    (course / "i18n" / "glossary.zh-CN.json").write_text(glossary, encoding="utf-8")
+    assert editions.problems(course, edition, checks) == []
+    table = edition.table()
+    cell = next(cid for cid, entry in table["cells"].items() if "### BEGIN SOLUTION" not in entry["text"])
+    table["cells"][cell]["text"] += "\n\nPPO 的裁剪替代目标；KL 的单位是 nat，不是 nats。"
+    table["messages"]["dpo_beta_scales_margin"]["text"] = "beta 在 sigmoid 内部乘以对数概率比间隔"
+    table["details"]["the terminal reward must reach every step"] = "末端的奖励必须传到每一步"
+    editions.write_table(edition.path, table)
+    monkeypatch.setitem(i18n.ZH, "a sentence of the package", "训练一个小语言模型")
+    found = editions.problems(course, edition, checks)
+    assert [line.split(" (...")[0] for line in found] == [
+        f"cell {cell}: '替代目标' is not the glossary's word for '(clipped) surrogate objective': write '裁剪代理目标'",
+        "message dpo_beta_scales_margin: '间隔' is not the glossary's word for "
+        "'margin (log-ratio margin h, preference margin beta*h)': write '边际（对数概率比边际 / 偏好边际）'",
+        "detail 'the terminal reward must reach every step': '末端的奖励' is not the glossary's word for "
+        "'terminal reward': write '终止奖励'",
+        "rlhf_course/i18n.py 'a sentence of the package': '小语言模型' is not the glossary's word for 'the tiny LM': "
+        "write '微型语言模型'",
+        f"cell {cell}: 'nat' is not the glossary's word for 'nats (unit of information)': write 'nats'",
+    ] or sorted(found)
+    with pytest.raises(editions.StaleTranslation, match=f"cell {cell}: '替代目标'"):
+        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses
+
+
+def test_the_grpo_expected_output_block_shows_the_labels_each_edition_prints():
+    """A student compares the printed lines with the contract's block: the same labels in both editions."""
+    for assignment in ("grpo", "grpo_zh"):
+        cells = {c.id: c.source for c in notebooks.read(REPO / "source" / assignment / "grpo.ipynb").cells}
+        block = FENCE.findall(cells["grpo_contract"])[0].splitlines()[1:-1]
+        printed = [label + " " for label in re.findall(r'^print\("([^"]+)", ', cells["grpo_visible_tests"], re.MULTILINE)]
+        assert [line.split("[")[0] for line in block] == printed == ["scaled:   ", "unscaled: "], assignment
+
+
+@pytest.mark.parametrize("base", sorted({e.base for e in COURSE_EDITIONS}))
+def test_each_english_hidden_test_header_is_its_checks_whole_message(base, course):
+    """Written by `make release` from the check's message, as the Chinese headers are from its translation:
+    a header never says less than the message a failing student reads; a stale one is rewritten."""
+    checks = instructor.checks_of(REPO, base)
+    for path in sorted((REPO / "source" / base).glob("*.ipynb")):
+        hidden = [c for c in notebooks.read(path).cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source]
+        assert hidden, path
+        for cell in hidden:
+            points = cell.metadata["nbgrader"]["points"]
+            assert cell.source.splitlines()[0] == editions.HIDDEN_TEST_HEADER["en"].format(
+                points=f"{points:g}", unit="point" if points == 1 else "points",
+                message=" ".join(checks[notebooks.grade_id(cell)].message.split()))
+    path = next((course / "source" / base).glob("*.ipynb"))
+    nb = notebooks.read(path)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source)
+    english = cell.source
+    cell.source = "# Hidden test: a shorter header\n" + english.split("\n", 1)[1]
+    import nbformat
+    nbformat.write(nb, str(path))
+    assert editions.write_english_headers(course, base, instructor.checks_of(course, base)) == [path]
+    assert next(c for c in notebooks.read(path).cells if c.id == cell.id).source == english
