@@ -541,12 +541,12 @@ try:
 except OSError:
     leaked = ""
 ''' + _REFERENCE_PPO}, "graded", frozenset(), True, tamper="symlink_gradebook"),
-    # Edits to what a student may not change are undone (the release's cells and metadata count, as in
-    # nbgrader's OverwriteCells); the answers earn what they earn, and a person is told.
+    # Edits to what a student may not change are undone (the canonical copy: the release's cells, order and
+    # metadata count, as in nbgrader's OverwriteCells); the answers earn what they earn, and a person is told.
     Adversarial("tampered_visible_test", {}, "graded", frozenset(), True, tamper="edit_locked_cell"),
     Adversarial("raised_points_in_metadata", {}, "graded", frozenset(), True, tamper="raise_points"),
-    Adversarial("deleted_hidden_test_cell", {}, "malformed notebook", None, False, tamper="delete_grade_cell"),
-    Adversarial("duplicated_test_cell", {}, "malformed notebook", None, False, tamper="duplicate_grade_cell"),
+    Adversarial("deleted_hidden_test_cell", {}, "graded", frozenset(), True, tamper="delete_grade_cell"),
+    Adversarial("duplicated_test_cell", {}, "graded", frozenset(), True, tamper="duplicate_grade_cell"),
     Adversarial("invalid_json", {}, "malformed notebook", None, False, tamper="invalid_json"),
 ]
 
