@@ -113,6 +113,15 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     return torch.max(pg_losses, pg_losses_clipped).mean()
 ''', frozenset(_PPO_VALUE_CHECKS | {"ppo_inside_trust_region", "ppo_epsilon_extremes", "ppo_gradient"})),
     WrongAnswer(
+        # The default written in: clip_epsilon is ignored.  Every check but ppo_epsilon_extremes calls with the
+        # default 0.2, so this costs that one cell.
+        "ppo_clip_epsilon_hard_coded", PPO_CELL, '''
+def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
+    surr1 = ratio * advantage
+    surr2 = torch.clamp(ratio, 0.8, 1.2) * advantage
+    return torch.min(surr1, surr2).mean()
+''', frozenset({"ppo_epsilon_extremes"})),
+    WrongAnswer(
         "dpo_missing_beta", DPO_CELL, '''
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
@@ -146,6 +155,14 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
         margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
         return -F.logsigmoid(beta * margin)
 ''', frozenset({"dpo_numerically_stable", "dpo_gradient", "dpo_visible_tests"})),
+    WrongAnswer(
+        # The default written in: beta is ignored.  It costs only the cell about beta (the others call with
+        # the default 0.1, or hold for any beta).
+        "dpo_beta_hard_coded", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
+    return -F.logsigmoid(0.1 * margin)
+''', frozenset({"dpo_beta_scales_margin"})),
     WrongAnswer(
         # Vectorised from powers of gamma * lambda: A_t = sum_{k >= t} (gl)^k delta_k / (gl)^t.  Right
         # whenever gamma * lambda > 0, but 0 / 0 = NaN at gamma * lambda = 0 (lambda = 0 or gamma = 0).
@@ -212,6 +229,34 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
         advantages[t] = gae
     return advantages
 ''', frozenset({"gae_inputs_unmodified"})),
+    WrongAnswer(
+        # The defaults written in, one argument at a time: each costs only the cells whose property is about
+        # that argument (the other GAE checks call with gamma = 0.99 and lambda = 0.95).
+        "gae_gamma_hard_coded", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    T = len(rewards)
+    advantages = torch.zeros_like(rewards)
+    gae = 0.0
+    for t in reversed(range(T)):
+        next_v = next_value if t == T - 1 else values[t + 1]
+        delta = rewards[t] + 0.99 * next_v - values[t]
+        gae = delta + 0.99 * gae_lambda * gae
+        advantages[t] = gae
+    return advantages
+''', frozenset({"gae_gamma_zero"})),
+    WrongAnswer(
+        "gae_lambda_hard_coded", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    T = len(rewards)
+    advantages = torch.zeros_like(rewards)
+    gae = 0.0
+    for t in reversed(range(T)):
+        next_v = next_value if t == T - 1 else values[t + 1]
+        delta = rewards[t] + gamma * next_v - values[t]
+        gae = delta + gamma * 0.95 * gae
+        advantages[t] = gae
+    return advantages
+''', frozenset({"gae_lambda_one_is_monte_carlo", "gae_lambda_zero_is_td_residual"})),
 ]
 
 WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}

@@ -1,8 +1,9 @@
 """Wrong and correct answers to the GRPO exercise, each with what it must score.  INSTRUCTOR ONLY.
 
 The wrong answers are the ones students write: the population std, eps inside the square root, the
-batch's mean instead of each group's, RLOO's leave-one-out baseline where the contract asks for the
-group mean, scaling when told not to, NaN for a group of one.  A wrong answer loses exactly ``loses``,
+default eps written in instead of the argument, the batch's mean instead of each group's, RLOO's
+leave-one-out baseline where the contract asks for the group mean, scaling when told not to, NaN for a
+group of one.  A wrong answer loses exactly ``loses``,
 a correct variant nothing (tests/grading/test_grpo_checks.py)."""
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
         "    if not scale_by_std:\n        return centred\n"
         "    return centred / torch.sqrt(rewards.var(dim=1, keepdim=True) + eps)\n"),
+        frozenset({"grpo_eps_outside_sqrt"})),
+    WrongAnswer("grpo_eps_hard_coded", GRPO_CELL, _cell(
+        "    if rewards.shape[1] < 2:\n        return torch.zeros_like(rewards)\n"
+        "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
+        "    if not scale_by_std:\n        return centred\n"
+        "    return centred / (rewards.std(dim=1, keepdim=True) + 1e-4)  # the default written in, eps ignored\n"),
         frozenset({"grpo_eps_outside_sqrt"})),
     WrongAnswer("grpo_batch_mean", GRPO_CELL, _cell(
         "    if rewards.shape[1] < 2:\n        return torch.zeros_like(rewards)\n"

@@ -54,8 +54,27 @@ def _args(case: Case) -> tuple[torch.Tensor, bool, float]:
     return rewards, scale_by_std, eps
 
 
+def _references(case: Case) -> list[torch.Tensor]:
+    """What a check that is not about eps accepts: the contract at the case's eps, and, when that is not the
+    default, also at the default eps, for an answer that writes 1e-4 where it should use its ``eps``
+    argument.  That one mistake is then decided by ``grpo_eps_outside_sqrt`` alone, not by every check
+    whose cases pass eps = 0."""
+    rewards, scale_by_std, eps = _args(case)
+    expected = [advantages_reference(rewards, scale_by_std, eps)]
+    if scale_by_std and eps != DEFAULT_EPS:
+        expected.append(advantages_reference(rewards, scale_by_std, DEFAULT_EPS))
+    return expected
+
+
+def _compare_to_contract(case: Case, obs: Observation, *, rtol: float, atol: float) -> str | None:
+    """None when the result is the contract's at the case's eps or at the default eps (``_references``);
+    else what differs from the contract at the case's eps."""
+    details = [compare(obs.value, expected, rtol=rtol, atol=atol, what="advantages") for expected in _references(case)]
+    return None if None in details else details[0]
+
+
 def _value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    return compare(obs.value, advantages_reference(*_args(case)), rtol=1e-5, atol=1e-6, what="advantages")
+    return _compare_to_contract(case, obs, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- visible
@@ -77,7 +96,9 @@ def _visible_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 
 def _value_cases() -> list[Case]:
     gen = generator(501)
-    # eps = 0 here and in the checks below that are not about eps: each check decides one property.
+    # eps = 0 here and in the checks below that are not about eps, so that eps inside the square root is
+    # decided by grpo_eps_outside_sqrt alone; their judges also accept the advantages at the default eps, so
+    # that an eps ignored for 1e-4 is too (``_references``): each check decides one property.
     return [Case((_rewards(gen, 6, 8), True, 0.0), note=say("eps = 0, shape {shape}", shape=(6, 8))),
             Case((_rewards(gen, 3, 16), True, 0.0), note=say("eps = 0, shape {shape}", shape=(3, 16))),
             Case((_rewards(gen, 2, 5).double(), True, 0.0), note=say("float64, eps = 0, shape {shape}", shape=(2, 5)))]
@@ -90,7 +111,7 @@ def _bessel_cases() -> list[Case]:
 
 
 def _bessel_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    detail = compare(obs.value, advantages_reference(*_args(case)), rtol=1e-5, atol=1e-6, what="advantages")
+    detail = _compare_to_contract(case, obs, rtol=1e-5, atol=1e-6)
     if detail is None:
         return None
     rewards, _, eps = _args(case)
@@ -111,8 +132,14 @@ def _eps_cases() -> list[Case]:
 
 
 def _eps_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
-    detail = compare(obs.value, advantages_reference(*_args(case)), rtol=1e-6, atol=1e-9, what="advantages")
-    return detail and say("{detail}: eps is added to the std, outside the square root", detail=detail)
+    rewards, scale_by_std, eps = _args(case)
+    detail = compare(obs.value, advantages_reference(rewards, scale_by_std, eps), rtol=1e-6, atol=1e-9, what="advantages")
+    if detail is None:
+        return None
+    if eps != DEFAULT_EPS and compare(obs.value, advantages_reference(rewards, scale_by_std, DEFAULT_EPS),
+                                      rtol=1e-6, atol=1e-9) is None:
+        return say("{detail}: the eps argument is ignored (these are the advantages for eps = 1e-4)", detail=detail)
+    return say("{detail}: eps is added to the std, outside the square root", detail=detail)
 
 
 def _unscaled_cases() -> list[Case]:
@@ -174,7 +201,7 @@ def _dtype_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if obs.value.dtype != rewards.dtype:
         return say("advantages have dtype {dtype}; the contract keeps the rewards' dtype {expected}", dtype=obs.value.dtype, expected=rewards.dtype)
     tolerance = 1e-12 if rewards.dtype == torch.float64 else 1e-5
-    return compare(obs.value, advantages_reference(*_args(case)), rtol=tolerance, atol=tolerance, what="advantages")
+    return _compare_to_contract(case, obs, rtol=tolerance, atol=tolerance)
 
 
 def _unmodified_cases() -> list[Case]:

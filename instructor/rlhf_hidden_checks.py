@@ -100,9 +100,11 @@ def _ppo_eps_cases() -> list[Case]:
 
 
 def _ppo_mixed_cases() -> list[Case]:
-    gen = generator(21)
+    # At the default eps, as every check but ppo_epsilon_extremes: an answer that writes 0.8 and 1.2 instead
+    # of using clip_epsilon loses that cell alone.
+    gen, eps = generator(21), 0.2
     cases = []
-    for eps in (0.1, 0.2, 0.3):
+    for _ in range(3):
         r = _log_uniform(gen, 1e-3, 1e3, 64)[torch.randperm(64, generator=gen)].float()
         a = torch.randn(64, generator=gen, dtype=torch.float64).float()
         cases.append(Case((r, a, eps), note=say("64 tokens, ratios from 1e-3 to 1e3, mixed-sign advantages, eps={eps}", eps=eps)))
@@ -258,9 +260,12 @@ def _dpo_zero_margin_judge(case: Case, obs: Observation, recall: Recall) -> str 
                     rtol=1e-5, atol=1e-6, what=say("loss at zero margin (should be ln 2)"))
 
 
+# The DPO checks other than dpo_beta_scales_margin call with the default beta (0.1; dpo_zero_margin_is_ln2 and
+# dpo_reference_shift_invariance hold for any beta): an answer that writes 0.1 instead of using beta loses that
+# cell alone.
 def _dpo_value_cases() -> list[Case]:
     return [_dpo_batch(111, (16,), 0.1, note=say("{count} pairs, beta={beta}", count=16, beta=0.1)),
-            _dpo_batch(112, (16,), 0.5, scale=6.0, note=say("{count} pairs, beta={beta}", count=16, beta=0.5))]
+            _dpo_batch(112, (16,), 0.1, scale=6.0, note=say("{count} pairs, beta={beta}", count=16, beta=0.1))]
 
 
 def _dpo_beta_cases() -> list[Case]:
@@ -271,7 +276,7 @@ def _dpo_beta_cases() -> list[Case]:
 
 
 def _dpo_swap_cases() -> list[Case]:
-    return [_dpo_batch(131, (8,), 0.3, note="beta=0.3")]
+    return [_dpo_batch(131, (8,), 0.1, note="beta=0.1")]
 
 
 def _dpo_swap_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -326,10 +331,10 @@ def _dpo_gradient_cases() -> list[Case]:
     log-probs come from a frozen model; a trainer computes them under ``torch.no_grad()`` or
     detaches them, so an answer may or may not pass a gradient to them, whether or not they
     require one."""
-    frozen = _dpo_batch(151, (6,), 0.5, scale=4.0)
-    tracked = _dpo_batch(152, (6,), 0.5, scale=4.0)
-    return [Case(frozen.args, grad_wrt=(0, 1), note=say("beta=0.5, reference log-probs without gradient")),
-            Case(tracked.args, grad_wrt=(0, 1, 2, 3), note=say("beta=0.5, reference log-probs requiring grad"))]
+    frozen = _dpo_batch(151, (6,), 0.1, scale=4.0)
+    tracked = _dpo_batch(152, (6,), 0.1, scale=4.0)
+    return [Case(frozen.args, grad_wrt=(0, 1), note=say("beta={beta}, reference log-probs without gradient", beta=0.1)),
+            Case(tracked.args, grad_wrt=(0, 1, 2, 3), note=say("beta={beta}, reference log-probs requiring grad", beta=0.1))]
 
 
 def _dpo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -402,12 +407,15 @@ def _gae_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     return compare(obs.value, gae_reference(*case.args), rtol=1e-4, atol=1e-4, what="advantages")
 
 
+# Each GAE check calls with the default gamma and lambda (0.99, 0.95) but for the one its property names
+# (lambda = 1, lambda = 0, gamma = 0; a single step does not depend on them): an answer that writes 0.99 or
+# 0.95 instead of using its argument loses only the cells of that argument.
 def _gae_value_cases() -> list[Case]:
-    return [_gae_episode(201, 8), _gae_episode(202, 12, sparse=True, gamma=0.97, lam=0.9)]
+    return [_gae_episode(201, 8), _gae_episode(202, 12, sparse=True)]
 
 
 def _gae_lambda_one_cases() -> list[Case]:
-    return [_gae_episode(211, 9, lam=1.0), _gae_episode(212, 6, sparse=True, gamma=0.9, lam=1.0)]
+    return [_gae_episode(211, 9, lam=1.0), _gae_episode(212, 6, sparse=True, lam=1.0)]
 
 
 def _gae_lambda_one_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -456,13 +464,13 @@ def _gae_next_value_cases() -> list[Case]:
     return [_gae_episode(251, 6, sparse=True, next_value=2.5,
                          note=say("segment of {steps} steps cut before the episode ends, next_value={next_value}", steps=6, next_value=2.5)),
             _gae_episode(252, 1, next_value=-1.5, note=say("segment of 1 step cut before the episode ends, next_value={next_value}", next_value=-1.5)),
-            _gae_episode(253, 10, next_value=4.0, gamma=0.95, lam=0.8, note=say("segment of {steps} steps cut before the episode ends, next_value={next_value}", steps=10, next_value=4.0))]
+            _gae_episode(253, 10, next_value=4.0, note=say("segment of {steps} steps cut before the episode ends, next_value={next_value}", steps=10, next_value=4.0))]
 
 
 def _gae_random_length_cases() -> list[Case]:
     gen = generator(261)
     lengths = torch.randint(2, 40, (5,), generator=gen).tolist()
-    return [_gae_episode(262 + i, n, gamma=0.98, lam=0.9) for i, n in enumerate(lengths)]
+    return [_gae_episode(262 + i, n) for i, n in enumerate(lengths)]
 
 
 def _gae_shape_cases() -> list[Case]:

@@ -65,6 +65,20 @@ def test_the_visible_example_numbers():
     assert shown == [0.8659, -0.8659, -0.8659, 0.8659, -1.019, -0.3397, 0.0, 1.3587]
 
 
+def test_the_scaling_cells_numbers():
+    """grpo_scaling and grpo_contract: the spread std / (std + eps) is near 1 only well above eps; equal rewards give
+    exactly 0 only when their float mean is exact; 7 of 8 right with 0/1 rewards scales the wrong answer's -0.875."""
+    assert [round(s / (s + 1e-4), 3) for s in (0.0058, 1e-3, 1e-4)] == [0.983, 0.909, 0.5]
+    assert checks.advantages_reference(torch.full((1, 6), 0.3)).abs().max().item() == 0.0  # float64: exact mean
+    six = torch.full((1, 6), 0.3)  # float32, as a student's function computes it
+    centred = six - six.mean(1, keepdim=True)
+    assert (centred / (six.std(1, keepdim=True) + 1e-4)).tolist()[0] == pytest.approx([2.98e-4] * 6, rel=1e-2)
+    assert (centred / six.std(1, keepdim=True)).tolist()[0] == pytest.approx([0.913] * 6, rel=1e-2)  # eps = 0
+    seven_of_eight = checks.advantages_reference(torch.tensor([[1.0] * 7 + [0.0]]))
+    assert seven_of_eight[0, -1].item() == pytest.approx(-2.47, abs=5e-3)
+    assert seven_of_eight[0, 0].item() == pytest.approx(0.353, abs=5e-4)
+
+
 def test_the_group_mean_baseline_is_a_shrunk_leave_one_out_baseline():
     """What the notebook teaches: r - mean(group) = (G - 1) / G * (r - mean(others))."""
     rewards = torch.randn(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

@@ -50,6 +50,17 @@ def test_the_naive_form_is_really_inaccurate_in_float32():
     assert ((stable - exact).abs() / exact).max() < 1e-3
 
 
+def test_the_literal_forms_error_grows_like_one_over_d_squared():
+    """The derivation's numbers, which its measurement cell prints: the error of exp(d) - 1 - d is the rounding of
+    exp(d), whatever d, so relative to k3 ~ d^2 / 2 it is about 4, 44 and 400 times k3 (median) at |d| = 1e-4, 3e-5
+    and 1e-5, at most about 15, 160 and 1500 times; expm1(d) - d stays within about 1.2e-7 / |d|."""
+    from rlhf_course.floating_point import k3_rounding_errors
+    rows = k3_rounding_errors([1e-3, 1e-4, 3e-5, 1e-5])
+    assert [row.median for row in rows] == pytest.approx([0.04, 4, 44, 400], rel=0.05)
+    assert [row.max for row in rows] == pytest.approx([0.15, 15, 160, 1500], rel=0.05)
+    assert all(row.expm1_max < 1.3e-7 / row.size for row in rows)
+
+
 def test_the_notebooks_hidden_cells_match_the_checks():
     cells = notebooks.cells_by_grade_id(notebooks.read(SOURCE))
     for check in checks.HIDDEN_CHECKS.values():
