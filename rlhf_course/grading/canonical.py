@@ -19,14 +19,15 @@ nbgrader metadata.  Nothing here runs student code or imports torch.
 """
 from __future__ import annotations
 
-import base64
-import binascii
+import bisect
 import copy
+import json
+import re
 
 import nbformat
 
 from rlhf_course.grading import notebooks
-from rlhf_course.grading.safe_html import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note
+from rlhf_course.grading.safe_html import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note, is_base64_image
 
 MAX_SOURCE_CHARS = 64 * 1024  # characters of one cell's source kept (a release cell has at most a few KiB)
 NBGRADER_KEYS = ("grade", "solution", "locked", "points", "schema_version", "task")
@@ -84,7 +85,6 @@ def _moved(nb, position: dict[str, int]) -> list[str]:
 
 
 def _longest_increasing(order: list[str], position: dict[str, int]) -> set[str]:
-    import bisect
     tails: list[int] = []  # smallest release position ending a run of each length
     tail_index: list[int] = []
     previous = [-1] * len(order)
@@ -149,19 +149,10 @@ def _plain_cell(cell, number: int, flags: list[str]):
         if attachments:
             new.attachments = attachments
     else:  # raw (or unknown): shown as text, never passed to the page as it is
-        fence = "~" * max(3, 1 + max((len(run) for run in _runs(source, "~")), default=0))
+        fence = "~" * max(3, 1 + max(map(len, re.findall("~+", source)), default=0))
         new = nbformat.v4.new_markdown_cell(f"{fence}text\n{source}\n{fence}")
     new.id = f"student-added-{number}"
     return new
-
-
-def _runs(text: str, char: str) -> list[str]:
-    runs, current = [], ""
-    for c in text:
-        current = current + c if c == char else ""
-        if current:
-            runs.append(current)
-    return runs
 
 
 def _text(source) -> str:
@@ -188,18 +179,10 @@ def _images(attachments) -> dict:
             continue
         images = {mime: value for mime, value in bundle.items()
                   if mime in IMAGE_TYPES and isinstance(value, str) and len(value) <= MAX_IMAGE_CHARS
-                  and _is_base64(value)}
+                  and is_base64_image(value)}
         if images:
             kept[name] = images
     return kept
-
-
-def _is_base64(value: str) -> bool:
-    try:
-        base64.b64decode(value.replace("\n", ""), validate=True)
-        return True
-    except (binascii.Error, ValueError):
-        return False
 
 
 def with_outputs(canonical, executed_json: str | None, max_cells: int):
@@ -212,7 +195,6 @@ def with_outputs(canonical, executed_json: str | None, max_cells: int):
     if not executed_json:
         return nb, False
     try:
-        import json
         ran = json.loads(executed_json)
         cells = ran["cells"]
         if not isinstance(cells, list) or len(cells) != len(nb.cells) or len(cells) > max_cells:

@@ -193,7 +193,7 @@ def _joined(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _is_base64_image(value: str) -> bool:
+def is_base64_image(value: str) -> bool:
     try:
         base64.b64decode(value.replace("\n", ""), validate=True)
         return True
@@ -226,7 +226,7 @@ def bound_output(output, spent: int) -> int:
         if mime not in OUTPUT_TYPES:
             notes.append(f"[an output of type {mime} is not shown]")
         elif mime in IMAGE_TYPES:
-            if len(value) > min(MAX_IMAGE_CHARS, left) or not _is_base64_image(value):
+            if len(value) > min(MAX_IMAGE_CHARS, left) or not is_base64_image(value):
                 notes.append(f"[an image of {size_text(len(value))} is not shown "
                              f"(limit {size_text(min(MAX_IMAGE_CHARS, left))}, or not base64)]")
             else:
