@@ -4,17 +4,19 @@ student's feedback page, in headless Chromium.  No script of the student's runs 
 in the gradebook; the control, nbgrader's stock rendering of the same autograded copy, runs it and
 gives the attacker marks through the Formgrader's own API."""
 
+import json
 import re
 
 import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, settings
+from rlhf_course.grading import examples, feedback, notebooks, settings
 from tests.support.course import copy_course, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 from tests.support.browser import LabServer
+from tests.support.submissions import ran_with_outputs
 
 # Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
 # 99, as a grader would, so that the Formgrader's own script saves the scores through its API.
@@ -31,11 +33,23 @@ OUTPUTS = [
 
 
 def _hostile_submission(course):
+    """Script in a written answer, odd metadata, outputs in the file (the canonical copy drops them)."""
     folder = examples.write_submission(course, "mallory", {**examples.answers_for(course, ()), "lab_question_1": WRITTEN})
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
     answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in OUTPUTS]
+    answer.metadata["magics_language"] = "maple"
+    nb.metadata["language_info"]["pygments_lexer"] = "ipython3"
     nbformat.write(nb, str(folder / NOTEBOOK))
+
+
+def _hostile_run(course, result):
+    """The same outputs as the course's run of the copy sends them back (the student's code printed them),
+    with one huge and deeply nested HTML output: the feedback page and the autograded copy written again."""
+    outputs = [{"output_type": "display_data", "metadata": {}, "data": data}
+               for data in OUTPUTS + [{"text/html": "<b>" * 87000, "text/plain": "bold"}]]
+    result.executed_notebook = ran_with_outputs(result.canonical_notebook, {"answer": outputs})
+    feedback.write_feedback(settings.Course.at(course), result)
 
 
 def manual_scores(course) -> dict:
@@ -68,6 +82,10 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     # the in-process double: the feedback copy is the notebook as submitted
     results = {r.student: r for r in grade_in_process(course)}
     assert results["mallory"].state == "graded", results["mallory"].detail
+    _hostile_run(course, results["mallory"])
+    autograded = nbformat.read(str(course / "autograded" / "mallory" / ASSIGNMENT / NOTEBOOK), 4)
+    assert "magics_language" not in json.dumps([c.metadata for c in autograded.cells])
+    assert "HTML not rendered: 87,000 tags" in json.dumps(autograded.cells)
     before = manual_scores(course)
     assert before and all(score == (None, None) or score[1] in (None, 0) for score in before.values())
     from nbgrader.api import Gradebook
