@@ -87,7 +87,7 @@ ZH = {
     "margin (left axis)": "偏好边际（左轴）",
     "Preference margin widens": "偏好边际变大",
     "DPO step": "DPO 步数",
-    "beta * (log-ratio chosen - rejected)": "beta *（偏好回复 - 不偏好回复 的对数概率比）",
+    "beta * (log-ratio chosen - rejected)": "beta *（对数概率比：偏好回复 - 不偏好回复）",
     "accuracy (right axis)": "准确率（右轴）",
     "preference accuracy": "偏好准确率",
     "chosen y_w": "偏好回复 y_w",
