@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -13,6 +14,7 @@ import nbformat
 from rlhf_course.grading import notebooks, safe_html
 from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.page_process import KILL_GRACE, PageProcess
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
@@ -32,7 +34,7 @@ def _exporter():
     return _EXPORTER
 
 
-def _shown_notebook(result: SubmissionResult, max_cells: int):
+def _shown_notebook(result: SubmissionResult, max_cells: int, notes: list[str]):
     """The notebook pages show: the canonical copy (intake's, trusted) with the outputs of the course's
     run of it, when that run came back as that copy; None when the submission could not be read."""
     if not result.canonical_notebook:
@@ -40,7 +42,7 @@ def _shown_notebook(result: SubmissionResult, max_cells: int):
     canonical = nbformat.reads(result.canonical_notebook, as_version=4)
     nb, ran = with_outputs(canonical, result.executed_notebook, max_cells)
     if result.executed_notebook and not ran:
-        note(result, t("the feedback copy of the notebook came back unreadable", result.language))
+        notes.append(t("the feedback copy of the notebook came back unreadable", result.language))
     return nb
 
 
@@ -91,30 +93,48 @@ def _outputs_withheld(nb, seconds: float) -> None:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note)]
 
 
-def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Limits(),
-                   seconds: float | None = None) -> Path:
-    """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
-    then the student's notebook as it ran; never the hidden tests' code.  The notebook's outputs are
-    made safe and bounded (:mod:`safe_html`) for the page and for the autograded copy; all of it runs
-    within ``seconds`` (default: what the limits leave this submission), after which the page shows
-    only the scores and says why."""
-    seconds = render_seconds(result, limits) if seconds is None else seconds
-    # Markdown, not HTML: the exporter sanitises a markdown cell's raw HTML and escapes headings,
-    # paragraphs and table headers (they showed as literal tags); Markdown renders them.
+def _summary(result: SubmissionResult) -> str:
+    """The page's head, in Markdown (the exporter sanitises a markdown cell's raw HTML and escapes
+    headings, paragraphs and table headers): the total, the outcome, each test and each written answer."""
     language = result.language
     rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} "
                    f"| {t('passed' if c.score == c.points else 'failed', language)} "
                    f"| {table_text(c.message)} |\n" for c in result.cells.values())
     written_score, written_points, written_rows = written_answer_rows(result, language)
     detail = table_text(result.detail.splitlines()[0] if result.detail else "")
-    summary = (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
-               f"{result.max_score + written_points:g}\n\n"
-               + t("Outcome: **{state}**.", language, state=t(result.state, language)) + f" {detail}\n\n"
-               + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
-               + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
-               + written_rows)
-    nb = _shown_notebook(result, limits.cells)
-    exporter = _exporter()  # built once per batch (templates), outside any page's budget
+    return (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
+            f"{result.max_score + written_points:g}\n\n"
+            + t("Outcome: **{state}**.", language, state=t(result.state, language)) + f" {detail}\n\n"
+            + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
+            + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
+            + written_rows)
+
+
+@dataclass
+class Page:
+    """What one render made: the feedback page, the autograded copy (None when the submission could not
+    be read) and the notes for the grading report (the child's copy of the result is not the caller's)."""
+    html: str
+    autograded_copy: str | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _scores_only(result: SubmissionResult, summary: str, reason: str) -> str:
+    why = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
+            result.language, reason=reason)
+    page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
+                                           nbformat.v4.new_markdown_cell(f"**{why}**")])
+    return _exporter().from_notebook_node(page)[0]
+
+
+def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Page:
+    """In the page process (:mod:`page_process`): the feedback page and the autograded copy, the
+    notebook's outputs made safe and bounded (:mod:`safe_html`), within ``seconds``; over them, the page
+    is the scores and why, and the copy keeps no output."""
+    notes: list[str] = []
+    summary = _summary(result)
+    nb = _shown_notebook(result, max_cells, notes)
+    exporter = _exporter()  # built once per page process (templates), outside any page's budget
     over_budget, autograded_copy = None, None
     with safe_html.render_budget(seconds):
         try:
@@ -125,7 +145,7 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
                     _outputs_withheld(nb, seconds)
                     raise
                 finally:
-                    annotate_grade_cells(nb, result, language)
+                    annotate_grade_cells(nb, result, result.language)
                     autograded_copy = nbformat.writes(nb)  # what the Formgrader shows
             else:
                 nb = nbformat.v4.new_notebook()
@@ -134,22 +154,71 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
-        why = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
-                language, reason=str(over_budget))
-        page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
-                                               nbformat.v4.new_markdown_cell(f"**{why}**")])
-        body, _ = exporter.from_notebook_node(page)
-        note(result, f"feedback page without the notebook: {over_budget}")
+        body = _scores_only(result, summary, str(over_budget))
+        notes.append(f"feedback page without the notebook: {over_budget}")
+    return Page(body, autograded_copy, notes)
+
+
+def render_scores_only(result: SubmissionResult, reason: str) -> str:
+    """In the page process: the page of a submission whose render was stopped (our own short text)."""
+    return _scores_only(result, _summary(result), reason)
+
+
+def _stripped_copy(result: SubmissionResult, max_cells: int, seconds: float) -> str | None:
+    """The autograded copy when its render process was killed: the canonical copy, no output kept
+    (built here, in linear time, without parsing any HTML)."""
+    nb = _shown_notebook(result, max_cells, [])
+    if nb is None:
+        return None
+    _outputs_withheld(nb, seconds)
+    annotate_grade_cells(nb, result, result.language)
+    return nbformat.writes(nb)
+
+
+_PAGES: dict[str, PageProcess] = {}
+
+
+def page_process(target: str = "render_page") -> PageProcess:
+    """The batch's page process for ``target`` (started on first use, replaced when killed)."""
+    if target not in _PAGES:
+        _PAGES[target] = PageProcess(f"{__name__}:{target}")
+    return _PAGES[target]
+
+
+def _plain_page(result: SubmissionResult, reason: str) -> str:
+    """The last resort, written here without any renderer: the scores as escaped text."""
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><pre>"
+            f"{html.escape(_summary(result))}\n\n{html.escape(reason)}</pre></body></html>")
+
+
+def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Limits(),
+                   seconds: float | None = None) -> Path:
+    """feedback/<student>/<assignment>/<notebook>.html: each test's name, points and message,
+    then the student's notebook as it ran; never the hidden tests' code.  Both the page and the
+    autograded copy are made in the page process (:func:`render_page`) within ``seconds`` (default:
+    what the limits leave this submission); a render that overruns is stopped by the page's own
+    budget, or its process killed :data:`page_process.KILL_GRACE` later: the page is then only the
+    scores and why, and the batch goes on."""
+    seconds = render_seconds(result, limits) if seconds is None else seconds
+    page = page_process().call((result, limits.cells, seconds), seconds + KILL_GRACE)
+    if page is None:
+        reason = t("rendering was stopped after {seconds:.1f} s", result.language, seconds=seconds + KILL_GRACE)
+        note(result, f"feedback page without the notebook: its render process was killed after "
+                     f"{seconds + KILL_GRACE:.1f} s")
+        body = page_process("render_scores_only").call((result, reason), limits.min_render_seconds + KILL_GRACE)
+        page = Page(body or _plain_page(result, reason), _stripped_copy(result, limits.cells, seconds))
+    for text in page.notes:
+        note(result, text)
     out = course.folder("feedback", result.student, result.assignment) / result.notebook.replace(".ipynb", ".html")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body)
+    out.write_text(page.html)
     graded = course.folder("autograded", result.student, result.assignment)
     graded.mkdir(parents=True, exist_ok=True)
     for name, text in submission_files(course.folder("submitted", result.student, result.assignment)).items():
         for folder in (out.parent, graded):  # where release_feedback and generate_feedback look
             (folder / name).write_text(text)
-    if autograded_copy:  # where nbgrader keeps autograded notebooks
-        (graded / result.notebook).write_text(autograded_copy)
+    if page.autograded_copy:  # where nbgrader keeps autograded notebooks
+        (graded / result.notebook).write_text(page.autograded_copy)
     return out
 
 

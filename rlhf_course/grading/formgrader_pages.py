@@ -4,8 +4,8 @@ the autograded copy with nbconvert inside the server's one event loop (a slow pa
 request of the server, ``/api/status`` included).
 
 Here the page is rendered by the same exporter (nbgrader's, with the course's configuration: the
-sanitiser, the course's lexer, the course's page additions) in a child process forked from a
-forkserver that has nbconvert loaded; the server awaits it without blocking, and kills it at
+sanitiser, the course's lexer, the course's page additions) in a child process forked from
+:mod:`page_process`'s forkserver (nbconvert loaded); the server awaits it without blocking, and kills it at
 ``c.FormgraderPages.render_seconds``.  Over the budget the instructor gets a short page saying so, with a link to
 the notebook; the server never stops answering.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import multiprocessing
 import os
 import time
 
@@ -24,21 +23,11 @@ from traitlets import Float
 from traitlets.config import Configurable
 
 FORMGRADER = "nbgrader.server_extensions.formgrader"
-_CONTEXT = None
 
 
 class FormgraderPages(Configurable):
     render_seconds = Float(10.0, help="The most one Formgrader grading page may take to render (in a child "
                                       "process; the server keeps answering meanwhile).").tag(config=True)
-
-
-def _context():
-    global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(["nbconvert", "bleach", "rlhf_course.grading.safe_html",
-                                         "rlhf_course.grading.formgrader_pages"])
-    return _CONTEXT
 
 
 def _render(config, filename: str, resources: dict, send) -> None:
@@ -52,9 +41,10 @@ def _render(config, filename: str, resources: dict, send) -> None:
 def render_bounded(config, filename: str, resources: dict, seconds: float) -> str | None:
     """The grading page rendered in a child process, or None if it took more than ``seconds`` or failed.
     Blocks its (executor) thread, never the event loop."""
-    context = _context()
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_render, args=(config, filename, resources, send), daemon=True)
+    from rlhf_course.grading.page_process import context
+    forkserver = context()
+    receive, send = forkserver.Pipe(duplex=False)
+    child = forkserver.Process(target=_render, args=(config, filename, resources, send), daemon=True)
     child.start()
     send.close()
     try:
