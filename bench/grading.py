@@ -16,7 +16,14 @@ figures of one run, and read the load averages printed with them):
                  course) are not run under stock; for the two infinite loops stock's cost is computed
                  (every cell calling the function waits the whole cell timeout: half an hour each).
 
-    python bench/grading.py [--size 24] [--workers 2] [--no-hostile | --hostile-only]
+    shaped       honest answers in notebooks shaped against the pages (issue #35): a cell whose Pygments lexer
+                 (``magics_language: maple``, ``language_info``) was exponential on 57 and 61 bytes, the
+                 clobbering notebook (a written answer moved to the top, one ``<h6 id=GRADE_ID class=hidden>``
+                 per grade cell) and an answer that displays ``'<b>' * 87000``; one batch of --shaped-base
+                 honest submissions with them, one with as many honest ones instead, each run twice, alternating.
+                 Target: the batch with them within 2 s of the one without.
+
+    python bench/grading.py [--size 24] [--workers 2] [--no-hostile | --hostile-only | --shaped-only]
 
 Targets (issue #16): trusted at most 1.3x the floor and at most 0.25x stock autograde alone.
 """
@@ -99,6 +106,59 @@ def build_hostile(course: Path) -> list[str]:
     return students
 
 
+MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer took 44 s on these 57 bytes; x3.3 per two more characters
+
+
+def shape_lexer_bomb(path: Path, pairs: int) -> None:
+    """The submitted notebook asks for the Maple lexer everywhere and adds a cell it chokes on."""
+    import nbformat
+    nb = nbformat.read(str(path), 4)
+    nb.metadata.setdefault("language_info", {})["pygments_lexer"] = "maple"
+    bomb = nbformat.v4.new_code_cell('"' + "\\a" * pairs, metadata={"magics_language": "maple"})
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.metadata["magics_language"] = "maple"
+    nb.cells.append(bomb)
+    nbformat.write(nb, str(path))
+
+
+def shape_clobbering(path: Path) -> None:
+    """The written answer moved to the top, with one empty heading per other grade cell, named after it."""
+    import nbformat
+    nb = nbformat.read(str(path), 4)
+    grade_ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    written = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                   and c.metadata.get("nbgrader", {}).get("solution"))
+    cell = nb.cells.pop(written)
+    cell.source += "".join(f'\n<h6 id="{g}" class="hidden"></h6>' for g in grade_ids if g)
+    nb.cells.insert(0, cell)
+    nbformat.write(nb, str(path))
+
+
+SHAPED = ("lexer_bomb_57_bytes", "lexer_bomb_61_bytes", "clobbering_ids", "nested_87000_tags")
+BIG_OUTPUT = "\nfrom IPython.display import HTML, display\ndisplay(HTML('<b>' * 87000))\n"
+
+
+def build_shaped(course: Path, base: int, shaped: bool) -> list[str]:
+    """``base`` correct submissions, then four more: the shaped ones (their answers correct too) with
+    ``shaped``, plain correct ones without (the control grades as many notebooks)."""
+    new_course(course)
+    answers = examples.answers_for(course, ())
+    students = []
+    for i in range(base + (0 if shaped else len(SHAPED))):
+        examples.write_submission(course, f"s{i:03d}_correct", answers)
+        students.append(f"s{i:03d}_correct")
+    if shaped:
+        for pairs in (28, 30):
+            folder = examples.write_submission(course, f"lexer_bomb_{pairs * 2 + 1}_bytes", answers)
+            shape_lexer_bomb(folder / NOTEBOOK, pairs)
+        shape_clobbering(examples.write_submission(course, "clobbering_ids", answers) / NOTEBOOK)
+        examples.write_submission(course, "nested_87000_tags",
+                                  {**answers, answer_catalogue.PPO_CELL: answers[answer_catalogue.PPO_CELL] + BIG_OUTPUT})
+        students += list(SHAPED)
+    return students
+
+
 def timed(command: list[str], cwd: Path, must_succeed: bool = True) -> float:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                RLHF_ALLOW_STOCK_AUTOGRADE="1")  # stock autograde, on purpose: it is the comparison
@@ -161,21 +221,27 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-hostile", action="store_true", help="skip the hostile submissions")
     parser.add_argument("--hostile-only", action="store_true", help="only the hostile submissions")
+    parser.add_argument("--shaped-only", action="store_true", help="only the shaped notebooks against their control")
+    parser.add_argument("--no-shaped", action="store_true", help="skip the shaped notebooks")
+    parser.add_argument("--shaped-base", type=int, default=6, help="honest submissions in both shaped batches")
     parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-grading-"))
     nbgrader = [sys.executable, "-m", "nbgrader"]
     print(f"load average at the start: {load()} ({os.cpu_count()} cores)", flush=True)
-    if not args.hostile_only:
+    if not (args.hostile_only or args.shaped_only):
         honest(args, scratch, nbgrader)
-    if not args.no_hostile:
+    if not (args.no_hostile or args.shaped_only):
         hostile(args, scratch, nbgrader)
+    failed = False
+    if not (args.no_shaped or args.hostile_only):
+        failed = not shaped(args, scratch)
     print(f"load average at the end: {load()}")
     if args.keep:
         print(f"scratch courses kept in {scratch}")
     else:
         shutil.rmtree(scratch, ignore_errors=True)
-    return 0
+    return 1 if failed else 0
 
 
 def honest(args, scratch: Path, nbgrader: list[str]) -> None:
@@ -217,7 +283,6 @@ def honest(args, scratch: Path, nbgrader: list[str]) -> None:
         print(f"  {stage:<36} {seconds:6.3f}")
 
 
-
 def hostile(args, scratch: Path, nbgrader: list[str]) -> None:
     hostile = build_hostile(scratch / "hostile-ours")
     build_hostile(scratch / "hostile-stock")
@@ -238,6 +303,28 @@ def hostile(args, scratch: Path, nbgrader: list[str]) -> None:
                             scratch / "hostile-stock", must_succeed=False)
             stock_text = f"{seconds:>9.1f}"
         print(f"{student:<36}{float(row['seconds']):>10.1f}  {row['state']:<20}{stock_text}", flush=True)
+
+
+def shaped(args, scratch: Path) -> bool:
+    """Two batches alternating twice: honest only, and honest + the shaped notebooks.  True on target."""
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in (1, 2):
+        for with_shaped in (False, True):
+            course = scratch / f"shaped-{int(with_shaped)}-{round_}"
+            build_shaped(course, args.shaped_base, with_shaped)
+            runs[with_shaped].append(trusted_batch(course, args.workers))
+    rows = {r["student"]: r for r in report_rows(scratch / "shaped-1-2")}
+    without, with_ = min(runs[False]), min(runs[True])
+    print(f"\nshaped notebooks (issue #35), {args.workers} workers: {args.shaped_base} honest submissions + the "
+          f"{len(SHAPED)} shaped ones, against {args.shaped_base + len(SHAPED)} honest ones ({load()} load):")
+    print(f"  batch without them: {', '.join(f'{x:.1f}' for x in runs[False])} s; with them: "
+          f"{', '.join(f'{x:.1f}' for x in runs[True])} s; best of each: +{with_ - without:.1f} s (target <= 2 s)")
+    for student in SHAPED:
+        row = rows[student]
+        page = float(row.get("s: feedback page (HTML)") or 0)
+        print(f"  {student:<22} {row['state']:<14} {row['score']:>5} / {row['max_score']:<5} worker {float(row['seconds']):.1f} s, "
+              f"page {page:.2f} s  {(row.get('review_flags') or row.get('detail') or '')[:90]}")
+    return with_ - without <= 2.0
 
 
 if __name__ == "__main__":
