@@ -150,6 +150,7 @@ ZH = {
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
         "此处未显示笔记本：{reason}。老师可在 Formgrader 中查看。",
     "rendering was stopped after {seconds:.1f} s": "渲染超过 {seconds:.1f} 秒，已被终止",
+    "the page could not be rendered": "页面未能生成",
     # the trusted grader's states and its own sentences (rlhf_course/grading/trusted.py, results.py)
     "failed tests": "部分测试未通过",
     "timed out": "超时",

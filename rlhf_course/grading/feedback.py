@@ -14,7 +14,7 @@ import nbformat
 from rlhf_course.grading import notebooks, safe_html
 from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.page_process import KILL_GRACE, PageProcess
+from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
@@ -181,7 +181,7 @@ _PAGES: dict[str, PageProcess] = {}
 def page_process(target: str = "render_page") -> PageProcess:
     """The batch's page process for ``target`` (started on first use, replaced when killed)."""
     if target not in _PAGES:
-        _PAGES[target] = PageProcess(f"{__name__}:{target}")
+        _PAGES[target] = PageProcess(f"{__name__}:{target}", warm_up=f"{__name__}:_exporter")
     return _PAGES[target]
 
 
@@ -200,12 +200,19 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
     budget, or its process killed :data:`page_process.KILL_GRACE` later: the page is then only the
     scores and why, and the batch goes on."""
     seconds = render_seconds(result, limits) if seconds is None else seconds
-    page = page_process().call((result, limits.cells, seconds), seconds + KILL_GRACE)
+    reason = t("rendering was stopped after {seconds:.1f} s", result.language, seconds=seconds + KILL_GRACE)
+    try:
+        page = page_process().call((result, limits.cells, seconds), seconds + KILL_GRACE)
+        problem = None if page else f"its render process was killed after {seconds + KILL_GRACE:.1f} s"
+    except PageProcessError as exc:  # the page raised, or no page process could start
+        page, problem = None, str(exc)
+        reason = t("the page could not be rendered", result.language)
     if page is None:
-        reason = t("rendering was stopped after {seconds:.1f} s", result.language, seconds=seconds + KILL_GRACE)
-        note(result, f"feedback page without the notebook: its render process was killed after "
-                     f"{seconds + KILL_GRACE:.1f} s")
-        body = page_process("render_scores_only").call((result, reason), limits.min_render_seconds + KILL_GRACE)
+        note(result, f"feedback page without the notebook: {problem}")
+        try:
+            body = page_process("render_scores_only").call((result, reason), limits.min_render_seconds + KILL_GRACE)
+        except PageProcessError:
+            body = None
         page = Page(body or _plain_page(result, reason), _stripped_copy(result, limits.cells, seconds))
     for text in page.notes:
         note(result, text)

@@ -27,6 +27,12 @@ def test_one_child_serves_page_after_page_and_a_stuck_one_is_killed_and_replaced
         assert time.monotonic() - start < 3.0 and stuck.kills == 1
 
 
+def test_a_child_that_cannot_start_is_an_error_not_a_hang():
+    with PageProcess("tests.support.stuck_pages:pid", warm_up="tests.support.stuck_pages:dies") as pages:
+        with pytest.raises(PageProcessError, match="did not start"):
+            pages.call((), 30)
+
+
 def test_an_error_in_the_page_is_reported_and_a_dead_child_replaced():
     with PageProcess("tests.support.stuck_pages:raises") as pages:
         with pytest.raises(PageProcessError, match="ValueError: a bad page"):
@@ -45,11 +51,11 @@ def test_a_stuck_page_costs_its_submission_the_notebook_and_the_next_page_render
     for student in ("ada", "stuck"):
         examples.write_submission(course, student, examples.answers_for(course, ()))
     results = {r.student: r for r in grade_in_process(course)}
-    monkeypatch.setitem(feedback._PAGES, "render_page", PageProcess("tests.support.stuck_pages:stuck_when_asked"))
-    limits = Limits(render_seconds=1.0)
+    monkeypatch.setitem(feedback._PAGES, "render_page", PageProcess("tests.support.stuck_pages:stuck_when_asked",
+                                                                    warm_up="rlhf_course.grading.feedback:_exporter"))
 
     start = time.monotonic()
-    page = feedback.write_feedback(Course.at(course), results["stuck"], limits).read_text()
+    page = feedback.write_feedback(Course.at(course), results["stuck"], Limits(render_seconds=1.0)).read_text()
     took = time.monotonic() - start
     print(f"stuck page: killed and replaced by the scores in {took:.2f} s")
     assert took < 1.0 + KILL_GRACE + 3.0
@@ -61,6 +67,6 @@ def test_a_stuck_page_costs_its_submission_the_notebook_and_the_next_page_render
     assert outputs and all(o.get("text", "").startswith(("[trusted grader]", "[outputs not shown"))
                            for o in outputs)  # no output of the run kept, the verdicts still there
 
-    honest = feedback.write_feedback(Course.at(course), results["ada"], limits).read_text()
+    honest = feedback.write_feedback(Course.at(course), results["ada"]).read_text()  # a fresh, warmed-up child
     assert "rendering was stopped" not in honest and "[trusted grader] passed" in honest
     assert feedback._PAGES["render_page"].kills == 1
