@@ -8,6 +8,7 @@ comparison functions, IPython input transformers, custom exception handlers) can
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import json
 import time
@@ -152,7 +153,8 @@ def grade_submission(course: Course, assignment: Assignment, student: str, noteb
         release_nb = assignment.release_notebook(notebook)
         checks = assignment.notebook_checks(release_nb)
         points = {check.id: check.points for check in checks.values()}
-        result = _grade(course, assignment, student, notebook, checks, release_nb, slot, limits, sandbox)
+        start_sandbox = functools.partial(sandbox, cache_directory=course.cache_directory)
+        result = _grade(course, assignment, student, notebook, checks, release_nb, slot, limits, start_sandbox)
     except Exception as exc:  # a bug of ours: make it visible, write zeros, keep the batch going
         result = unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points,
                           assignment.language)
