@@ -114,12 +114,18 @@ class EditionsRevisitCommand(CourseCommand):
             print("revisited", editions.revisit(self.course.root / editions.I18N_FOLDER / name, entry_id, self.course))
 
 
+def _fresh(command: type[Application]):
+    """A subcommand made anew each time (traitlets' default keeps one instance per class, a singleton that
+    would carry one run's command-line settings into the next run in the same process)."""
+    return lambda parent: command(parent=parent)
+
+
 class EditionsCommand(Application):
     name = "rlhf-grader editions"
     description = "The language editions' translation files (i18n/): what needs revisiting, and marking it revisited."
     subcommands = {
-        "status": (EditionsStatusCommand, EditionsStatusCommand.description),
-        "revisit": (EditionsRevisitCommand, EditionsRevisitCommand.description),
+        "status": (_fresh(EditionsStatusCommand), EditionsStatusCommand.description),
+        "revisit": (_fresh(EditionsRevisitCommand), EditionsRevisitCommand.description),
     }
 
     def start(self):
@@ -133,10 +139,10 @@ class RlhfGrader(Application):
     name = "rlhf-grader"
     description = __doc__.split("\n\n")[0]
     subcommands = {
-        "release": (ReleaseCommand, ReleaseCommand.description),
-        "grade": (GradeCommand, GradeCommand.description),
-        "examples": (ExamplesCommand, ExamplesCommand.description),
-        "editions": (EditionsCommand, EditionsCommand.description),
+        "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
+        "grade": (_fresh(GradeCommand), GradeCommand.description),
+        "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
+        "editions": (_fresh(EditionsCommand), EditionsCommand.description),
     }
 
     def start(self):
