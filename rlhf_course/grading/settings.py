@@ -15,6 +15,7 @@ and the example class.  Nothing below the command reads the configuration files 
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ class Course:
         Its root is ``CourseDirectory.root`` when the configuration sets one (nbgrader's own rule: the
         course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course)."""
         root = Path(root).resolve()
-        config = Config(config) if config is not None else course_config(root)
+        config = copy.deepcopy(config) if config is not None else course_config(root)  # the caller's stays as it is
         if "root" not in config.get("CourseDirectory", {}):
             config.CourseDirectory.root = str(root)
         from nbgrader.coursedir import CourseDirectory
@@ -113,7 +114,7 @@ class Course:
 
     def with_config(self, **sections: dict) -> "Course":
         """This course with some settings changed (``with_config(TrustedGradingOnly={"allow": True})``)."""
-        config = Config(self.config)
+        config = copy.deepcopy(self.config)  # Config(...) would share (and merge() change) its sections
         config.merge(Config(sections))
         return Course(self.root, config)
 

@@ -237,3 +237,11 @@ def test_the_dask_address_and_the_whole_course_reach_the_workers(moved, monkeypa
     assert (worker_course.db_url, worker_course.root, worker_course.folder("submitted", "ada", KL)) == \
         (moved["db_url"], moved["course"], moved["course"] / "inbox" / "ada" / KL)
     assert assignment.release_folder == moved["course"] / "handout" / KL and rest[-1] == limits
+
+
+def test_a_course_with_a_setting_changed_leaves_the_commands_course_as_it_was(repo, monkeypatch):
+    monkeypatch.delenv("RLHF_ALLOW_STOCK_AUTOGRADE", raising=False)
+    course = Course.at(repo)
+    allowed = course.with_config(TrustedGradingOnly={"allow": True})  # what the example class's stock autograde uses
+    assert (allowed.config.TrustedGradingOnly.allow, course.config.TrustedGradingOnly.allow) == (True, False)
+    assert pickle.loads(pickle.dumps(allowed)) == allowed
