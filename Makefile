@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 OUT ?= outputs
 
-.PHONY: demo test grade release lab lab-instructor hub clean
+.PHONY: demo test grade release editions lab lab-instructor hub clean
 
 $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ grade: $(STAMP)
 ## source/ -> release/ (commit the result).
 release: $(STAMP)
 	$(PY) -m rlhf_course.grading release
+
+## The language editions' translations (i18n/): what needs revisiting before `make release` builds them
+## (mark an entry revisited: python -m rlhf_course.grading editions revisit FILE ID).
+editions: $(STAMP)
+	$(PY) -m rlhf_course.grading editions status
 
 ## JupyterLab on the student release, as a student sees it: nbgrader's student plugins only, no news
 ## prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).

@@ -216,23 +216,23 @@ def _unmodified_judge(case: Case, obs: Observation, recall: Recall) -> str | Non
 _GRA = "group_relative_advantages"
 
 _ALL = [
-    Check("grpo_visible_tests", _GRA, 2, "the visible example: both groups, scaled and unscaled",
+    Check("grpo_visible_tests", _GRA, "the visible example: both groups, scaled and unscaled",
           _visible_cases, _visible_judge, visible=True),
-    Check("grpo_values", _GRA, 2, "(r - group mean) / (group std + eps) per group when scale_by_std=True",
+    Check("grpo_values", _GRA, "(r - group mean) / (group std + eps) per group when scale_by_std=True",
           _value_cases, _value_judge),
-    Check("grpo_bessel_std", _GRA, 1, "the group's std is torch.std's, Bessel-corrected (divides by G - 1), as in "
+    Check("grpo_bessel_std", _GRA, "the group's std is torch.std's, Bessel-corrected (divides by G - 1), as in "
           "TRL's GRPOTrainer", _bessel_cases, _bessel_judge),
-    Check("grpo_eps_outside_sqrt", _GRA, 1, "eps (1e-4 by default) is added to the std, outside the square root",
+    Check("grpo_eps_outside_sqrt", _GRA, "eps (1e-4 by default) is added to the std, outside the square root",
           _eps_cases, _eps_judge),
-    Check("grpo_unscaled", _GRA, 1, "scale_by_std=False gives r - group mean, unscaled (Dr. GRPO)",
+    Check("grpo_unscaled", _GRA, "scale_by_std=False gives r - group mean, unscaled (Dr. GRPO)",
           _unscaled_cases, _value_judge),
-    Check("grpo_per_group_mean", _GRA, 1, "each group is centred on its own mean (over dim 1), never the batch's",
+    Check("grpo_per_group_mean", _GRA, "each group is centred on its own mean (over dim 1), never the batch's",
           _per_group_cases, _per_group_judge),
-    Check("grpo_degenerate_groups", _GRA, 1, "a group of one response, or of equal rewards, gives zeros, never NaN",
+    Check("grpo_degenerate_groups", _GRA, "a group of one response, or of equal rewards, gives zeros, never NaN",
           _degenerate_cases, _degenerate_judge),
-    Check("grpo_dtype_and_float64", _GRA, 1, "the result keeps the rewards' shape and dtype, float64 at float64 accuracy",
+    Check("grpo_dtype_and_float64", _GRA, "the result keeps the rewards' shape and dtype, float64 at float64 accuracy",
           _dtype_cases, _dtype_judge),
-    Check("grpo_inputs_unmodified", _GRA, 1, "group_relative_advantages must not modify its inputs",
+    Check("grpo_inputs_unmodified", _GRA, "group_relative_advantages must not modify its inputs",
           _unmodified_cases, _unmodified_judge),
 ]
 

@@ -44,9 +44,24 @@ from rlhf_course.hub_spawner import remove_user_resources
 from rlhf_course.i18n import cjk_font
 from rlhf_course.server_env import ServerEnv
 
-COURSE_ID = "rlhf-course"
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+
+
+def course_id(repo: Path) -> str:
+    """The course's id in the exchange: ``CourseDirectory.course_id`` of the course's configuration (its
+    nbgrader_config.py sets it, from RLHF_COURSE_ID or its default), read as nbgrader reads it.  Loading that
+    file adds the course to this process's PYTHONPATH (for nbgrader's kernels): the environment is restored."""
+    from rlhf_course.grading.settings import course_config
+    saved = dict(os.environ)
+    try:
+        found = course_config(repo).CourseDirectory.get("course_id", "")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if not found:
+        raise SystemExit(f"{repo / 'nbgrader_config.py'} sets no c.CourseDirectory.course_id: the exchange needs one")
+    return found
 
 
 class User:
@@ -170,6 +185,7 @@ class Classroom:
         self.server: ServerEnv | None = None
         self.process: subprocess.Popen | None = None
         self.created = False  # accounts and folder are ours to remove
+        self.course_id = ""  # the course's CourseDirectory.course_id, read by create()
 
     @property
     def names(self) -> list[str]:
@@ -187,6 +203,7 @@ class Classroom:
         if self.base.exists() and not (self.base / MARKER).exists():
             raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
         check_checkout_private(self.repo, self.make_checkout_private)
+        self.course_id = course_id(self.repo)
         self.created = True
         self.remove_accounts()  # left by an interrupted run
         remove_user_resources(self.names)
@@ -238,7 +255,7 @@ class Classroom:
         self.student_config.mkdir(parents=True)
         (self.student_config / "nbgrader_config.py").write_text(
             "from rlhf_course import exchange\n"
-            f"exchange.configure(get_config(), {str(self.exchange)!r}, {COURSE_ID!r})\n")
+            f"exchange.configure(get_config(), {str(self.exchange)!r}, {self.course_id!r})\n")
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
         (self.student_config / "jupyter_server_config.json").write_text(json.dumps(
             {"ServerApp": {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}},
@@ -250,7 +267,7 @@ class Classroom:
         self.write_hub_config()
 
     def instructor_env(self) -> dict:
-        env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": COURSE_ID,
+        env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": self.course_id,
                "JUPYTER_CONFIG_PATH": str(self.everyone_config)}
         if os.environ.get("RLHF_DUE_DATE"):
             env["RLHF_DUE_DATE"] = os.environ["RLHF_DUE_DATE"]

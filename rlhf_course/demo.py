@@ -21,7 +21,7 @@ import torch
 
 from rlhf_course import STUDENT_FUNCTIONS
 from rlhf_course.i18n import t
-from rlhf_course.lab import train
+from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
@@ -99,7 +99,7 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
         return None
     try:
         result = run_demo(ppo_clipped_objective, dpo_loss, compute_gae,
-                          setting=os.environ.get("RLHF_LAB_SETTING") or "quick")
+                          setting=notebook_setting())
     except StudentFunctionError as exc:
         print(t("The lab stopped: {reason}", reason=exc))
         return None
@@ -165,7 +165,7 @@ def _display_width(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebook", type=Path, help="a notebook whose answer cells define the three functions")
-    parser.add_argument("--setting", default="quick", choices=["quick", "full", "smoke"])
+    parser.add_argument("--setting", default="quick", choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     args = parser.parse_args(argv)
     from rlhf_course.grading.notebooks import functions_from_notebook

@@ -2,9 +2,9 @@
 checkout is.
 
 A checkout may live in a private folder (`mktemp -d`, /root): its `.venv` is then out of reach of
-the instructor and the students the exchange test creates, as it would be on a real server.  So the
-test installs what a server has, in a world-readable place (`/opt/rlhf-course-test`, or
-`RLHF_TEST_SERVER_ENV`):
+the instructor and the students `make hub` (and the exchange and hub tests) create, as it would be on a
+real server.  So the classroom installs what a server has, in a world-readable place
+(`/opt/rlhf-course-test`, or `RLHF_SERVER_ENV`):
 
 * `base-<key>/`: a venv with the pinned `requirements.txt`, built by a Python interpreter every user
   can execute (this one's if it is reachable, else the system's python3.X of the same version).  It
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(os.environ.get("RLHF_TEST_SERVER_ENV", "/opt/rlhf-course-test"))
+ROOT = Path(os.environ.get("RLHF_SERVER_ENV", "/opt/rlhf-course-test"))
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 LAYOUT = b"2"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]

@@ -3,11 +3,15 @@
     python -m rlhf_course.grading release                 # source/ (+ i18n/) -> release/, recorded in the gradebook
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
+    python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
+    python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
 (:func:`~rlhf_course.grading.settings.course_config`), then the command line, which wins
-(``--TrustedGrading.call_seconds=5``, or the short flags each command lists).
+(``--TrustedGrading.call_seconds=5``, ``--CourseDirectory.db_url=...``, or the short flags each command
+lists).  The command builds one :class:`~rlhf_course.grading.settings.Course` from the two and hands it
+to everything it runs; nothing below reads the files again.
 """
 from __future__ import annotations
 
@@ -16,17 +20,13 @@ import resource
 import sys
 from pathlib import Path
 
-# nbformat imports jsonschema, which, when rfc3987_syntax is installed (jupyter_events asks for it), builds a
-# Lark grammar for RFC 3987 IRIs at import: 1.15 s of CPU, a third of the grader's start-up.  Nothing this
-# process validates uses the "iri" formats; without the module jsonschema simply does not check them.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
+from nbgrader.coursedir import CourseDirectory
+from traitlets import List, Unicode
+from traitlets.config import Application
 
-from traitlets import List, Unicode  # noqa: E402
-from traitlets.config import Application  # noqa: E402
-
-from rlhf_course.grading import batch, examples, release  # noqa: E402
-from rlhf_course.grading.report import REPORT, format_table  # noqa: E402
-from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url  # noqa: E402
+from rlhf_course.grading import batch, editions, examples, release
+from rlhf_course.grading.report import REPORT, format_table
+from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
 
 class CourseCommand(Application):
@@ -35,7 +35,7 @@ class CourseCommand(Application):
     course_root = Unicode("", help="The course directory (default: the current directory, as for nbgrader)."
                           ).tag(config=True)
     aliases = {"course-root": "CourseCommand.course_root", "log-level": "Application.log_level"}
-    classes = [RlhfCourse, TrustedGrading]
+    classes = [CourseDirectory, RlhfCourse, TrustedGrading]
 
     def initialize(self, argv=None):
         super().initialize(argv)
@@ -58,10 +58,9 @@ class GradeCommand(CourseCommand):
                   for name in ("call_seconds", "feedback_seconds", "submission_seconds")}}
 
     def start(self):
-        grading = TrustedGrading(config=self.config)
-        try:
-            results = batch.grade_all(self.course.root, grading.workers or None, self.students or None,
-                                      grading.dask_address or None, grading.limits(), assignments=self.extra_args or None)
+        try:  # workers, Dask and every limit: the course's TrustedGrading settings
+            results = batch.grade_all(self.course, students=self.students or None,
+                                      assignments=self.extra_args or None)
         except NotReady as exc:
             print(f"grading did not start: {exc}", file=sys.stderr)
             self.exit(2)
@@ -78,7 +77,7 @@ class ReleaseCommand(CourseCommand):
                    "and its due date in the gradebook and generate its student version in release/.")
 
     def start(self):
-        for path in release.generate_release(self.course.root, self.extra_args or None):
+        for path in release.generate_release(self.course, self.extra_args or None):
             print("generated", path)
 
 
@@ -87,16 +86,63 @@ class ExamplesCommand(CourseCommand):
     description = "Release, then grade the bundled example class with stock nbgrader and print a summary."
 
     def start(self):
-        print(examples.grade_examples(self.course.root))
+        print(examples.grade_examples(self.course))
+
+
+class EditionsStatusCommand(CourseCommand):
+    name = "rlhf-grader editions status"
+    description = ("Each translation file of i18n/: up to date, or each cell, message and detail to revisit "
+                   "(exits 1 when any needs revisiting).")
+
+    def start(self):
+        code, text = editions.status(self.course)
+        print(text)
+        self.exit(code)
+
+
+class EditionsRevisitCommand(CourseCommand):
+    name = "rlhf-grader editions revisit"
+    description = ("Mark entries of a translation file revisited (FILE ID [ID ...]: its name in i18n/, then cell or "
+                   "grade ids), after updating their translation.")
+
+    def start(self):
+        if len(self.extra_args) < 2:
+            print("usage: python -m rlhf_course.grading editions revisit FILE ID [ID ...]", file=sys.stderr)
+            self.exit(2)
+        name, *ids = self.extra_args
+        for entry_id in ids:
+            print("revisited", editions.revisit(self.course.root / editions.I18N_FOLDER / name, entry_id, self.course))
+
+
+def _fresh(command: type[Application]):
+    """A subcommand made anew each time (traitlets' default keeps one instance per class, a singleton that
+    would carry one run's command-line settings into the next run in the same process)."""
+    return lambda parent: command(parent=parent)
+
+
+class EditionsCommand(Application):
+    name = "rlhf-grader editions"
+    description = "The language editions' translation files (i18n/): what needs revisiting, and marking it revisited."
+    subcommands = {
+        "status": (_fresh(EditionsStatusCommand), EditionsStatusCommand.description),
+        "revisit": (_fresh(EditionsRevisitCommand), EditionsRevisitCommand.description),
+    }
+
+    def start(self):
+        if self.subapp is None:
+            self.print_subcommands()
+            self.exit(1)
+        self.subapp.start()
 
 
 class RlhfGrader(Application):
     name = "rlhf-grader"
     description = __doc__.split("\n\n")[0]
     subcommands = {
-        "release": (ReleaseCommand, ReleaseCommand.description),
-        "grade": (GradeCommand, GradeCommand.description),
-        "examples": (ExamplesCommand, ExamplesCommand.description),
+        "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
+        "grade": (_fresh(GradeCommand), GradeCommand.description),
+        "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
+        "editions": (_fresh(EditionsCommand), EditionsCommand.description),
     }
 
     def start(self):

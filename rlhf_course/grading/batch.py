@@ -12,11 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-
-# nbformat imports jsonschema, which, when rfc3987_syntax is installed (jupyter_events asks for it), builds a
-# Lark grammar for RFC 3987 IRIs at import: 1.15 s of CPU, a third of the grader's start-up.  Nothing this
-# process validates uses the "iri" formats; without the module jsonschema simply does not check them.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,8 +92,10 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
             yield future.result()
 
 
-def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:
-    """Runs on a Dask worker: the course directory is on shared storage at the same path."""
+def _grade_on_dask_worker(course: Course, task: Task, limits: Limits) -> dict:
+    """Runs on a Dask worker: the course directory is on shared storage at the same path.  ``course``
+    comes pickled from the grading command, configuration and all (the command line's settings too):
+    the worker reads no configuration file."""
     import zlib
 
     import torch
@@ -108,7 +105,6 @@ def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:
     # A stable uid per worker process (process limits count per uid); workers on other
     # machines may reuse a number, which only shares that count between them.
     slot = zlib.crc32(get_worker().address.encode()) % 1000
-    course = Course.at(Path(course_root))
     return asdict(grade_submission(course, resolve(course, task.assignment), task.student, task.notebook, slot, limits))
 
 
@@ -129,29 +125,33 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
     if warning:
         print(warning, file=sys.stderr, flush=True)
     with Client(address) as client:
-        futures = client.map(_grade_on_dask_worker, [str(course.root)] * len(tasks), tasks,
-                             [limits] * len(tasks), pure=False)
+        futures = client.map(_grade_on_dask_worker, [course] * len(tasks), tasks, [limits] * len(tasks), pure=False)
         for future in dask_completed(futures):
             yield result_from_dict(future.result())
 
 
-def grade_all(course_root: Path, workers: int | None = None, students: list[str] | None = None,
-              dask_address: str | None = None, limits: Limits = Limits(), export: bool = True,
+def grade_all(course: Course | Path, workers: int | None = None, students: list[str] | None = None,
+              dask_address: str | None = None, limits: Limits | None = None, export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None,
               sandbox: type = Sandbox) -> list[SubmissionResult]:
     """Grade every notebook of ``assignments`` (default: each released one with submissions) for
     ``students`` (default: everyone who submitted it); record, write feedback, report and export.
+    ``course``: the :class:`Course` the command built (a folder: its configuration files are read).
+    ``workers``, ``dask_address``, ``limits``: the course's ``TrustedGrading`` settings unless given.
     ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`)."""
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
-    course = Course.at(course_root)
+    course = Course.of(course)
+    grading = course.grading
+    limits = grading.limits() if limits is None else limits
+    workers = workers or grading.workers or os.cpu_count() or 1
+    dask_address = dask_address if dask_address is not None else grading.dask_address
     if assignments is None:
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]
     resolved = {name: resolve(course, name) for name in assignments}  # before any grading: what is missing stops it
     require_assignment_in_gradebook(course.db_url, assignments)
     tasks = grading_tasks(course, resolved, students)
-    workers = workers or os.cpu_count() or 1
     source = (grade_on_dask(course, tasks, dask_address, limits) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))
     from nbgrader.api import Gradebook
@@ -172,7 +172,8 @@ def grade_all(course_root: Path, workers: int | None = None, students: list[str]
             results.append(result)
         write_report(course.root / REPORT, results)
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)
-            EditionsCsvExport(to=str(course.root / "grades.csv"), course_root=str(course.root)).export(gb)
+            EditionsCsvExport(config=course.config, to=str(course.root / "grades.csv"),
+                              course_root=str(course.root)).export(gb)
     hand_back_outputs(course)
     return results
 
@@ -194,3 +195,8 @@ def hand_back_outputs(course: Course) -> None:
             continue
         for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
             os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+
+
+if __name__ == "__main__":
+    sys.exit("rlhf_course.grading.batch is not a command: grade with `python -m rlhf_course.grading grade "
+             "[ASSIGNMENT ...]` (`sudo make grade`; --help-all lists every setting)")

@@ -35,12 +35,12 @@ its sandbox at once)."""
 @dataclass(frozen=True)
 class Check:
     """One hidden test: ``id`` is the grade cell's grade_id, ``function`` the student's function it
-    calls, ``points`` what the cell is worth, ``message`` the property in one line (students see it),
-    ``cases()`` the inputs and ``judge(case, observation, recall)`` None (pass) or what was wrong."""
+    calls, ``message`` the property in one line (students see it), ``cases()`` the inputs and
+    ``judge(case, observation, recall)`` None (pass) or what was wrong.  What the cell is worth is the
+    notebook's (its ``nbgrader.points``, as for any nbgrader cell), never the check's."""
 
     id: str
     function: str
-    points: int
     message: str
     cases: Callable[[], list[Case]]
     judge: Callable[[Case, Observation, Recall], str | None]

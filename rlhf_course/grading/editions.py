@@ -15,7 +15,7 @@ cells replaced, code cells identical in code, plus one line in the set-up cell t
 package which language to speak), then
 nbgrader generates both releases.  Each translated entry stores the hash of the English it was
 made from, so an English edit without a revisit of the translation is found (:func:`problems`;
-``python -m rlhf_course.grading.editions status``) and the release refuses to build.
+``python -m rlhf_course.grading editions status``) and the release refuses to build.
 
 Grading: an edition is its own nbgrader assignment (the exchange, Validate and feedback work as for
 any assignment) graded by its base's checks, with the checks' messages in its language
@@ -24,7 +24,6 @@ any assignment) graded by its base's checks, with the checks' messages in its la
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import dataclasses
@@ -39,6 +38,7 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course.grading import instructor, notebooks
+from rlhf_course.grading.settings import Course
 
 I18N_FOLDER = "i18n"
 # One term per concept: i18n/glossary.<language>.json lists each concept's term and the variants the
@@ -197,12 +197,18 @@ def _python(source: str) -> str:
                      else line for line in source.splitlines())
 
 
-def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
+def source_folder(course: Course | Path, assignment: str) -> Path:
+    """The assignment's folder in the course's source directory (``CourseDirectory.source_directory``)."""
+    return Course.of(course).folder("source", assignment=assignment)
+
+
+def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
     """What keeps the edition from being released: cells or messages untranslated, translated from
     English that has changed since, or named in the file but absent from the source."""
+    course = Course.of(course)
     table = edition.table()
     found = []
-    for source_nb_path in sorted((course_root / "source" / edition.base).glob("*.ipynb")):
+    for source_nb_path in sorted(source_folder(course, edition.base).glob("*.ipynb")):
         nb = notebooks.read(source_nb_path)
         ids = set()
         for cell in nb.cells:
@@ -212,7 +218,7 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
                 entry = table["cells"][cell.id]
                 if entry["english_sha256"] != english_sha256(cell.source):
                     found.append(f"cell {cell.id}: its English changed since it was translated (revisit the "
-                                 f"translation, then: python -m rlhf_course.grading.editions revisit {edition.path.name} {cell.id})")
+                                 f"translation, then: python -m rlhf_course.grading editions revisit {edition.path.name} {cell.id})")
                 elif (why := code_translation_problem(cell.source, entry.get("text", ""))) is not None:
                     found.append(f"cell {cell.id}: {why}")
                 continue
@@ -224,7 +230,7 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
                 found.append(f"cell {cell.id}: not translated")
             elif entry["english_sha256"] != english_sha256(cell.source):
                 found.append(f"cell {cell.id}: its English changed since it was translated (revisit the "
-                             f"translation, then: python -m rlhf_course.grading.editions revisit {edition.path.name} {cell.id})")
+                             f"translation, then: python -m rlhf_course.grading editions revisit {edition.path.name} {cell.id})")
             elif [m for m in SOLUTION_MARKERS if (m in cell.source) != (m in entry["text"])]:
                 found.append(f"cell {cell.id}: the translation must keep the ### BEGIN/END SOLUTION lines")
         found += [f"cell {cid}: in {edition.path.name} but not in source/{edition.base}" for cid in table["cells"]
@@ -236,9 +242,9 @@ def problems(course_root: Path, edition: Edition, checks=None) -> list[str]:
                 found.append(f"message {check_id}: not translated")
             elif entry["english_sha256"] != english_sha256(check.message):
                 found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
-                             f"python -m rlhf_course.grading.editions revisit {edition.path.name} {check_id})")
-    found += detail_problems(course_root, edition, table.get("details", {}))
-    found += glossary_problems(course_root, edition)
+                             f"python -m rlhf_course.grading editions revisit {edition.path.name} {check_id})")
+    found += detail_problems(course.root, edition, table.get("details", {}))
+    found += glossary_problems(course.root, edition)
     return found
 
 
@@ -371,13 +377,13 @@ def hidden_test_header(cell, messages: dict, language: str) -> str:
     return "\n".join([header] + lines[marker:]) + ("\n" if cell.source.endswith("\n") else "")
 
 
-def write_english_headers(course_root: Path, base: str, checks: dict) -> list[Path]:
+def write_english_headers(course: Course | Path, base: str, checks: dict) -> list[Path]:
     """source/<base>/: each hidden test cell's header line written from its check's English message, as
     the editions' are from the translated one (so a header never says less than its message).  Returns
     the notebooks it changed."""
     messages = {check_id: {"text": check.message} for check_id, check in checks.items()}
     changed = []
-    for path in sorted((course_root / "source" / base).glob("*.ipynb")):
+    for path in sorted(source_folder(course, base).glob("*.ipynb")):
         nb = notebooks.read(path)
         edited = False
         for cell in nb.cells:
@@ -395,13 +401,14 @@ class StaleTranslation(RuntimeError):
     pass
 
 
-def build_source(course_root: Path, edition: Edition, checks=None) -> list[Path]:
+def build_source(course: Course | Path, edition: Edition, checks=None) -> list[Path]:
     """source/<base>/ -> source/<edition>/ (every file copied, notebooks translated).  Refuses, naming
     each cell, when the translation is incomplete or stale."""
-    found = problems(course_root, edition, checks)
+    course = Course.of(course)
+    found = problems(course, edition, checks)
     if found:
         raise StaleTranslation(f"{edition.path.name} cannot build {edition.assignment}:\n  " + "\n  ".join(found))
-    source, target = course_root / "source" / edition.base, course_root / "source" / edition.assignment
+    source, target = source_folder(course, edition.base), source_folder(course, edition.assignment)
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -424,17 +431,18 @@ def localized_checks(checks: dict, edition: Edition | None) -> dict:
             for cid, check in checks.items()}
 
 
-def revisit(path: Path, entry_id: str, course_root: Path) -> str:
+def revisit(path: Path, entry_id: str, course: Course | Path) -> str:
     """Mark one entry as revisited: store the hash of the current English beside its translation."""
+    course = Course.of(course)
     table = json.loads(path.read_text(encoding="utf-8"))
     edition = Edition(table["assignment"], table["base"], table["language"], path)
     if entry_id in table["cells"]:
-        for nb_path in (course_root / "source" / edition.base).glob("*.ipynb"):
+        for nb_path in source_folder(course, edition.base).glob("*.ipynb"):
             for cell in notebooks.read(nb_path).cells:
                 if cell.id == entry_id:
                     table["cells"][entry_id]["english_sha256"] = english_sha256(cell.source)
     elif entry_id in table.get("messages", {}):
-        checks = instructor.checks_of(course_root, edition.base)
+        checks = instructor.checks_of(course.root, edition.base)
         table["messages"][entry_id]["english_sha256"] = english_sha256(checks[entry_id].message)
     else:
         raise KeyError(f"{path.name} has no cell or message {entry_id!r}")
@@ -446,27 +454,17 @@ def write_table(path: Path, table: dict) -> None:
     path.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Translation files: what needs revisiting; mark an entry revisited.")
-    parser.add_argument("command", choices=["status", "revisit"])
-    parser.add_argument("file", nargs="?", help="revisit: the translation file's name (in i18n/)")
-    parser.add_argument("ids", nargs="*", help="revisit: cell or grade ids")
-    parser.add_argument("--course-root", type=Path, default=Path.cwd())
-    args = parser.parse_args(argv)
-    root = args.course_root
-    if args.command == "revisit":
-        for entry_id in args.ids:
-            print("revisited", revisit(root / I18N_FOLDER / args.file, entry_id, root))
-        return 0
-    status = 0
-    for edition in editions(root):
-        found = problems(root, edition, instructor.checks_of(root, edition.base))
-        print(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
-        for line in found:
-            print("  " + line)
-        status |= bool(found)
-    return status
+def status(course: Course) -> tuple[int, str]:
+    """``editions status``: each translation file, up to date or what to revisit; 1 when any needs revisiting."""
+    lines, code = [], 0
+    for edition in editions(course.root):
+        found = problems(course, edition, instructor.checks_of(course.root, edition.base))
+        lines.append(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
+        lines += ["  " + line for line in found]
+        code |= bool(found)
+    return code, "\n".join(lines)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit("rlhf_course.grading.editions is not a command: use `python -m rlhf_course.grading editions "
+                     "status` or `python -m rlhf_course.grading editions revisit FILE ID [ID ...]`")

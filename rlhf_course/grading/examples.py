@@ -1,12 +1,17 @@
 """The bundled example class: submissions made from the reference solution with known mistakes swapped
 in (``instructor/answer_catalogue.py``), graded by stock nbgrader and summarised.  Used by the demo,
-the comparisons between stock and trusted grading, and the tests."""
+the comparisons between stock and trusted grading, and the tests.
+
+Every function takes the :class:`Course` (the command's, with its command-line settings) or a course
+folder (its configuration files are read); stock nbgrader's autograde and export run in this process
+with that configuration, as ``nbgrader autograde`` / ``nbgrader export`` would with it."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
+import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,17 +19,18 @@ import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import instructor, notebooks
-from rlhf_course.grading.release import generate_release, nbgrader
+from rlhf_course.grading.release import generate_release
 from rlhf_course.grading.settings import Course
 
 
-def answers_for(course_root: Path, wrong_names: tuple[str, ...] | None) -> dict[str, str]:
+def answers_for(course: Course | Path, wrong_names: tuple[str, ...] | None) -> dict[str, str]:
     """Answer cells for a submission of the first assignment: the reference solution with the named
     mistakes swapped in.  ``None`` means an untouched release notebook (no answers at all)."""
     if wrong_names is None:
         return {}
-    catalogue = instructor.load_module(course_root, "answer_catalogue")
-    source = Course.at(course_root).folder("source", assignment=ASSIGNMENT) / NOTEBOOK
+    course = Course.of(course)
+    catalogue = instructor.load_module(course.root, "answer_catalogue")
+    source = course.folder("source", assignment=ASSIGNMENT) / NOTEBOOK
     answers = notebooks.solution_answers(notebooks.read(source))
     for name in wrong_names:
         wrong = catalogue.WRONG_BY_NAME[name]
@@ -32,11 +38,11 @@ def answers_for(course_root: Path, wrong_names: tuple[str, ...] | None) -> dict[
     return answers
 
 
-def write_submission(course_root: Path, student: str, answers: dict[str, str],
+def write_submission(course: Course | Path, student: str, answers: dict[str, str],
                      timestamp: dt.datetime | None = None, assignment: str = ASSIGNMENT,
                      notebook: str = NOTEBOOK) -> Path:
     """Lay out the student's submitted folder as ``nbgrader collect`` would."""
-    course = Course.at(course_root)
+    course = Course.of(course)
     release_nb = notebooks.read(course.folder("release", assignment=assignment) / notebook)
     folder = course.folder("submitted", student, assignment)
     if folder.exists():
@@ -49,17 +55,52 @@ def write_submission(course_root: Path, student: str, answers: dict[str, str],
     return folder
 
 
-def autograde(course_root: Path, student: str | None = None, assignment: str = ASSIGNMENT) -> subprocess.CompletedProcess:
-    args = ["autograde", assignment, "--force"]
-    if student:
-        args.append(f"--student={student}")
-    # Stock in-kernel autograde, deliberately: the example class and the comparisons with trusted grading.
-    return nbgrader(course_root, *args, extra_env={"RLHF_ALLOW_STOCK_AUTOGRADE": "1"})
+@contextlib.contextmanager
+def _kernels_import_the_course(course: Course):
+    """The kernels stock autograde starts import the hidden checks: this course's instructor/ and root
+    first on their PYTHONPATH (what the course's nbgrader_config.py sets up for nbgrader's command line)."""
+    saved = os.environ.get("PYTHONPATH")
+    first = [str(course.root / instructor.FOLDER), str(course.root)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(first + [p for p in (saved or "").split(os.pathsep) if p and p not in first])
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
-def export_grades(course_root: Path, to: Path | None = None) -> Path:
-    to = to or course_root / "grades.csv"
-    nbgrader(course_root, "export", f"--to={to}")
+def autograde(course: Course | Path, student: str | None = None, assignment: str = ASSIGNMENT) -> str:
+    """Stock in-kernel ``nbgrader autograde ASSIGNMENT --force [--student=...]``, deliberately: the example
+    class and the comparisons with trusted grading (the course refuses it unless allowed: allowed here).
+    Returns nbgrader's log; raises RuntimeError with it when autograde fails."""
+    from nbgrader.converters import Autograde
+    from nbgrader.utils import capture_log
+
+    course = Course.of(course).with_config(TrustedGradingOnly={"allow": True})
+    coursedir = course.coursedir
+    coursedir.assignment_id, coursedir.student_id = assignment, student or "*"
+    converter = Autograde(coursedir=coursedir, config=course.config)
+    converter.force = True
+    with _kernels_import_the_course(course):
+        result = capture_log(converter)
+    if not result["success"]:
+        raise RuntimeError(f"nbgrader autograde {assignment} failed:\n{result.get('log', '')}\n{result.get('error', '')}")
+    return result.get("log", "")
+
+
+def export_grades(course: Course | Path, to: Path | None = None) -> Path:
+    """``nbgrader export --to=...``: the course's export plugin (``c.ExportApp.plugin_class``) on its gradebook."""
+    from nbgrader.api import Gradebook
+    from traitlets.utils.importstring import import_item
+
+    course = Course.of(course)
+    to = to or course.root / "grades.csv"
+    plugin_class = course.config.ExportApp.get("plugin_class", "nbgrader.plugins.CsvExportPlugin")
+    plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
+    with Gradebook(course.db_url, course.coursedir.course_id) as gradebook:
+        plugin_class(config=course.config, to=str(to)).export(gradebook)
     return to
 
 
@@ -79,8 +120,8 @@ def cell_scores(db_url: str, student: str, assignment: str = ASSIGNMENT, noteboo
         return {g.name: CellScore(g.name, float(g.score), float(g.max_score)) for g in nb.grades}
 
 
-def summary_table(course_root: Path, students: list[str]) -> str:
-    db_url = Course.at(course_root).db_url
+def summary_table(course: Course | Path, students: list[str]) -> str:
+    db_url = Course.of(course).db_url
     lines = [f"{'student':<20} {'score':>12}  lost points on"]
     for student in students:
         scores = cell_scores(db_url, student)
@@ -92,20 +133,21 @@ def summary_table(course_root: Path, students: list[str]) -> str:
     return "\n".join(lines)
 
 
-def grade_examples(course_root: Path) -> str:
+def grade_examples(course: Course | Path) -> str:
     """Release, write the example class's submissions (on time, whenever this runs), stock-autograde
     and export them; the summary table."""
     from nbgrader.utils import parse_utc
 
-    catalogue = instructor.load_module(course_root, "answer_catalogue")
-    generate_release(course_root)
-    due = Course.at(course_root).settings()[0].due_date
+    course = Course.of(course)
+    catalogue = instructor.load_module(course.root, "answer_catalogue")
+    generate_release(course)
+    due = course.settings()[0].due_date
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None
     for student, wrong in catalogue.EXAMPLE_SUBMISSIONS.items():
-        write_submission(course_root, student, answers_for(course_root, wrong), timestamp=on_time)
-    autograde(course_root)
-    grades = export_grades(course_root)
+        write_submission(course, student, answers_for(course, wrong), timestamp=on_time)
+    autograde(course)
+    grades = export_grades(course)
     with open(grades) as handle:
         rows = list(csv.DictReader(handle))
-    table = summary_table(course_root, list(catalogue.EXAMPLE_SUBMISSIONS))
+    table = summary_table(course, list(catalogue.EXAMPLE_SUBMISSIONS))
     return f"{table}\n\nexported {len(rows)} row(s) to {grades}"

@@ -1,45 +1,56 @@
 """``nbgrader db assignment add --duedate`` then ``nbgrader generate_assignment --force``, for several
-assignments in one process (run from the course root, as those commands are):
+assignments, in this process, with the course's configuration (:class:`~rlhf_course.grading.settings.Course`:
+the files and the command line's settings, so ``--CourseDirectory.db_url=...`` or a renamed
+``release_directory`` reach nbgrader exactly as they reach the grader).
 
-    python -m rlhf_course.grading.generate ASSIGNMENT [ASSIGNMENT ...] [--duedate "2026-12-18 23:59:00 UTC"]
-
-Each nbgrader command spends about 2 s of CPU starting (imports, configuration) before a fraction
-of a second of work; a course of three assignments ran six.  Here nbgrader's configuration is
-loaded once, exactly as its command line loads it (``nbgrader_config.py`` in the current folder and
-Jupyter's config paths), and each step is the same call nbgrader's own command makes: the
-gradebook's ``update_or_create_assignment`` and ``NbGraderAPI.generate_assignment`` (the Formgrader's
-Generate button).  Exits 1 with nbgrader's log at the first assignment that fails.
+Each step is the call nbgrader's own command makes: the gradebook's ``update_or_create_assignment``
+and the ``GenerateAssignment`` converter run as ``NbGraderAPI.generate_assignment`` (the Formgrader's
+Generate button) runs it, without the API's constructor, which also lists the exchange.  Nothing here
+needs a subprocess: the converter takes a configuration, and generating runs no kernel.  The one
+program nbgrader starts is ``alembic`` (to stamp a new gradebook), looked up on PATH: this interpreter's
+folder is put first while the calls run, as the Makefile's PATH does for nbgrader's command line.
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
+import os
 import sys
+from pathlib import Path
+
+from rlhf_course.grading.settings import Course
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("assignments", nargs="+")
-    parser.add_argument("--duedate", default="", help="recorded in the gradebook first (nbgrader's format)")
-    args = parser.parse_args(argv)
+@contextlib.contextmanager
+def _this_environment_on_path():
+    """``alembic`` (called by nbgrader when it creates a gradebook) from this interpreter's environment."""
+    saved = os.environ.get("PATH")
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), *([saved] if saved else [])])
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = saved
 
+
+def generate_assignments(course: Course, assignments: list[str], duedate: str = "") -> None:
+    """Record each assignment (and ``duedate``, nbgrader's format, when given) in the course's gradebook,
+    then generate its student version; raises RuntimeError with nbgrader's log at the first that fails."""
     from nbgrader.api import Gradebook
-    from nbgrader.apps.api import NbGraderAPI
-    from nbgrader.apps.nbgraderapp import NbGraderApp
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.utils import capture_log
 
-    app = NbGraderApp()
-    app.initialize([])  # the configuration, as `nbgrader <command>` loads it; no command is run
-    api = NbGraderAPI(config=app.config)
-    for assignment in args.assignments:
-        if args.duedate:
-            with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gradebook:
-                gradebook.update_or_create_assignment(assignment, duedate=args.duedate)
-        result = api.generate_assignment(assignment, force=True, create=True)
-        if not result["success"]:
-            print(f"nbgrader generate_assignment {assignment} failed:\n{result.get('log', '')}\n"
-                  f"{result.get('error', '')}", file=sys.stderr)
-            return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    coursedir = course.coursedir
+    with _this_environment_on_path():
+        for assignment in assignments:
+            if duedate:
+                with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+                    gradebook.update_or_create_assignment(assignment, duedate=duedate)
+            coursedir.assignment_id = assignment
+            converter = GenerateAssignment(coursedir=coursedir, config=course.config)
+            converter.force, converter.create_assignment = True, True
+            result = capture_log(converter)
+            if not result["success"]:
+                raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result.get('log', '')}\n"
+                                   f"{result.get('error', '')}")

@@ -39,6 +39,13 @@ def cells_by_grade_id(nb) -> dict[str, nbformat.NotebookNode]:
     return {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
 
 
+def points_of(nb, grade_ids) -> dict[str, float]:
+    """What each named grade cell is worth: its ``nbgrader.points``, the one truth nbgrader records as the
+    cell's max score.  Read from the course's own notebook (the release), never a student's copy."""
+    cells = cells_by_grade_id(nb)
+    return {gid: float(cells[gid].metadata["nbgrader"]["points"]) for gid in grade_ids}
+
+
 def solution_answers(source_nb) -> dict[str, str]:
     """The instructor's answer cells, solution markers removed: grade_id -> source."""
     return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source)

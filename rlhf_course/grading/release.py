@@ -1,7 +1,8 @@
-"""The instructor's release, built on nbgrader's own commands: source/<assignment>/ -> release/<assignment>/.
+"""The instructor's release, built on nbgrader's own steps: source/<assignment>/ -> release/<assignment>/.
 
-nbgrader is run as a subprocess from the course root, exactly as an instructor would run it, so it
-reads ``nbgrader_config.py`` there and finds ``alembic`` next to the interpreter.
+The release runs in this process with the course's configuration (:mod:`generate`).  :func:`nbgrader`
+runs one of nbgrader's commands as an instructor would type it, from the course root (it reads
+``nbgrader_config.py`` there and nothing else: the tests' ``nbgrader validate``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 from rlhf_course.grading import editions, instructor
+from rlhf_course.grading.generate import generate_assignments
 from rlhf_course.grading.settings import Course
 
 
@@ -41,11 +43,12 @@ def source_assignments(course: Course) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def generate_release(course_root: Path, assignments: list[str] | None = None) -> list[Path]:
+def generate_release(course: Course | Path, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of the source directory): record it and its due date in the
-    gradebook, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells).
+    gradebook, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
+    all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
     Language editions (``i18n/``) are built into the source directory first.  Returns the released notebooks."""
-    course = Course.at(course_root)
+    course = Course.of(course)
     due_date = course.settings()[0].due_date
     # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
     for base in sorted({editions.base_of(course.root, name) for name in assignments or source_assignments(course)}):
@@ -53,15 +56,15 @@ def generate_release(course_root: Path, assignments: list[str] | None = None) ->
             checks = instructor.checks_of(course.root, base)
         except instructor.NotReady:
             continue
-        editions.write_english_headers(course.root, base, checks)
+        editions.write_english_headers(course, base, checks)
     for edition in editions.editions(course.root):  # source/<base> + i18n/ -> source/<edition> first
         if assignments is None or edition.assignment in assignments:
-            editions.build_source(course.root, edition, instructor.checks_of(course.root, edition.base))
+            editions.build_source(course, edition, instructor.checks_of(course.root, edition.base))
     assignments = assignments or source_assignments(course)
     if not assignments:
         return []
-    # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in
-    # one process (generate.py: the same calls, nbgrader's start-up paid once instead of twice each)
-    python_module(course.root, "rlhf_course.grading.generate", *assignments, f"--duedate={due_date or ''}")
+    # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in this
+    # process through nbgrader's API, with this course's configuration
+    generate_assignments(course, assignments, due_date or "")
     return [path for assignment in assignments
             for path in sorted(course.folder("release", assignment=assignment).glob("*.ipynb"))]

@@ -32,6 +32,7 @@ from rlhf_course.grading import protocol
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
+from rlhf_course.grading.settings import DEFAULT_CACHE_DIRECTORY
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -164,10 +165,11 @@ def _read_only_binds() -> list[str]:
     return binds
 
 
-def matplotlib_cache() -> Path:
-    """A font cache built once by the trusted side and shared read-only with every sandbox
-    (building it takes a second or two, in every fresh sandbox otherwise)."""
-    cache = Path(os.environ.get("RLHF_GRADING_CACHE", Path.home() / ".cache" / "rlhf-course")) / "matplotlib"
+def matplotlib_cache(cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> Path:
+    """A font cache built once by the trusted side (in ``cache_directory``, the course's
+    ``TrustedGrading.cache_directory``) and shared read-only with every sandbox (building it takes a
+    second or two, in every fresh sandbox otherwise)."""
+    cache = Path(cache_directory) / "matplotlib"
     if not any(cache.glob("fontlist-*.json")):
         cache.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True,
@@ -175,11 +177,11 @@ def matplotlib_cache() -> Path:
     return cache
 
 
-def _font_cache_binds() -> list[str]:
+def _font_cache_binds(cache_directory: Path) -> list[str]:
     # matplotlib wants a writable config folder: a fresh one on the sandbox's /tmp, holding
     # a read-only copy of the prebuilt font list.
     binds = []
-    for path in matplotlib_cache().glob("fontlist-*.json"):
+    for path in matplotlib_cache(cache_directory).glob("fontlist-*.json"):
         binds += ["--perms", "0777", "--dir", "/tmp/matplotlib", "--ro-bind", str(path), f"/tmp/matplotlib/{path.name}"]
     return binds
 
@@ -192,8 +194,9 @@ def sandbox_env() -> dict[str, str]:
 
 
 def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
-                  program: list[str] | None = None) -> list[str]:
-    """The bwrap command line, run as ``program`` (default: the sandbox runner) under ``uid``."""
+                  program: list[str] | None = None, cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> list[str]:
+    """The bwrap command line, run as ``program`` (default: the sandbox runner) under ``uid``;
+    ``cache_directory`` holds the font list the sandbox reads (:func:`matplotlib_cache`)."""
     # Mounts apply in order: the empty /tmp comes first, so that an environment that itself
     # lives below /tmp is bound on top of it rather than hidden by it.
     size = str(limits.workspace_bytes)
@@ -202,7 +205,7 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
                "--proc", "/proc", "--dev", "/dev",
                "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
                *_read_only_binds(),
-               *_font_cache_binds(),
+               *_font_cache_binds(cache_directory),
                "--perms", "0777", "--size", size, "--tmpfs", "/submission",
                "--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
@@ -276,10 +279,13 @@ class Sandbox:
     """One sandboxed runner for one submission; use as a context manager.
 
     ``deadline`` (``time.monotonic()``) is the submission's budget: no request waits past it.
+    ``cache_directory``: the course's ``TrustedGrading.cache_directory`` (:func:`matplotlib_cache`).
     """
 
-    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None):
+    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None,
+                 cache_directory: Path = DEFAULT_CACHE_DIRECTORY):
         self.job, self.preferred_slot, self.limits = job, slot, limits
+        self.cache_directory = Path(cache_directory)
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
         self.slot: int | None = None  # the slot actually claimed (see claim_slot), while claimed
         self._slot_fd: int | None = None
@@ -303,7 +309,8 @@ class Sandbox:
         self.uid = FIRST_UID + self.slot
         try:
             wait_until_gone(self.uid)  # a grader that died without cleaning up leaves its slot's processes
-            command = limited_command(bwrap_command(self.uid, sandbox_env(), self.limits), self.limits,
+            command = limited_command(bwrap_command(self.uid, sandbox_env(), self.limits,
+                                                    cache_directory=self.cache_directory), self.limits,
                                       CGROUPS.prepare(self.slot, self.limits))
             self._oom_before = CGROUPS.out_of_memory_events(self.slot)
         except BaseException:

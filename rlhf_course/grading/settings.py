@@ -7,9 +7,15 @@ limit of :class:`~rlhf_course.grading.limits.Limits`).  Every folder (``submitte
 ``feedback``, ``release``, ``source``) and the gradebook come from nbgrader's ``CourseDirectory``, so
 a course that renames a folder or keeps its gradebook in PostgreSQL (``c.CourseDirectory.db_url``)
 is graded where every other nbgrader command reads and writes.
+
+One :class:`Course` (the course directory and its merged configuration: the files, then the command
+line) is built by the command (:mod:`app`) and passed to everything that needs a setting: the batch,
+the Dask workers (it pickles), the release (nbgrader's generate_assignment in this process, with it)
+and the example class.  Nothing below the command reads the configuration files again.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -19,6 +25,10 @@ from traitlets import Float, Integer, Unicode
 from traitlets.config import Config, Configurable
 
 from rlhf_course.grading.limits import Limits
+
+
+# where trusted grading keeps what it builds once for every sandbox, unless c.TrustedGrading.cache_directory says
+DEFAULT_CACHE_DIRECTORY = Path.home() / ".cache" / "rlhf-course"
 
 
 class NotReady(RuntimeError):
@@ -51,6 +61,9 @@ def _trusted_grading_class():
         "workers": Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True),
         "dask_address": Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
                                          "tasks to; empty: grade on this machine.").tag(config=True),
+        "cache_directory": Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
+                                            "font list); empty: ~/.cache/rlhf-course of the user who grades."
+                                   ).tag(config=True),
         **{limit.name: _limit_trait(limit) for limit in dataclasses.fields(Limits)},
         "limits": limits,
     }
@@ -75,19 +88,35 @@ def course_config(course_root: Path) -> Config:
 
 @dataclass(frozen=True)
 class Course:
-    """A course directory with its configuration: where each of nbgrader's steps keeps its files."""
+    """A course directory with its configuration: where each of nbgrader's steps keeps its files.
+    Plain data (a path and a traitlets ``Config``), so it pickles for a Dask worker."""
 
     root: Path
     config: Config
 
     @classmethod
     def at(cls, root: Path, config: Config | None = None) -> "Course":
-        """The course in ``root`` (its configuration read from there unless given, e.g. by an app)."""
+        """The course in ``root`` (its configuration read from there unless given, e.g. by an app).
+        Its root is ``CourseDirectory.root`` when the configuration sets one (nbgrader's own rule: the
+        course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course)."""
         root = Path(root).resolve()
-        config = Config(config) if config is not None else course_config(root)
+        config = copy.deepcopy(config) if config is not None else course_config(root)  # the caller's stays as it is
         if "root" not in config.get("CourseDirectory", {}):
             config.CourseDirectory.root = str(root)
-        return cls(root, config)
+        from nbgrader.coursedir import CourseDirectory
+        return cls(Path(CourseDirectory(config=config).root).resolve(), config)
+
+    @classmethod
+    def of(cls, course: "Course | Path | str") -> "Course":
+        """``course`` itself, or the course in that folder with its configuration files (for callers
+        that hold a path: the tests, the benchmarks)."""
+        return course if isinstance(course, Course) else cls.at(Path(course))
+
+    def with_config(self, **sections: dict) -> "Course":
+        """This course with some settings changed (``with_config(TrustedGradingOnly={"allow": True})``)."""
+        config = copy.deepcopy(self.config)  # Config(...) would share (and merge() change) its sections
+        config.merge(Config(sections))
+        return Course(self.root, config)
 
     @property
     def coursedir(self):
@@ -106,6 +135,16 @@ class Course:
 
     def settings(self) -> tuple[RlhfCourse, TrustedGrading]:
         return RlhfCourse(config=self.config), TrustedGrading(config=self.config)
+
+    @property
+    def grading(self) -> TrustedGrading:
+        """Trusted grading's settings (workers, Dask, the cache, every limit)."""
+        return TrustedGrading(config=self.config)
+
+    @property
+    def cache_directory(self) -> Path:
+        """``TrustedGrading.cache_directory``, or ~/.cache/rlhf-course."""
+        return Path(self.grading.cache_directory or DEFAULT_CACHE_DIRECTORY).expanduser()
 
     def late_policy(self):
         """The late-submission plugin nbgrader's autograde would use, from the course's config."""

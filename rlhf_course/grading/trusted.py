@@ -8,6 +8,7 @@ comparison functions, IPython input transformers, custom exception handlers) can
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import json
 import time
@@ -145,14 +146,17 @@ def grade_submission(course: Course, assignment: Assignment, student: str, noteb
                      limits: Limits = Limits(), sandbox: type = Sandbox) -> SubmissionResult:
     """Grade one student's copy of one notebook of an assignment; never raises for anything the
     submission contains.  Nothing is written on the host: the sandbox's writable folders are its own tmpfs.
-    ``sandbox``: the class that runs the student's code (:class:`Sandbox`; tests pass a double)."""
+    ``sandbox``: the class that runs the student's code (:class:`Sandbox`; tests pass a double).
+    What each cell is worth is the release notebook's ``nbgrader.points`` (nbgrader's own truth, the
+    gradebook's max score); the checks decide only pass or fail."""
     start = time.monotonic()
     points: dict[str, float] = {}
     try:
         release_nb = assignment.release_notebook(notebook)
         checks = assignment.notebook_checks(release_nb)
-        points = {check.id: check.points for check in checks.values()}
-        result = _grade(course, assignment, student, notebook, checks, release_nb, slot, limits, sandbox)
+        points = notebooks.points_of(release_nb, checks)
+        start_sandbox = functools.partial(sandbox, cache_directory=course.cache_directory)
+        result = _grade(course, assignment, student, notebook, checks, points, release_nb, slot, limits, start_sandbox)
     except Exception as exc:  # a bug of ours: make it visible, write zeros, keep the batch going
         result = unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points,
                           assignment.language)
@@ -161,8 +165,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, noteb
     return result
 
 
-def _grade(course, assignment, student, notebook, checks, release_nb, slot, limits, sandbox) -> SubmissionResult:
-    points = {check.id: check.points for check in checks.values()}
+def _grade(course, assignment, student, notebook, checks, points, release_nb, slot, limits, sandbox) -> SubmissionResult:
     try:
         nb, flags = take_in(course.folder("submitted", student, assignment.name), notebook, release_nb, limits)
     except Unreadable as exc:
@@ -177,14 +180,16 @@ def _grade(course, assignment, student, notebook, checks, release_nb, slot, limi
            "notebook_json": result.canonical_notebook, "notebook_cap": limits.notebook_bytes,
            "reply_cap": limits.reply_bytes}
     with speaking(assignment.language):  # the checks' own sentences, in the student's language
-        _score_all(result, checks, job, slot, limits, sandbox)
+        _score_all(result, checks, points, job, slot, limits, sandbox)
     if result.state == GRADED and result.score < result.max_score:
         result.state = FAILED_TESTS
     return result
 
 
-def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, limits: Limits, sandbox_class: type) -> None:
-    """The feedback run first (before any hidden input exists in the sandbox), then every check.
+def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float], job: dict, slot: int, limits: Limits,
+               sandbox_class) -> None:
+    """The feedback run first (before any hidden input exists in the sandbox), then every check, each
+    worth its cell's ``points``.  ``sandbox_class(job, slot, limits, deadline)`` starts a sandbox.
     A call that hangs or kills the sandbox costs the rest of that function's checks; a fresh
     sandbox grades the other functions.  Nothing runs past the submission's budget."""
     deadline = time.monotonic() + limits.submission_seconds
@@ -211,7 +216,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
             if sandbox is not None:
                 sandbox.kill()
             if isinstance(exc, SandboxTimeout) and exc.budget == "submission":
-                _out_of_budget(result, pending, limits)
+                _out_of_budget(result, pending, points, limits)
                 return
             # The answer cells themselves hang or kill the process: nothing can be called.
             state = _death_state(exc)
@@ -219,7 +224,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                     state=t(state, result.language), error=exc)
             worse(result, state, why)
             for check in pending:
-                result.cells[check.id] = CellResult(check.id, check.points, 0.0,
+                result.cells[check.id] = CellResult(check.id, points[check.id], 0.0,
                                                     not_run_message(check.message, why, result.language))
             return
         memory_errors += sum(_is_memory_error(e) for e in errors.values())
@@ -229,7 +234,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
             while pending:
                 check = pending.pop(0)
                 if check.function in broken:
-                    result.cells[check.id] = CellResult(check.id, check.points, 0.0, not_run_message(
+                    result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(
                         check.message, broken[check.function], result.language))
                     continue
                 lost = False
@@ -243,7 +248,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                 except SandboxTimeout as exc:
                     if exc.budget == "submission":
                         pending.insert(0, check)
-                        _out_of_budget(result, pending, limits)
+                        _out_of_budget(result, pending, points, limits)
                         return
                     detail = t("no answer within {seconds:g} s (an infinite loop?)", result.language,
                                seconds=sandbox.limits.call_seconds)
@@ -268,7 +273,7 @@ def _score_all(result: SubmissionResult, checks: dict, job: dict, slot: int, lim
                     detail = t(COULD_NOT_JUDGE, result.language, error=exc)
                     worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc}")
                 result.cells[check.id] = CellResult(
-                    check.id, check.points, 0.0 if detail else float(check.points),
+                    check.id, points[check.id], 0.0 if detail else float(points[check.id]),
                     check.message if detail is None else failed_message(check.message, detail, result.language))
                 if check.function in broken or lost:
                     break  # this sandbox is gone: start a fresh one for what is left
@@ -291,12 +296,12 @@ def _death_state(exc: Exception) -> str:
     return CRASHED
 
 
-def _out_of_budget(result: SubmissionResult, pending: list, limits: Limits) -> None:
+def _out_of_budget(result: SubmissionResult, pending: list, points: dict[str, float], limits: Limits) -> None:
     why = t("the submission's total time budget of {seconds:g} s ran out", result.language,
             seconds=limits.submission_seconds)
     worse(result, TIMED_OUT, why)
     for check in pending:
-        result.cells[check.id] = CellResult(check.id, check.points, 0.0, not_run_message(check.message, why, result.language))
+        result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(check.message, why, result.language))
 
 
 def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) -> None:

@@ -29,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from rlhf_course.lab import language
+from rlhf_course.lab import SETTINGS, language, notebook_setting
 from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
 from rlhf_course.i18n import t
@@ -241,7 +241,7 @@ def run_in_notebook(group_relative_advantages: Callable, folder: Path | None = N
         return None
     try:
         others = find_other_functions(Path(folder or Path.cwd()))
-        result = run_lab(group_relative_advantages, **others, setting=os.environ.get("RLHF_LAB_SETTING") or "quick")
+        result = run_lab(group_relative_advantages, **others, setting=notebook_setting())
     except StudentFunctionError as exc:
         print(t("The lab stopped: {reason}", reason=exc))
         return None
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("notebook", type=Path)
-    parser.add_argument("--setting", default="quick", choices=["quick", "full", "smoke"])
+    parser.add_argument("--setting", default="quick", choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     args = parser.parse_args(argv)
     from rlhf_course.grading.notebooks import functions_from_notebook

@@ -13,6 +13,7 @@ from rlhf_course.grading import examples, feedback, instructor, results
 from rlhf_course.grading.results import CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH
+from tests.support.course import cell_points
 from tests.support.submissions import canonical_json
 
 EDITIONS = [(ASSIGNMENT, ENGLISH), (ASSIGNMENT + "_zh", CHINESE)]
@@ -39,7 +40,8 @@ def _inline_math(nb) -> list[str]:
 
 def _page(course, assignment, language):
     checks = instructor.checks_of(course, ASSIGNMENT)
-    cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.values()}
+    points = cell_points(ASSIGNMENT)
+    cells = {c.id: CellResult(c.id, points[c.id], points[c.id], c.message) for c in checks.values()}
     result = SubmissionResult("ada", results.GRADED, assignment, NOTEBOOK, cells=cells, language=language)
     submitted = course / "submitted" / "ada" / assignment / NOTEBOOK
     result.canonical_notebook = result.executed_notebook = canonical_json(course, "ada", assignment, NOTEBOOK)

@@ -13,7 +13,7 @@ from rlhf_course.grading import batch, examples, release, settings
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.results import GRADED
 from tests.support.submissions import tree_digest
-from tests.support.course import copy_course, leftover_sandbox_processes, release_course
+from tests.support.course import cell_points, copy_course, leftover_sandbox_processes, release_course
 
 from tests.support.course import needs_sandbox
 
@@ -23,7 +23,7 @@ CORRECT = ("ada_correct", "zoe_correct")
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
-AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
+AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
 # The looping submissions wait out the feedback limit, then one call's: 6 s is 12x the slowest feedback run
 # of the others measured with this class (0.5 s, the fork bomb; honest ones about 0.1 s).
 LIMITS = Limits(call_seconds=4.0, feedback_seconds=6.0)

@@ -14,7 +14,7 @@ def _double_judge(case, obs, recall):
     return checks.compare(obs.value, case.args[0].double() * 2, rtol=0, atol=1e-6, what="result")
 
 
-DOUBLES = checks.Check("doubles", "double", 1, "the result is twice the input", _double_cases, _double_judge)
+DOUBLES = checks.Check("doubles", "double", "the result is twice the input", _double_cases, _double_judge)
 
 
 def test_evaluate_passes_a_right_function_and_names_the_first_wrong_case():

@@ -10,7 +10,7 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, examples, settings
-from tests.support.course import copy_course, needs_sandbox, release_course
+from tests.support.course import cell_points, copy_course, needs_sandbox, release_course
 
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import grade_in_process
@@ -18,6 +18,7 @@ from tests.support.in_process_sandbox import grade_in_process
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 
 EN, ZH = "rlhf", "rlhf_zh"
+POINTS = cell_points("rlhf")  # what each grade cell is worth (the notebook's nbgrader.points)
 TAMPERED = [a for a in answer_catalogue.ADVERSARIAL if a.tamper and not a.answers]
 STUDENTS = {"correct": (), **{w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS}}
 
@@ -52,7 +53,7 @@ def test_every_submission_gets_the_same_state_and_cell_scores_in_both_editions(g
         en, zh = results[(EN, student)], results[(ZH, student)]
         assert (zh.state, scores(zh), zh.max_score) == (en.state, scores(en), en.max_score), student
         assert bool(zh.flags) == bool(en.flags), student
-    assert results[(ZH, "correct")].score == sum(c.points for c in rlhf_hidden_checks.CHECKS.values())
+    assert results[(ZH, "correct")].score == sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
 
 
 def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
@@ -122,7 +123,7 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
         en = {g: s.score for g, s in examples.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
         zh = {g: s.score for g, s in examples.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
         assert en == zh and set(en) == set(rlhf_hidden_checks.CHECKS), student
-        lost = {g for g, score in zh.items() if score < rlhf_hidden_checks.CHECKS[g].points}
+        lost = {g for g, score in zh.items() if score < POINTS[g]}
         assert lost == answer_catalogue.cells_lost_by(chosen[student]), student
     autograded = (course / "autograded" / "two_mistakes" / ZH / NOTEBOOK).read_text()
     assert "问题所在" in autograded  # the in-kernel hidden test failed with the Chinese message
@@ -135,7 +136,7 @@ def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(
     for student, wrong in (("correct", ()), ("ppo_clip_without_min", ("ppo_clip_without_min",))):
         examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=ZH)
     results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, assignments=[ZH])}
-    total = sum(c.points for c in rlhf_hidden_checks.CHECKS.values())
+    total = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
     assert (results["correct"].state, results["correct"].score) == ("graded", total), results["correct"].detail
     wrong = results["ppo_clip_without_min"]
     assert wrong.state == "failed tests"

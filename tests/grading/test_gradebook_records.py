@@ -12,6 +12,7 @@ from rlhf_course.grading import app, examples, feedback, gradebook, instructor, 
 from rlhf_course.grading.assignment import resolve
 from rlhf_course.grading.results import GRADER_ERROR, CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course, NotReady
+from tests.support.course import cell_points
 from tests.support.submissions import canonical_json
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
@@ -27,7 +28,8 @@ def course(tmp_path_factory):
 
 
 def _full_marks(checks, student="ada") -> SubmissionResult:
-    cells = {c.id: CellResult(c.id, c.points, float(c.points), c.message) for c in checks.values()}
+    points = cell_points(ASSIGNMENT)
+    cells = {c.id: CellResult(c.id, points[c.id], points[c.id], c.message) for c in checks.values()}
     return SubmissionResult(student, results.GRADED, ASSIGNMENT, NOTEBOOK, cells=cells)
 
 
@@ -74,7 +76,7 @@ def test_regrading_keeps_a_manual_score(course):
         CsvExportPlugin(to=str(course / "grades.csv")).export(gb)
     with open(course / "grades.csv") as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada" and r["assignment"] == ASSIGNMENT)
-    assert float(row["raw_score"]) == 44 - checks["ppo_gradient"].points + 0.5
+    assert float(row["raw_score"]) == 44 - cell_points(ASSIGNMENT)["ppo_gradient"] + 0.5
 
 
 def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):

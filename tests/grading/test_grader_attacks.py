@@ -23,7 +23,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, settings
 
-from tests.support.course import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
+from tests.support.course import cell_points, copy_course, leftover_sandbox_processes, needs_sandbox, release_course
 from tests.support.submissions import add_cells, tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -270,9 +270,10 @@ def _points(repo, function=None, wrong=None) -> float:
     sys.path.insert(0, str(repo / "instructor"))
     import answer_catalogue
     import rlhf_hidden_checks as checks
+    points = cell_points(ASSIGNMENT, repo)
     if wrong:
-        return sum(checks.CHECKS[g].points for g in answer_catalogue.WRONG_BY_NAME[wrong].loses)
-    return sum(c.points for c in checks.CHECKS.values() if c.function == function)
+        return sum(points[g] for g in answer_catalogue.WRONG_BY_NAME[wrong].loses)
+    return sum(points[c.id] for c in checks.CHECKS.values() if c.function == function)
 
 
 def test_planted_symlinks_write_nothing(attacked, repo):

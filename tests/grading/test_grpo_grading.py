@@ -4,7 +4,7 @@ tests/grading/test_batch.py's) and through stock nbgrader autograde, into one gr
 import pytest
 
 from rlhf_course.grading import examples, instructor, notebooks, settings
-from tests.support.course import REPO, copy_course, release_course
+from tests.support.course import REPO, cell_points, copy_course, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, o
 GRPO, GRPO_NOTEBOOK = "grpo", "grpo.ipynb"
 checks = instructor.load_module(REPO, instructor.checks_module_name(GRPO))
 catalogue = instructor.load_module(REPO, "grpo_catalogue")
-TOTAL = sum(check.points for check in checks.CHECKS.values())
+POINTS = cell_points(GRPO)  # what each grade cell is worth (the notebook's nbgrader.points)
+TOTAL = sum(POINTS[gid] for gid in checks.CHECKS)
 WRITTEN = {"grpo_question_1", "grpo_question_2"}
 
 
@@ -59,7 +60,7 @@ def test_trusted_grading_scores_each_answer_as_it_deserves(course, graded):
         got = {c.grade_id for c in result.cells.values() if c.score < c.points and c.grade_id in checks.CHECKS}
         assert got == lost, (student, result.detail)
         assert result.state == ("failed tests" if lost else "graded"), student
-        assert result.score == TOTAL - sum(checks.CHECKS[g].points for g in lost), student
+        assert result.score == TOTAL - sum(POINTS[g] for g in lost), student
     page = (course / "feedback" / "grpo_population_std" / GRPO / "grpo.html").read_text()
     assert "Bessel-corrected" in page and "run_check" not in page and "grpo_hidden_checks" not in page
 

@@ -148,7 +148,6 @@ def test_next_value_message_tells_when_it_is_v_s_t_and_when_0():
     message = checks.CHECKS["gae_bootstraps_next_value"].message
     assert "rollout segment" in message and "V(s_T)" in message
     assert "reward model" in message and "next_value = 0" in message
-    assert checks.CHECKS["gae_bootstraps_next_value"].points == 2
 
 
 def test_catalogue_is_large_and_covers_every_function():
@@ -159,18 +158,19 @@ def test_catalogue_is_large_and_covers_every_function():
 
 
 def test_hidden_cells_match_checks(source_nb):
-    """One grade cell per check, with the check's points, calling it on the right function."""
+    """One grade cell per check, autograded and locked, calling it on the right function (what it is worth is
+    the cell's nbgrader.points alone)."""
     cells = notebooks.cells_by_grade_id(source_nb)
     for check in checks.HIDDEN_CHECKS.values():
         cell = cells[check.id]
         meta = cell.metadata["nbgrader"]
-        assert meta["grade"] and meta["locked"] and meta["points"] == check.points
+        assert meta["grade"] and meta["locked"] and meta["points"] > 0
         assert f'run_check("{check.id}", {check.function})' in cell.source
         assert check.function in STUDENT_FUNCTIONS
     hidden_cells = [c for c in source_nb.cells if "### BEGIN HIDDEN TESTS" in c.source]
     assert len(hidden_cells) == len(checks.HIDDEN_CHECKS)
-    for check_id in VISIBLE:  # visible cells exist with the points the trusted grader gives them
-        assert cells[check_id].metadata["nbgrader"]["points"] == checks.CHECKS[check_id].points
+    for check_id in VISIBLE:  # visible cells exist, autograded: the trusted grader re-decides them
+        assert cells[check_id].metadata["nbgrader"]["grade"] and cells[check_id].metadata["nbgrader"]["points"] > 0
 
 
 def test_failure_message_names_the_property(source_nb):

@@ -12,14 +12,14 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, settings
-from tests.support.course import copy_course, release_course
+from tests.support.course import cell_points, copy_course, release_course
 
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment (about 10 s), then seconds
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)
-TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
+TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
 TAMPERED = {attack.name: attack for attack in answer_catalogue.ADVERSARIAL if attack.tamper and not attack.answers}
 EMPTY = "eve_left_it_as_released"
 CONFIGURED_GRADEBOOK = "class_of_2026.db"
@@ -128,5 +128,5 @@ def test_feedback_pages_show_scores_and_messages_never_hidden_code(graded):
     assert "clipping must not apply to r &lt; 1 - eps when A &gt; 0" in page
     assert "run_check" not in page and "rlhf_hidden_checks" not in page and "BEGIN HIDDEN" not in page
     ada = (course / "feedback" / "ada_correct" / ASSIGNMENT / "rlhf_building_blocks.html").read_text()
-    assert f"{ASSIGNMENT}: {TOTAL} / {TOTAL + 6}" in ada and "awaiting a person" in ada
+    assert f"{ASSIGNMENT}: {TOTAL:g} / {TOTAL + 6:g}" in ada and "awaiting a person" in ada
     assert "a few positive words, said again and again" in ada

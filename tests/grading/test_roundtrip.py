@@ -14,10 +14,11 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import examples, settings
-from tests.support.course import copy_course, release_course
+from tests.support.course import cell_points, copy_course, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
-AUTOGRADED_TOTAL = sum(check.points for check in rlhf_hidden_checks.CHECKS.values())
+POINTS = cell_points(ASSIGNMENT)  # what each grade cell is worth (the notebook's nbgrader.points)
+AUTOGRADED_TOTAL = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 # Two of the correct-variant submissions also edit what may not be edited: full marks all the same.
@@ -164,5 +165,4 @@ def test_stock_autograde_restores_edited_tests_and_metadata(graded_class, tamper
     course, _ = graded_class
     cells = scores(course, TAMPERED[tamper])
     assert sum(c.score for c in cells.values()) == sum(c.max_score for c in cells.values()) == AUTOGRADED_TOTAL
-    assert {g: c.max_score for g, c in cells.items()} == {g: float(rlhf_hidden_checks.CHECKS[g].points)
-                                                          for g in cells}
+    assert {g: c.max_score for g, c in cells.items()} == {g: POINTS[g] for g in cells}

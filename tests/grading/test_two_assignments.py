@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from rlhf_course.grading import batch, examples, instructor, notebooks, settings
-from tests.support.course import REPO, copy_course, release_course
+from tests.support.course import REPO, cell_points, copy_course, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -17,7 +17,7 @@ KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"
 RLHF = "rlhf"
 kl_checks = instructor.load_module(REPO, instructor.checks_module_name(KL))
 kl_catalogue = instructor.load_module(REPO, "kl_penalty_catalogue")
-KL_TOTAL = sum(check.points for check in kl_checks.CHECKS.values())
+KL_TOTAL = sum(cell_points(KL)[gid] for gid in kl_checks.CHECKS)
 WRONG = kl_catalogue.WRONG_ANSWERS[0]
 
 

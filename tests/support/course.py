@@ -17,6 +17,18 @@ from rlhf_course import COURSE_FILES
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
+def cell_points(assignment: str, root: Path = REPO) -> dict[str, float]:
+    """What each grade cell of an assignment's source notebooks is worth (``nbgrader.points``, the one
+    truth: the checks declare none): grade id -> points, written answers included."""
+    from rlhf_course.grading import notebooks
+    points = {}
+    for path in sorted((root / "source" / assignment).glob("*.ipynb")):
+        nb = notebooks.read(path)
+        graded = [notebooks.grade_id(cell) for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
+        points.update(notebooks.points_of(nb, graded))
+    return points
+
+
 def copy_course(destination: Path) -> Path:
     """A scratch course directory: the instructor's inputs only, nothing generated."""
     destination.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,9 @@ class _Process:
 class InProcessSandbox:
     started = 0  # how many "sandboxes" the grader asked for, across instances (tests read it)
 
-    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None):
-        self.job, self.slot, self.limits = job, slot, limits
+    def __init__(self, job: dict, slot: int = 0, limits: Limits = Limits(), deadline: float | None = None,
+                 cache_directory=None):
+        self.job, self.slot, self.limits, self.cache_directory = job, slot, limits, cache_directory
         self.process: _Process | None = None
         self.namespace: dict | None = None
         self.errors: dict[str, str] = {}
