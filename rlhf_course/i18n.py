@@ -132,6 +132,16 @@ ZH = {
     "(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)":
         "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
     "The lab stopped: {reason}": "实验已停止：{reason}",
+    # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.demo)
+    "GRPO lab stopped: {reason}": "GRPO 实验已停止：{reason}",
+    "demo stopped: {reason}": "PPO 与 DPO 实验已停止：{reason}",
+    "{path} does not define {names}": "{path} 没有定义 {names}",
+    "figure:": "图：",
+    "figures:": "图：",
+    "GRPO on the tiny LM (no value head)": "在微型语言模型上运行 GRPO（没有价值头）",
+    "PPO-RLHF on the tiny LM": "在微型语言模型上运行 PPO-RLHF",
+    "DPO on the tiny LM": "在微型语言模型上运行 DPO",
+    "; ": "；",  # between the reasons of several functions that cannot run
     # feedback pages and grading messages
     "passed": "通过",
     "passed: {message}": "通过：{message}",
