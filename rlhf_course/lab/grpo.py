@@ -32,7 +32,7 @@ import torch
 from rlhf_course.lab import language
 from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
-from rlhf_course.i18n import plot_text, t
+from rlhf_course.i18n import padded, plot_text, t
 from rlhf_course.lab.student import StudentFunctionError, guard
 from rlhf_course.lab.train import _examples, _progress, clipped_step, frozen_copy, rollout_metrics
 
@@ -195,15 +195,8 @@ class GrpoLabResult:
         first, last = self.history[0], self.history[-1]
         lines = [t("GRPO on the tiny LM, stage times (s): ") + ", ".join(f"{t(k)} {v:.1f}" for k, v in self.seconds.items())]
         for key in ("reward_model_score", "gold_reward", "kl_to_reference", "entropy_per_token"):
-            lines.append(f"  {_padded(t(key), 32)} {first[key]:8.3f} -> {last[key]:8.3f}")
+            lines.append(f"  {padded(t(key), 32)} {first[key]:8.3f} -> {last[key]:8.3f}")
         return "\n".join(lines)
-
-
-def _padded(label: str, width: int) -> str:
-    """``label`` padded to ``width`` columns as a terminal draws it: a Chinese character takes two."""
-    import unicodedata
-    columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in label)
-    return label + " " * max(width - columns, 0)
 
 
 def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
