@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from rlhf_course import STUDENT_FUNCTIONS
-from rlhf_course.i18n import t
+from rlhf_course.i18n import plot_text, t
 from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
@@ -130,7 +130,7 @@ def save_figures(result: DemoResult, out_dir: Path) -> list[Path]:
             ("dpo.png", plot_dpo_history, result.dpo_history, "DPO on the tiny LM")):
         fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
         plot(history, axes)
-        fig.suptitle(title)
+        fig.suptitle(plot_text(title))
         fig.savefig(out_dir / name, dpi=110)
         plt.close(fig)
         paths.append(out_dir / name)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         functions = functions_from_notebook(args.notebook, STUDENT_FUNCTIONS)
         result = run_demo(**functions, setting=args.setting, show_progress=sys.stderr.isatty() or "CI" not in os.environ)
     except (StudentFunctionError, LookupError) as exc:
-        print(f"demo stopped: {exc}", file=sys.stderr)
+        print(t("demo stopped: {reason}", reason=exc), file=sys.stderr)
         return 2
     print(format_summary(result))
     paths = save_figures(result, args.out)
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                           "train_accuracy": result.reward_model.train_accuracy},
          "ppo": result.ppo_history, "dpo": result.dpo_history, "samples": result.ppo_samples,
          "seconds": result.seconds}, indent=1))
-    print("figures:", ", ".join(str(p) for p in paths))
+    print(t("figures:"), ", ".join(str(p) for p in paths))
     return 0
 
 

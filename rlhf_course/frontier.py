@@ -37,6 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
+from rlhf_course.i18n import padded, plot_text as L, t
 from rlhf_course.lab import exact_optimum, grpo, language, train
 from rlhf_course.lab.student import StudentFunctions
 
@@ -316,7 +317,7 @@ def plot_frontier(results: dict, axes=None):
     curve = exact_frontier(results)
     runs = results["runs"]
     kl_max = max([r["kl_to_reference"] for r in runs] + [curve.kl.max(), results["sft"]["kl_to_reference"]]) * 1.05
-    ax.plot(curve.kl, curve.reward, color="black", lw=2, label="exact optimum of gold - β·KL (β from 1000 to 0.001)")
+    ax.plot(curve.kl, curve.reward, color="black", lw=2, label=L("exact optimum of gold - β·KL (β from 1000 to 0.001)"))
     last = curve.kl.max()
     if kl_max > last:  # beyond the greedy limit more KL buys nothing
         ax.plot([last, kl_max], [curve.reward.max()] * 2, color="black", lw=2, ls=":")
@@ -333,31 +334,31 @@ def plot_frontier(results: dict, axes=None):
         if run["method"] == "ppo":
             shade = cmap_ppo(0.35 + 0.6 * kls.index(run["setting"]) / max(1, len(kls) - 1))
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="o", s=55, color=shade, edgecolor="k", lw=0.5,
-                       zorder=3, label=f"PPO, KL coef {run['setting']:g}" if run["seed"] == first_seed else None)
+                       zorder=3, label=L("PPO, KL coef {setting:g}", setting=run["setting"]) if run["seed"] == first_seed else None)
         elif run["method"] == "grpo_kl_in_reward_unscaled":
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="X", s=70, color="tab:olive", edgecolor="k",
-                       lw=0.5, zorder=3, label=f"GRPO-R (KL in the reward, unscaled), {run['setting']:g}"
+                       lw=0.5, zorder=3, label=L("GRPO-R (KL in the reward, unscaled), {setting:g}", setting=run["setting"])
                        if run["seed"] == first_seed else None)
         elif run["method"] == "grpo":
             shade = cmap_grpo(0.35 + 0.6 * grpo_kls.index(run["setting"]) / max(1, len(grpo_kls) - 1))
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="P", s=80, color=shade, edgecolor="k", lw=0.5,
-                       zorder=3, label=f"GRPO, k3 weight {run['setting']:g}" if run["seed"] == first_seed else None)
+                       zorder=3, label=L("GRPO, k3 weight {setting:g}", setting=run["setting"]) if run["seed"] == first_seed else None)
         else:
             shade = cmap_dpo(0.35 + 0.6 * betas.index(run["setting"]) / max(1, len(betas) - 1))
             ax.scatter(run["kl_to_reference"], run["gold_reward"], marker="^", s=70, color=shade, edgecolor="k", lw=0.5,
-                       zorder=3, label=f"DPO, beta {run['setting']:g}" if run["seed"] == first_seed else None)
+                       zorder=3, label=L("DPO, beta {setting:g}", setting=run["setting"]) if run["seed"] == first_seed else None)
     settings = summarise(results)["settings"]
     path = [settings[f"ppo@{c:g}"] for c in kls]
     ax.plot([p["kl_to_reference"]["mean"] for p in path], [p["gold_reward"]["mean"] for p in path], "-",
-            color="tab:blue", alpha=0.5, lw=1, label="PPO as its KL coefficient falls (seed means)")
+            color="tab:blue", alpha=0.5, lw=1, label=L("PPO as its KL coefficient falls (seed means)"))
     start = results["bigram"]["start"]
     ax.scatter([start["kl_to_reference"]], [start["gold_reward"]], marker="s", color="gray", zorder=3,
-               label="bigram reference (start)")
+               label=L("bigram reference (start)"))
     sft = results["sft"]
     ax.scatter([sft["kl_to_reference"]], [sft["gold_reward"]], marker="D", color="white", edgecolor="gray", zorder=3,
-               label="SFT transformer (not trained here)")
-    ax.set(title="Gold reward against KL to the bigram reference", xlabel="KL(pi || pi_ref) per response (nats)",
-           ylabel="gold reward of fresh samples", xlim=(-0.5, kl_max))
+               label=L("SFT transformer (not trained here)"))
+    ax.set(title=L("Gold reward against KL to the bigram reference"), xlabel=L("KL(pi || pi_ref) per response (nats)"),
+           ylabel=L("gold reward of fresh samples"), xlim=(-0.5, kl_max))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right", ncol=2)
     # Right panel: distance below the curve, per setting, every seed.
@@ -374,7 +375,7 @@ def plot_frontier(results: dict, axes=None):
     ax.set_xticks(range(len(keys)), [k.replace("grpo_kl_in_reward_unscaled@", "GRPO-R ").replace(
         "grpo@", "GRPO ").replace("ppo@", "PPO ").replace("dpo@", "DPO ") for k in keys],
                   rotation=45, fontsize=8)
-    ax.set(title="Below the exact curve at the run's own KL", ylabel="exact best gold - run's gold")
+    ax.set(title=L("Below the exact curve at the run's own KL"), ylabel=L("exact best gold - run's gold"))
     ax.grid(alpha=0.3, axis="y")
     return axes
 
@@ -388,19 +389,20 @@ def plot_overoptimisation(results: dict, axes=None):
     runs = results["kl_free_ppo"]
     ax, twin = axes[0], axes[0].twinx()
     steps = [row["iteration"] for row in runs[0]["history"]]
-    for target, key, color, name in ((ax, "reward_model_score", "tab:blue", "proxy"),
-                                     (twin, "gold_reward", "tab:orange", "gold")):
+    for target, key, color, name in ((ax, "reward_model_score", "tab:blue", L("proxy")),
+                                     (twin, "gold_reward", "tab:orange", L("gold"))):
         curves = np.array([_smooth([row[key] for row in run["history"]]) for run in runs])
         target.fill_between(steps, curves.min(0), curves.max(0), color=color, alpha=0.2, lw=0,
-                            label=f"{name}: range over seeds")
+                            label=L("{name}: range over seeds", name=name))
         for run, curve in zip(runs, curves):
             target.plot(steps, curve, color=color, lw=0.7, alpha=0.6)
-        target.plot(steps, curves.mean(0), color=color, lw=2.2, label=f"{name}: mean of {len(runs)} seeds")
+        target.plot(steps, curves.mean(0), color=color, lw=2.2, label=L("{name}: mean of {count} seeds", name=name,
+                                                                        count=len(runs)))
     falls = sorted(hacking_summary(run)["gold_fall"] for run in runs)
-    ax.set(title=f"KL-free PPO, {len(runs)} seeds: the proxy holds,\nthe gold reward falls "
-                 f"({' / '.join(f'{f:.2f}' for f in falls)} below its peak)",
-           xlabel="PPO iteration", ylabel="reward-model score (SFT std units)")
-    twin.set(ylabel="gold reward")
+    ax.set(title=L("KL-free PPO, {count} seeds: the proxy holds,\nthe gold reward falls ({falls} below its peak)",
+                   count=len(runs), falls=" / ".join(f"{f:.2f}" for f in falls)),
+           xlabel=L("PPO iteration"), ylabel=L("reward-model score (SFT std units)"))
+    twin.set(ylabel=L("gold reward"))
     handles = [h for a in (ax, twin) for h in a.get_legend_handles_labels()[0]]
     labels = [lab for a in (ax, twin) for lab in a.get_legend_handles_labels()[1]]
     ax.legend(handles, labels, loc="lower right", fontsize=7.5)
@@ -412,14 +414,14 @@ def plot_overoptimisation(results: dict, axes=None):
         gold = gold - gold[0]
         kl_all.append(kl), gold_all.append(gold)
         axes[1].scatter(np.sqrt(np.maximum(kl, 0)), gold, s=10, alpha=0.7, marker="os^D"[i % 4],
-                        label=f"seed {run['seed']}")
+                        label=L("seed {seed}", seed=run["seed"]))
     kl, gold = np.concatenate(kl_all), np.concatenate(gold_all)
     alpha, beta = fit_gao(kl, gold)
     grid = np.linspace(1e-3, np.sqrt(kl.max()), 100)
     axes[1].plot(grid, grid * (alpha - beta * np.log(grid)), color="black",
-                 label=f"fit d(alpha - beta log d), alpha={alpha:.2f}, beta={beta:.2f}")
-    axes[1].set(title="Over-optimisation (Gao et al. 2022 form), all seeds", xlabel="d = sqrt(KL to reference)",
-                ylabel="gold reward gain over the reference")
+                 label=L("fit d(alpha - beta log d), alpha={alpha:.2f}, beta={beta:.2f}", alpha=alpha, beta=beta))
+    axes[1].set(title=L("Over-optimisation (Gao et al. 2022 form), all seeds"), xlabel=L("d = sqrt(KL to reference)"),
+                ylabel=L("gold reward gain over the reference"))
     axes[1].grid(alpha=0.3)
     axes[1].legend(fontsize=8)
     return axes
@@ -428,11 +430,11 @@ def plot_overoptimisation(results: dict, axes=None):
 def format_samples(results: dict, seed: int | None = None) -> str:
     run = next(r for r in results["kl_free_ppo"] if seed is None or r["seed"] == seed)
     lines = []
-    for when in ("before", "after"):
-        lines.append(f"KL-free PPO (seed {run['seed']}), {when}:")
+    for when, heading in (("before", "KL-free PPO (seed {seed}), before:"), ("after", "KL-free PPO (seed {seed}), after:")):
+        lines.append(t(heading, seed=run["seed"]))
         for sample in run["samples"][when]:
             lines.append(f"  [{sample['prompt']}] {sample['response']}   "
-                         f"(RM {sample['reward_model_score']:+.2f}, gold {sample['gold_reward']:+.2f})")
+                         + t("(RM {rm:+.2f}, gold {gold:+.2f})", rm=sample["reward_model_score"], gold=sample["gold_reward"]))
     return "\n".join(lines)
 
 
@@ -440,24 +442,30 @@ def report(results: dict) -> str:
     """The sweep's conclusions as text: what the notebook and the command print."""
     summary = summarise(results)
     h = summary["kl_free_ppo"]
-    lines = [f"KL-free PPO, seeds {[r['seed'] for r in results['kl_free_ppo']]}: "
-             f"gold peak {h['gold_peak']['mean']:.2f} (seeds {h['gold_peak']['min']:.2f}-{h['gold_peak']['max']:.2f}), "
-             f"end {h['gold_end']['mean']:.2f} ({h['gold_end']['min']:.2f}-{h['gold_end']['max']:.2f}); "
-             f"proxy end {h['proxy_end']['mean']:.2f}, {h['proxy_fall']['max']:.2f} at most below its peak",
-             f"bigram reference: exact best gold {max(results['exact_frontier']['gold_reward']):.2f}, "
-             f"start gold {results['bigram']['start']['gold_reward']:+.3f}; the SFT transformer: gold "
-             f"{results['sft']['gold_reward']:+.3f} at KL {results['sft']['kl_to_reference']:.2f} to the bigram, "
-             f"{results['sft']['gap_below_exact']:+.3f} below the curve",
-             f"preference pairs (the reward model's training pairs, also DPO's): {results['preference_pairs']}",
-             "setting     gold (seeds)              KL (seeds)             below the exact curve (seeds)"]
+    lines = [t("KL-free PPO, seeds {seeds}: gold peak {peak:.2f} (seeds {peak_min:.2f}-{peak_max:.2f}), end {end:.2f} "
+               "({end_min:.2f}-{end_max:.2f}); proxy end {proxy_end:.2f}, {proxy_fall:.2f} at most below its peak",
+               seeds=[r["seed"] for r in results["kl_free_ppo"]], peak=h["gold_peak"]["mean"],
+               peak_min=h["gold_peak"]["min"], peak_max=h["gold_peak"]["max"], end=h["gold_end"]["mean"],
+               end_min=h["gold_end"]["min"], end_max=h["gold_end"]["max"], proxy_end=h["proxy_end"]["mean"],
+               proxy_fall=h["proxy_fall"]["max"]),
+             t("bigram reference: exact best gold {best:.2f}, start gold {start:+.3f}; the SFT transformer: gold "
+               "{sft:+.3f} at KL {sft_kl:.2f} to the bigram, {sft_gap:+.3f} below the curve",
+               best=max(results["exact_frontier"]["gold_reward"]), start=results["bigram"]["start"]["gold_reward"],
+               sft=results["sft"]["gold_reward"], sft_kl=results["sft"]["kl_to_reference"],
+               sft_gap=results["sft"]["gap_below_exact"]),
+             t("preference pairs (the reward model's training pairs, also DPO's): {count}",
+               count=results["preference_pairs"]),
+             # the table's header, each column padded as a terminal draws it (a Chinese character takes two)
+             "".join(padded(t(name), width) for name, width in (("setting", 12), ("gold (seeds)", 26),
+                                                                  ("KL (seeds)", 23), ("below the exact curve (seeds)", 0)))]
     for key, s in summary["settings"].items():
         g, k, d = s["gold_reward"], s["kl_to_reference"], s["gap_below_exact"]
         lines.append(f"  {key:<9} {g['mean']:+.3f} ({g['min']:+.3f}..{g['max']:+.3f})  "
                      f"{k['mean']:6.2f} ({k['min']:5.2f}..{k['max']:5.2f})  "
                      f"{d['mean']:+.3f} ({d['min']:+.3f}..{d['max']:+.3f})")
     gaps = distance_below_frontier(results)
-    lines.append("below the exact curve at their own KL (seed means): "
-                 + ", ".join(f"{k} {v:+.3f}" for k, v in gaps.items()))
+    lines.append(t("below the exact curve at their own KL (seed means): ")
+                 + t(", ").join(f"{k} {v:+.3f}" for k, v in gaps.items()))
     return "\n".join(lines)
 
 

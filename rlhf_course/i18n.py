@@ -132,6 +132,61 @@ ZH = {
     "(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)":
         "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
     "The lab stopped: {reason}": "实验已停止：{reason}",
+    # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.demo)
+    "GRPO lab stopped: {reason}": "GRPO 实验已停止：{reason}",
+    "demo stopped: {reason}": "PPO 与 DPO 实验已停止：{reason}",
+    "{path} does not define {names}": "{path} 没有定义 {names}",
+    "figure:": "图：",
+    "figures:": "图：",
+    "GRPO on the tiny LM (no value head)": "在微型语言模型上运行 GRPO（没有价值头）",
+    "PPO-RLHF on the tiny LM": "在微型语言模型上运行 PPO-RLHF",
+    "DPO on the tiny LM": "在微型语言模型上运行 DPO",
+    "; ": "；",  # between the reasons of several functions that cannot run
+    # the companion notebook on reward hacking and the reward-KL frontier (rlhf_course/frontier.py): figures
+    "exact optimum of gold - β·KL (β from 1000 to 0.001)": "真实奖励 - β·KL 的精确最优解（β 从 1000 到 0.001）",
+    "PPO, KL coef {setting:g}": "PPO，KL 系数 {setting:g}",
+    "GRPO-R (KL in the reward, unscaled), {setting:g}": "GRPO-R（KL 放在奖励中，不缩放），{setting:g}",
+    "GRPO, k3 weight {setting:g}": "GRPO，k3 权重 {setting:g}",
+    "DPO, beta {setting:g}": "DPO，beta {setting:g}",
+    "PPO as its KL coefficient falls (seed means)": "KL 系数逐渐减小时的 PPO（各种子的均值）",
+    "bigram reference (start)": "二元模型参考策略（起点）",
+    "SFT transformer (not trained here)": "SFT transformer（此处不训练）",
+    "Gold reward against KL to the bigram reference": "真实奖励与 KL（相对于二元模型参考策略）",
+    "gold reward of fresh samples": "新样本的真实奖励",
+    "Below the exact curve at the run's own KL": "在各次运行自身的 KL 处低于精确曲线多少",
+    "exact best gold - run's gold": "精确最优真实奖励 - 该次运行的真实奖励",
+    "proxy": "代理指标",
+    "gold": "真实奖励",
+    "{name}: range over seeds": "{name}：各种子的范围",
+    "{name}: mean of {count} seeds": "{name}：{count} 个种子的均值",
+    "KL-free PPO, {count} seeds: the proxy holds,\nthe gold reward falls ({falls} below its peak)":
+        "无 KL 惩罚的 PPO，{count} 个种子：代理指标维持在高位，\n真实奖励却下降（比峰值低 {falls}）",
+    "reward-model score (SFT std units)": "奖励模型得分（以 SFT 标准差为单位）",
+    "gold reward": "真实奖励",
+    "seed {seed}": "种子 {seed}",
+    "fit d(alpha - beta log d), alpha={alpha:.2f}, beta={beta:.2f}": "拟合 d(alpha - beta log d)，alpha={alpha:.2f}，beta={beta:.2f}",
+    "Over-optimisation (Gao et al. 2022 form), all seeds": "过度优化（Gao et al. 2022 的函数形式），全部种子",
+    "d = sqrt(KL to reference)": "d = sqrt(与参考策略的 KL)",
+    "gold reward gain over the reference": "相对参考策略的真实奖励增益",
+    # ... and its printed summaries
+    "KL-free PPO (seed {seed}), before:": "无 KL 惩罚的 PPO（种子 {seed}），训练前：",
+    "KL-free PPO (seed {seed}), after:": "无 KL 惩罚的 PPO（种子 {seed}），训练后：",
+    "KL-free PPO, seeds {seeds}: gold peak {peak:.2f} (seeds {peak_min:.2f}-{peak_max:.2f}), end {end:.2f} "
+    "({end_min:.2f}-{end_max:.2f}); proxy end {proxy_end:.2f}, {proxy_fall:.2f} at most below its peak":
+        "无 KL 惩罚的 PPO，种子 {seeds}：真实奖励峰值 {peak:.2f}（各种子 {peak_min:.2f}-{peak_max:.2f}），最终 {end:.2f}"
+        "（{end_min:.2f}-{end_max:.2f}）；代理指标最终 {proxy_end:.2f}，至多比它的峰值低 {proxy_fall:.2f}",
+    "bigram reference: exact best gold {best:.2f}, start gold {start:+.3f}; the SFT transformer: gold "
+    "{sft:+.3f} at KL {sft_kl:.2f} to the bigram, {sft_gap:+.3f} below the curve":
+        "二元模型参考策略：精确最优真实奖励 {best:.2f}，起点的真实奖励 {start:+.3f}；SFT transformer：真实奖励 "
+        "{sft:+.3f}，与二元模型的 KL 为 {sft_kl:.2f}，低于曲线 {sft_gap:.3f}",
+    "preference pairs (the reward model's training pairs, also DPO's): {count}":
+        "偏好对（即奖励模型的训练偏好对，DPO 也用它们）：{count}",
+    "setting": "设置",
+    "gold (seeds)": "真实奖励（各种子）",
+    "KL (seeds)": "KL（各种子）",
+    "below the exact curve (seeds)": "低于精确曲线（各种子）",
+    "below the exact curve at their own KL (seed means): ": "在各自的 KL 处低于精确曲线（各种子的均值）：",
+    ", ": "，",
     # feedback pages and grading messages
     "passed": "通过",
     "passed: {message}": "通过：{message}",
@@ -272,6 +327,13 @@ def cjk_font() -> str | None:
                 font_manager.fontManager.addfont(path)
         installed = {font.name for font in font_manager.fontManager.ttflist}
     return next((name for name in CJK_FONTS if name in installed), None)
+
+
+def padded(text: str, width: int) -> str:
+    """``text`` padded to ``width`` columns as a terminal draws it: a Chinese character takes two."""
+    import unicodedata
+    columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return text + " " * max(width - columns, 0)
 
 
 def plot_language() -> str:

@@ -8,12 +8,13 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, i18n
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, frontier, i18n
 from rlhf_course.grading.notebooks import functions_from_notebook
 from rlhf_course.lab import plots
 
 matplotlib.use("Agg")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "i18n"
+FRONTIER_RESULTS = frontier.load_or_run(Path(__file__).resolve().parent.parent / "notebooks" / "frontier_results.json")
 HISTORY = [{"iteration": i, "reward_model_score": 0.1 * i, "gold_reward": 0.05 * i, "kl_to_reference": 0.2 * i,
             "entropy_per_token": 2.0 - 0.1 * i, "step": i, "implicit_reward_margin": 0.1 * i,
             "preference_accuracy": 0.5 + 0.04 * i, "chosen_implicit_reward": 0.05 * i,
@@ -45,6 +46,9 @@ def figures(fns):
     yield "lab_dpo", lambda: plots.plot_dpo_history(HISTORY)
     yield "grpo", lambda: explorers.plot_grpo_advantages(_group_advantages)
     yield "lab_grpo", lambda: plots.plot_ppo_history(HISTORY, method="GRPO")
+    # the companion notebook's two figures, from its cached sweep
+    yield "frontier", lambda: frontier.plot_frontier(FRONTIER_RESULTS)
+    yield "overoptimisation", lambda: frontier.plot_overoptimisation(FRONTIER_RESULTS)
 
 
 def _group_advantages(rewards, scale_by_std=True, eps=1e-4):
@@ -260,3 +264,23 @@ def test_the_labs_stop_and_warning_lines_speak_chinese_in_the_chinese_edition(mo
     (english,) = check_before_training(functions)
     assert english == ("ppo_clipped_objective does not pass its visible test: A = +1 on ratios [0.5, 1, 1.5, 2, 3] "
                        "gives [1.6600], expected [1.0200]; the lab trains with it anyway")
+
+
+def test_the_frontier_studys_summaries_speak_chinese_in_aligned_columns(monkeypatch):
+    """The companion notebook's printed report and samples: Chinese words around the same numbers, and the
+    table's header padded by columns (a Chinese character takes two) so it sits over the English's columns."""
+    import re
+    import unicodedata
+
+    english = frontier.report(FRONTIER_RESULTS), frontier.format_samples(FRONTIER_RESULTS)
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    chinese = frontier.report(FRONTIER_RESULTS), frontier.format_samples(FRONTIER_RESULTS)
+    numbers = lambda text: re.findall(r"-?\d+\.\d+", text)  # noqa: E731
+    for en, zh in zip(english, chinese):
+        assert numbers(zh) == numbers(en) and len(numbers(en)) > 15
+    assert chinese[1].startswith("无 KL 惩罚的 PPO（种子 1），训练前：") and "（奖励模型 +0.68，真实奖励 +0.30）" in chinese[1]
+    header = next(line for line in chinese[0].splitlines() if line.startswith("设置"))
+    columns = lambda text: sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)  # noqa: E731
+    english_header = next(line for line in english[0].splitlines() if line.startswith("setting"))
+    for name_zh, name_en in (("KL（各种子）", "KL (seeds)"), ("低于精确曲线", "below the exact curve")):
+        assert columns(header[:header.index(name_zh)]) == english_header.index(name_en), header

@@ -8,6 +8,11 @@ The instructor edits one assignment (``source/<base>/``).  A translation file be
      "messages": {"<grade id>": {"english_sha256": "<sha256 of the check's message>", "text": "..."}},
      "details":  {"<a say() template of the checks, in English>": "<the same template translated>"}}
 
+An ungraded companion notebook outside ``source/`` (``notebooks/reward_hacking_frontier.ipynb``) has
+its editions the same way: its translation file names it, ``"notebook": "notebooks/<name>.ipynb"``, and
+``"assignment"`` is the edition's name, which is also its generated notebook's (``notebooks/<name>_zh.ipynb``,
+beside the English one; :func:`companions`).  It has no checks, and no nbgrader release.
+
 A code cell may be in ``cells`` too, for its comments, docstrings and assertion/print messages: its
 translation must have the same code once those are set aside (:func:`code_skeleton`), and keep
 nbgrader's marker lines.  ``make release`` builds ``source/<assignment>/`` from the two (markdown
@@ -49,6 +54,9 @@ GLOSSARY_FILE = "glossary.{language}.json"
 LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # {comment}"
 LANGUAGE_LINE_COMMENT = {"en": "this edition's language: explorers, plots, messages",
                          "zh-CN": "本版本的语言：滑块演示、图和消息"}
+# ... and in a companion notebook's edition, which has no sliders and no checks
+COMPANION_LANGUAGE_LINE_COMMENT = {"en": "this edition's language: figures and printed summaries",
+                                   "zh-CN": "本版本的语言：图和打印出的摘要"}
 # nbgrader's answer stubs (ClearSolutions.code_stub / text_stub) in the edition's language, carried in
 # the edition's notebook metadata for rlhf_course.grading.nbgrader_ext.EditionAnswerStubs.  The code
 # stub differs from nbgrader's only in its comment (tested): it still raises NotImplementedError.
@@ -75,20 +83,50 @@ class Edition:
     base: str
     language: str
     path: Path
+    # A companion notebook's edition: the English notebook, relative to the course root (None: an assignment's)
+    notebook: str | None = None
 
     def table(self) -> dict:
         return json.loads(self.path.read_text(encoding="utf-8"))
 
+    @property
+    def source_description(self) -> str:
+        """Where the English comes from, as the messages name it."""
+        return self.notebook if self.notebook else f"source/{self.base}"
 
-def editions(course_root: Path) -> list[Edition]:
-    """Every translation file of the course, as editions."""
+    def english_notebooks(self, course: Course | Path) -> list[Path]:
+        """The English notebooks the edition translates."""
+        course = Course.of(course)
+        if self.notebook:
+            return [course.root / self.notebook]
+        return sorted(source_folder(course, self.base).glob("*.ipynb"))
+
+    def edition_notebook(self, course: Course | Path, english: Path) -> Path:
+        """Where the edition of one English notebook is written: the source directory's <assignment>/ for
+        an assignment, beside the English notebook (named after the edition) for a companion notebook."""
+        if self.notebook:
+            return english.with_name(f"{self.assignment}.ipynb")
+        return source_folder(course, self.assignment) / english.name
+
+
+def _all_editions(course_root: Path) -> list[Edition]:
     found = []
-    for path in sorted((course_root / I18N_FOLDER).glob("*.json")):
+    for path in sorted((Path(course_root) / I18N_FOLDER).glob("*.json")):
         if path.name.startswith("glossary."):
             continue
         table = json.loads(path.read_text(encoding="utf-8"))
-        found.append(Edition(table["assignment"], table["base"], table["language"], path))
+        found.append(Edition(table["assignment"], table["base"], table["language"], path, table.get("notebook")))
     return found
+
+
+def editions(course_root: Path) -> list[Edition]:
+    """Every assignment's edition of the course (the translation files of source/ assignments)."""
+    return [edition for edition in _all_editions(course_root) if edition.notebook is None]
+
+
+def companions(course_root: Path) -> list[Edition]:
+    """The editions of the ungraded companion notebooks (translation files naming a ``"notebook"``)."""
+    return [edition for edition in _all_editions(course_root) if edition.notebook is not None]
 
 
 def edition_of(course_root: Path, assignment: str) -> Edition | None:
@@ -208,7 +246,10 @@ def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
     course = Course.of(course)
     table = edition.table()
     found = []
-    for source_nb_path in sorted(source_folder(course, edition.base).glob("*.ipynb")):
+    english_notebooks = edition.english_notebooks(course)
+    if edition.notebook and not english_notebooks[0].is_file():
+        return [f"{edition.notebook}: not found (named by {edition.path.name})"]
+    for source_nb_path in english_notebooks:
         nb = notebooks.read(source_nb_path)
         ids = set()
         for cell in nb.cells:
@@ -233,7 +274,7 @@ def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
                              f"translation, then: python -m rlhf_course.grading editions revisit {edition.path.name} {cell.id})")
             elif [m for m in SOLUTION_MARKERS if (m in cell.source) != (m in entry["text"])]:
                 found.append(f"cell {cell.id}: the translation must keep the ### BEGIN/END SOLUTION lines")
-        found += [f"cell {cid}: in {edition.path.name} but not in source/{edition.base}" for cid in table["cells"]
+        found += [f"cell {cid}: in {edition.path.name} but not in {edition.source_description}" for cid in table["cells"]
                   if cid not in ids]
     if checks is not None:
         for check_id, check in checks.items():
@@ -243,7 +284,8 @@ def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
             elif entry["english_sha256"] != english_sha256(check.message):
                 found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
                              f"python -m rlhf_course.grading editions revisit {edition.path.name} {check_id})")
-    found += detail_problems(course.root, edition, table.get("details", {}))
+    if not edition.notebook:  # (a companion notebook has no checks)
+        found += detail_problems(course.root, edition, table.get("details", {}))
     found += glossary_problems(course.root, edition)
     return found
 
@@ -346,18 +388,21 @@ def translate_notebook(nb, edition: Edition):
             cell.source = table["cells"][cell.id]["text"]
         elif cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
             cell.source = hidden_test_header(cell, table.get("messages", {}), edition.language)
-    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + language_line(edition.language)
+    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + language_line(edition.language, bool(edition.notebook))
     translated.metadata["rlhf_course"] = {
-        "edition": edition.language, "generated_from": f"source/{edition.base} + {I18N_FOLDER}/{edition.path.name}",
+        "edition": edition.language,
+        "generated_from": f"{edition.source_description} + {I18N_FOLDER}/{edition.path.name}",
         "do_not_edit": "make release regenerates this notebook; edit the English source and the translation file"}
-    if edition.language in ANSWER_STUBS:
+    if edition.language in ANSWER_STUBS and not edition.notebook:
         translated.metadata["rlhf_course"]["answer_stubs"] = ANSWER_STUBS[edition.language]
     return translated
 
 
-def language_line(language: str) -> str:
-    """The line appended to an edition's set-up cell, its comment in the edition's language."""
-    comment = LANGUAGE_LINE_COMMENT.get(language, LANGUAGE_LINE_COMMENT["en"])
+def language_line(language: str, companion: bool = False) -> str:
+    """The line appended to an edition's set-up cell, its comment in the edition's language (a companion
+    notebook's says what it changes there)."""
+    comments = COMPANION_LANGUAGE_LINE_COMMENT if companion else LANGUAGE_LINE_COMMENT
+    comment = comments.get(language, comments["en"])
     return LANGUAGE_LINE.format(language=language, comment=comment)
 
 
@@ -408,6 +453,8 @@ def build_source(course: Course | Path, edition: Edition, checks=None) -> list[P
     found = problems(course, edition, checks)
     if found:
         raise StaleTranslation(f"{edition.path.name} cannot build {edition.assignment}:\n  " + "\n  ".join(found))
+    if edition.notebook:
+        return build_companion(course, edition)
     source, target = source_folder(course, edition.base), source_folder(course, edition.assignment)
     if target.exists():
         shutil.rmtree(target)
@@ -419,6 +466,27 @@ def build_source(course: Course | Path, edition: Edition, checks=None) -> list[P
             built.append(target / path.name)
         elif path.is_file():
             shutil.copy2(path, target / path.name)
+    return built
+
+
+def build_companion(course: Course | Path, edition: Edition) -> list[Path]:
+    """A companion notebook's edition, written beside the English notebook (no outputs, as the English one
+    is committed).  :func:`build_source` checks the translation first."""
+    [english] = edition.english_notebooks(course)
+    target = edition.edition_notebook(course, english)
+    nbformat.write(translate_notebook(notebooks.read(english), edition), str(target))
+    return [target]
+
+
+def build_companions(course: Course | Path) -> list[Path]:
+    """Every companion notebook's editions, each from its English notebook and translation file (refused,
+    naming each cell, when a translation is stale).  A course copy without the English notebook (the tests'
+    and the classroom's copies of the course's inputs hold no notebooks/) has none to build."""
+    course = Course.of(course)
+    built = []
+    for edition in companions(course.root):
+        if edition.english_notebooks(course)[0].is_file():
+            built += build_source(course, edition)
     return built
 
 
@@ -435,9 +503,9 @@ def revisit(path: Path, entry_id: str, course: Course | Path) -> str:
     """Mark one entry as revisited: store the hash of the current English beside its translation."""
     course = Course.of(course)
     table = json.loads(path.read_text(encoding="utf-8"))
-    edition = Edition(table["assignment"], table["base"], table["language"], path)
+    edition = Edition(table["assignment"], table["base"], table["language"], path, table.get("notebook"))
     if entry_id in table["cells"]:
-        for nb_path in source_folder(course, edition.base).glob("*.ipynb"):
+        for nb_path in edition.english_notebooks(course):
             for cell in notebooks.read(nb_path).cells:
                 if cell.id == entry_id:
                     table["cells"][entry_id]["english_sha256"] = english_sha256(cell.source)
@@ -455,10 +523,11 @@ def write_table(path: Path, table: dict) -> None:
 
 
 def status(course: Course) -> tuple[int, str]:
-    """``editions status``: each translation file, up to date or what to revisit; 1 when any needs revisiting."""
+    """``editions status``: each translation file (assignments' and companion notebooks'), up to date or what
+    to revisit; 1 when any needs revisiting."""
     lines, code = [], 0
-    for edition in editions(course.root):
-        found = problems(course, edition, instructor.checks_of(course.root, edition.base))
+    for edition in _all_editions(course.root):
+        found = problems(course, edition, None if edition.notebook else instructor.checks_of(course.root, edition.base))
         lines.append(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
         lines += ["  " + line for line in found]
         code |= bool(found)

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from rlhf_course.i18n import t
+
 if TYPE_CHECKING:
     import nbformat
 # nbformat is imported where it is used: its schema validator pulls in jsonschema's format
@@ -109,5 +111,5 @@ def functions_from_notebook(path: str | Path, names: tuple[str, ...]) -> dict[st
             exec(compile(source, f"{Path(path).name}:{grade_id(cell)}", "exec"), namespace)
     missing = [name for name in names if not callable(namespace.get(name))]
     if missing:
-        raise LookupError(f"{path} does not define {', '.join(missing)}")
+        raise LookupError(t("{path} does not define {names}", path=path, names=", ".join(missing)))
     return {name: namespace[name] for name in names}

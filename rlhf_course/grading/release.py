@@ -47,7 +47,8 @@ def generate_release(course: Course | Path, assignments: list[str] | None = None
     """For each assignment (default: all of the source directory): record it and its due date in the
     gradebook, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
     all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
-    Language editions (``i18n/``) are built into the source directory first.  Returns the released notebooks."""
+    Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
+    companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
     course = Course.of(course)
     due_date = course.settings()[0].due_date
     # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
@@ -60,6 +61,8 @@ def generate_release(course: Course | Path, assignments: list[str] | None = None
     for edition in editions.editions(course.root):  # source/<base> + i18n/ -> source/<edition> first
         if assignments is None or edition.assignment in assignments:
             editions.build_source(course, edition, instructor.checks_of(course.root, edition.base))
+    if assignments is None:  # the companion notebooks' editions (notebooks/<name>_zh.ipynb): the whole course's release
+        editions.build_companions(course)
     assignments = assignments or source_assignments(course)
     if not assignments:
         return []

@@ -32,7 +32,7 @@ import torch
 from rlhf_course.lab import SETTINGS, language, notebook_setting
 from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
-from rlhf_course.i18n import t
+from rlhf_course.i18n import padded, plot_text, t
 from rlhf_course.lab.student import StudentFunctionError, guard
 from rlhf_course.lab.train import _examples, _progress, clipped_step, frozen_copy, rollout_metrics
 
@@ -157,7 +157,7 @@ def find_other_functions(folder: Path) -> dict[str, Callable]:
                 errors.append(f"{path.parent.name}/{path.name}: {type(exc).__name__}: {exc}")
         else:
             raise StudentFunctionError(t("{name} could not be loaded from your notebook ({errors})", name=name,
-                                         errors="; ".join(errors)))
+                                         errors=t("; ").join(errors)))
     return found
 
 
@@ -182,7 +182,7 @@ def check_before_training(student: GrpoFunctions) -> None:
     if len(problems) == 1:
         raise StudentFunctionError(problems[0])
     if problems:
-        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + "; ".join(problems))
+        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + t("; ").join(problems))
 
 
 @dataclass
@@ -195,15 +195,8 @@ class GrpoLabResult:
         first, last = self.history[0], self.history[-1]
         lines = [t("GRPO on the tiny LM, stage times (s): ") + ", ".join(f"{t(k)} {v:.1f}" for k, v in self.seconds.items())]
         for key in ("reward_model_score", "gold_reward", "kl_to_reference", "entropy_per_token"):
-            lines.append(f"  {_padded(t(key), 32)} {first[key]:8.3f} -> {last[key]:8.3f}")
+            lines.append(f"  {padded(t(key), 32)} {first[key]:8.3f} -> {last[key]:8.3f}")
         return "\n".join(lines)
-
-
-def _padded(label: str, width: int) -> str:
-    """``label`` padded to ``width`` columns as a terminal draws it: a Chinese character takes two."""
-    import unicodedata
-    columns = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in label)
-    return label + " " * max(width - columns, 0)
 
 
 def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
@@ -278,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_lab(**advantages, **others, setting=args.setting,
                          show_progress=sys.stderr.isatty() or "CI" not in os.environ)
     except (StudentFunctionError, LookupError) as exc:
-        print(f"GRPO lab stopped: {exc}", file=sys.stderr)
+        print(t("GRPO lab stopped: {reason}", reason=exc), file=sys.stderr)
         return 2
     print(result.summary())
     import matplotlib
@@ -288,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), constrained_layout=True)
     plot_ppo_history(result.history, axes, method="GRPO")
-    fig.suptitle("GRPO on the tiny LM (no value head)")
+    fig.suptitle(plot_text("GRPO on the tiny LM (no value head)"))
     fig.savefig(args.out / "grpo.png", dpi=110)
-    print("figure:", args.out / "grpo.png")
+    print(t("figure:"), args.out / "grpo.png")
     return 0
 
 

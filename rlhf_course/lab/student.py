@@ -120,5 +120,5 @@ def check_before_training(functions: StudentFunctions) -> list[str]:
     if len(problems) == 1:
         raise StudentFunctionError(problems[0])
     if problems:
-        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + "; ".join(problems))
+        raise StudentFunctionError(t("{count} functions are not ready: ", count=len(problems)) + t("; ").join(problems))
     return warnings

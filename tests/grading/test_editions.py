@@ -449,3 +449,102 @@ def test_each_english_hidden_test_header_is_its_checks_whole_message(base, cours
     nbformat.write(nb, str(path))
     assert editions.write_english_headers(course, base, instructor.checks_of(course, base)) == [path]
     assert next(c for c in notebooks.read(path).cells if c.id == cell.id).source == english
+
+
+# ----------------------------------------------------------------------------- the companion notebook's edition
+
+COMPANIONS = editions.companions(REPO)
+
+
+def test_the_companion_notebook_has_a_chinese_edition_from_the_same_mechanism():
+    """notebooks/reward_hacking_frontier.ipynb (ungraded, outside source/): its translation file names it,
+    the edition is written beside it, and it is no assignment (no checks, no nbgrader release)."""
+    assert [(e.assignment, e.base, e.language, e.notebook) for e in COMPANIONS] == [
+        ("reward_hacking_frontier_zh", "reward_hacking_frontier", "zh-CN", "notebooks/reward_hacking_frontier.ipynb")]
+    [edition] = COMPANIONS
+    [english] = edition.english_notebooks(REPO)
+    assert edition.edition_notebook(REPO, english) == REPO / "notebooks" / "reward_hacking_frontier_zh.ipynb"
+    assert not (REPO / "source" / edition.assignment).exists() and not (REPO / "release" / edition.assignment).exists()
+
+
+@pytest.mark.parametrize("edition", COMPANIONS, ids=lambda e: e.assignment)
+def test_every_companion_translation_is_current_and_uses_the_glossary(edition):
+    """The same staleness and glossary check as the assignments' (`make release` and `editions status` refuse)."""
+    assert editions.problems(REPO, edition) == []
+
+
+def _course_with_notebooks(course):
+    """A course copy holds the course's inputs (COURSE_FILES), not notebooks/: add the companion's."""
+    import shutil
+    shutil.copytree(REPO / "notebooks", course / "notebooks")
+    return course
+
+
+@pytest.mark.parametrize("edition", COMPANIONS, ids=lambda e: e.assignment)
+def test_the_generated_companion_edition_is_in_sync(edition, course):
+    _course_with_notebooks(course)
+    (course / edition.notebook).with_name(f"{edition.assignment}.ipynb").unlink()
+    built = editions.build_companions(course)
+    assert [path.relative_to(course) for path in built] == [edition.edition_notebook(REPO, REPO / edition.notebook)
+                                                            .relative_to(REPO)]
+    committed = REPO / built[0].relative_to(course)
+    assert built[0].read_text() == committed.read_text(), f"{committed} is stale: run `make release` and commit"
+
+
+@pytest.mark.parametrize("edition", COMPANIONS, ids=lambda e: e.assignment)
+def test_the_companion_edition_differs_only_in_prose(edition):
+    """Same cells and code (but the language line; comments and printed messages may be translated), every
+    markdown cell translated and keeping its math and code spans, no outputs (as the English one is committed)."""
+    english = notebooks.read(REPO / edition.notebook)
+    translated = notebooks.read(edition.edition_notebook(REPO, REPO / edition.notebook))
+    assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in translated.cells]
+    assert translated.metadata["rlhf_course"]["edition"] == edition.language
+    assert "answer_stubs" not in translated.metadata["rlhf_course"]  # no nbgrader here
+    for en, zh in zip(english.cells, translated.cells):
+        if en.cell_type == "code":
+            expected = en.source
+            if editions.is_set_up_cell(en):
+                expected = en.source.rstrip("\n") + "\n\n" + editions.language_line(edition.language, companion=True)
+                assert zh.source.endswith("i18n.set_language('zh-CN')  # 本版本的语言：图和打印出的摘要")
+            assert editions.code_skeleton(zh.source) == editions.code_skeleton(expected), en.id
+            assert not zh.outputs and zh.execution_count is None, en.id
+        else:
+            assert zh.source != en.source and any("\u4e00" <= ch <= "\u9fff" for ch in zh.source), en.id
+            assert spans(zh.source) == spans(en.source), en.id
+
+
+def test_a_stale_companion_translation_stops_the_release(course):
+    """An English edit of the companion notebook without a revisit of its Chinese: `make release` refuses,
+    naming the cell, before nbgrader runs; after the revisit it builds again."""
+    import nbformat
+    _course_with_notebooks(course)
+    [edition] = editions.companions(course)
+    path = course / edition.notebook
+    nb = notebooks.read(path)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id == "38e5d36a")
+    cell.source += " A sentence the instructor added."
+    nbformat.write(nb, str(path))
+    with pytest.raises(editions.StaleTranslation, match="cell 38e5d36a: its English changed"):
+        release.generate_release(course)
+    editions.revisit(edition.path, "38e5d36a", course)
+    assert editions.problems(course, edition) == []
+    assert editions.build_companions(course) == [path.with_name("reward_hacking_frontier_zh.ipynb")]
+
+
+def test_a_glossary_variant_in_the_companion_translation_is_named(course):
+    from rlhf_course.grading import editions as module
+    _course_with_notebooks(course)
+    [edition] = module.companions(course)
+    table = edition.table()
+    table["cells"]["38e5d36a"]["text"] += "每个 nat 都有代价。"
+    module.write_table(edition.path, table)
+    [found] = module.problems(course, edition)
+    assert found.startswith("cell 38e5d36a: 'nat' is not the glossary's word for 'nats (unit of information)'"), found
+    with pytest.raises(module.StaleTranslation, match="'nat' is not the glossary's word"):
+        module.build_companions(course)
+
+
+def test_a_copy_of_the_course_without_notebooks_builds_no_companion(course):
+    """The tests' and the classroom's copies hold the course's inputs only: nothing to build, nothing refused."""
+    assert not (course / "notebooks").exists()
+    assert editions.build_companions(course) == []

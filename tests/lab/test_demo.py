@@ -148,3 +148,12 @@ def test_cli_on_release_notebook_stops_with_message(repo, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "demo stopped:" in err and "is not implemented yet" in err
     assert "Traceback" not in err
+
+
+def test_cli_on_the_chinese_release_stops_in_chinese(repo, tmp_path, capsys, monkeypatch):
+    from rlhf_course import i18n
+    monkeypatch.setattr(i18n, "_language", i18n.ENGLISH)  # restored after the test: loading sets Chinese
+    code = demo.main([str(repo / "release" / "rlhf_zh" / NOTEBOOK), "--setting", "smoke", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("PPO 与 DPO 实验已停止：有 3 个函数还不能运行：ppo_clipped_objective 还没有实现"), err
+    assert "stopped" not in err and "; " not in err

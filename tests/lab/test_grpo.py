@@ -116,6 +116,21 @@ def test_the_command_line_trains_from_the_notebooks_and_writes_the_figure(repo, 
     assert "GRPO on the tiny LM" in capsys.readouterr().out and (tmp_path / "grpo.png").stat().st_size > 10_000
 
 
+def test_the_command_line_stops_in_the_notebooks_language(repo, tmp_path, capsys, monkeypatch):
+    """The Chinese release (its set-up cell sets the language when the command loads it): the stop line,
+    its reasons and their separators in Chinese."""
+    from rlhf_course import i18n
+    from rlhf_course.lab import grpo
+    monkeypatch.setattr(i18n, "_language", i18n.ENGLISH)  # restored after the test: loading sets Chinese
+    assert grpo.main([str(repo / "release" / "grpo_zh" / "grpo.ipynb"), "--setting", "smoke", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("GRPO 实验已停止：有 3 个函数还不能运行：group_relative_advantages 还没有实现"), err
+    assert "stopped" not in err and "; " not in err and err.count("；") == 2, err
+    monkeypatch.setattr(i18n, "_language", i18n.ENGLISH)
+    assert grpo.main([str(repo / "release" / "grpo" / "grpo.ipynb"), "--setting", "smoke", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("GRPO lab stopped: 3 functions are not ready: ")
+
+
 def test_the_lab_names_the_notebook_it_could_not_find(tmp_path, capsys):
     from rlhf_course.lab import grpo
     (tmp_path / "grpo").mkdir()
