@@ -5,6 +5,8 @@
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
+    python -m rlhf_course.grading extend STUDENT ASSIGNMENT --hours 48   # an extension (or --until DATE)
+    python -m rlhf_course.grading extend --list           # every extension granted
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
@@ -21,10 +23,10 @@ import sys
 from pathlib import Path
 
 from nbgrader.coursedir import CourseDirectory
-from traitlets import List, Unicode
+from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import batch, editions, examples, release
+from rlhf_course.grading import batch, deadlines, editions, examples, release
 from rlhf_course.grading.report import REPORT, format_table
 from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
@@ -114,6 +116,35 @@ class EditionsRevisitCommand(CourseCommand):
             print("revisited", editions.revisit(self.course.root / editions.I18N_FOLDER / name, entry_id, self.course))
 
 
+class ExtendCommand(CourseCommand):
+    name = "rlhf-grader extend"
+    description = ("Give a student more time on an assignment (STUDENT ASSIGNMENT --hours N, or --until DATE), stored "
+                   "as the gradebook's extension, which the late penalty honours; --list shows every extension.")
+    hours = Float(0.0, help="Hours added to the assignment's due date.").tag(config=True)
+    until = Unicode("", help="The student's new deadline (e.g. '2026-12-20 18:00 UTC').").tag(config=True)
+    list_them = Bool(False, help="List every extension granted.").tag(config=True)
+    aliases = {**CourseCommand.aliases, "hours": "ExtendCommand.hours", "until": "ExtendCommand.until"}
+    flags = {"list": ({"ExtendCommand": {"list_them": True}}, "List every extension granted.")}
+
+    def start(self):
+        if self.list_them:
+            found = deadlines.extensions(self.course)
+            print("\n".join(e.line() for e in found) if found else "no extensions granted")
+            return
+        if len(self.extra_args) != 2:
+            print("usage: python -m rlhf_course.grading extend STUDENT ASSIGNMENT (--hours N | --until DATE)",
+                  file=sys.stderr)
+            self.exit(2)
+        student, assignment = self.extra_args
+        try:
+            granted = deadlines.grant_extension(self.course, student, assignment, hours=self.hours or None,
+                                                until=self.until or None)
+        except deadlines.DeadlineError as exc:
+            print(f"no extension granted: {exc}", file=sys.stderr)
+            self.exit(2)
+        print("extension:", granted.line())
+
+
 def _fresh(command: type[Application]):
     """A subcommand made anew each time (traitlets' default keeps one instance per class, a singleton that
     would carry one run's command-line settings into the next run in the same process)."""
@@ -143,6 +174,7 @@ class RlhfGrader(Application):
         "grade": (_fresh(GradeCommand), GradeCommand.description),
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
+        "extend": (_fresh(ExtendCommand), ExtendCommand.description),
     }
 
     def start(self):

@@ -19,6 +19,7 @@ import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import instructor, notebooks
+from rlhf_course.grading.deadlines import due_date_for
 from rlhf_course.grading.release import generate_release
 from rlhf_course.grading.settings import Course
 
@@ -141,7 +142,7 @@ def grade_examples(course: Course | Path) -> str:
     course = Course.of(course)
     catalogue = instructor.load_module(course.root, "answer_catalogue")
     generate_release(course)
-    due = course.settings()[0].due_date
+    due = due_date_for(course, ASSIGNMENT)
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None
     for student, wrong in catalogue.EXAMPLE_SUBMISSIONS.items():
         write_submission(course, student, answers_for(course, wrong), timestamp=on_time)

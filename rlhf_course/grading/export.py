@@ -18,7 +18,7 @@ from traitlets import Unicode
 
 from rlhf_course.grading import editions, spreadsheet
 
-COLUMNS = ["assignment", "edition", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+COLUMNS = ["assignment", "edition", "duedate", "extension_hours", "timestamp", "student_id", "last_name", "first_name", "email",
            "raw_score", "late_submission_penalty", "score", "max_score"]
 
 
@@ -61,7 +61,7 @@ class EditionsCsvExport(ExportPlugin):
             except MissingEntry:
                 pass
         shown = next((a for a in group if a.name == base), group[0])
-        row = {"assignment": base, "edition": "", "duedate": shown.duedate or "", "timestamp": "",
+        row = {"assignment": base, "edition": "", "duedate": shown.duedate or "", "extension_hours": "", "timestamp": "",
                "student_id": student.id, "last_name": student.last_name or "", "first_name": student.first_name or "",
                "email": student.email or "", "raw_score": 0.0, "late_submission_penalty": 0.0, "score": 0.0,
                "max_score": shown.max_score}
@@ -70,7 +70,9 @@ class EditionsCsvExport(ExportPlugin):
             assignment, submission = max(submissions, key=lambda pair: (pair[1].timestamp is not None,
                                                                          pair[1].timestamp or 0))
             penalty = submission.late_submission_penalty or 0.0
-            row.update(edition=assignment.name, duedate=assignment.duedate or "", timestamp=submission.timestamp or "",
+            extension = submission.extension.total_seconds() / 3600 if submission.extension else ""
+            row.update(edition=assignment.name, duedate=assignment.duedate or "", extension_hours=extension,
+                       timestamp=submission.timestamp or "",
                        raw_score=submission.score, late_submission_penalty=penalty,
                        score=max(0.0, submission.score - penalty), max_score=assignment.max_score)
         return row

@@ -1,4 +1,4 @@
-"""``nbgrader db assignment add --duedate`` then ``nbgrader generate_assignment --force``, for several
+"""``nbgrader db assignment add [--duedate]`` then ``nbgrader generate_assignment --force``, for several
 assignments, in this process, with the course's configuration (:class:`~rlhf_course.grading.settings.Course`:
 the files and the command line's settings, so ``--CourseDirectory.db_url=...`` or a renamed
 ``release_directory`` reach nbgrader exactly as they reach the grader).
@@ -34,19 +34,21 @@ def _this_environment_on_path():
             os.environ["PATH"] = saved
 
 
-def generate_assignments(course: Course, assignments: list[str], duedate: str = "") -> None:
-    """Record each assignment (and ``duedate``, nbgrader's format, when given) in the course's gradebook,
-    then generate its student version; raises RuntimeError with nbgrader's log at the first that fails."""
+def generate_assignments(course: Course, assignments: list[str]) -> None:
+    """Record each assignment in the course's gradebook with its configured due date where it has none
+    (:func:`deadlines.record_due_date`), then generate its student version; raises RuntimeError with
+    nbgrader's log at the first that fails."""
     from nbgrader.api import Gradebook
     from nbgrader.converters import GenerateAssignment
     from nbgrader.utils import capture_log
 
+    from rlhf_course.grading.deadlines import due_date_for, record_due_date
+
     coursedir = course.coursedir
     with _this_environment_on_path():
         for assignment in assignments:
-            if duedate:
-                with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
-                    gradebook.update_or_create_assignment(assignment, duedate=duedate)
+            with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+                record_due_date(gradebook, assignment, due_date_for(course, assignment))
             coursedir.assignment_id = assignment
             converter = GenerateAssignment(coursedir=coursedir, config=course.config)
             converter.force, converter.create_assignment = True, True

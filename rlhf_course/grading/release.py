@@ -44,13 +44,12 @@ def source_assignments(course: Course) -> list[str]:
 
 
 def generate_release(course: Course | Path, assignments: list[str] | None = None) -> list[Path]:
-    """For each assignment (default: all of the source directory): record it and its due date in the
-    gradebook, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
+    """For each assignment (default: all of the source directory): record it in the gradebook, with its
+    configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
     all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
     Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
     companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
     course = Course.of(course)
-    due_date = course.settings()[0].due_date
     # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
     for base in sorted({editions.base_of(course.root, name) for name in assignments or source_assignments(course)}):
         try:
@@ -68,6 +67,6 @@ def generate_release(course: Course | Path, assignments: list[str] | None = None
         return []
     # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in this
     # process through nbgrader's API, with this course's configuration
-    generate_assignments(course, assignments, due_date or "")
+    generate_assignments(course, assignments)
     return [path for assignment in assignments
             for path in sorted(course.folder("release", assignment=assignment).glob("*.ipynb"))]

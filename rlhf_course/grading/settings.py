@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Float, Integer, Unicode
+from traitlets import Dict, Float, Integer, Unicode
 from traitlets.config import Config, Configurable
 
 from rlhf_course.grading.limits import Limits
@@ -38,9 +38,13 @@ class NotReady(RuntimeError):
 class RlhfCourse(Configurable):
     """The course, as `make release` records it in the gradebook."""
 
-    due_date = Unicode("", help="Due date of the assignment (UTC, e.g. '2026-12-18 23:59:00 UTC'); "
-                                "`make release` records it and nbgrader's late penalty uses it. "
-                                "Empty: no due date.").tag(config=True)
+    due_date = Unicode("", help="Due date of every assignment not named in due_dates (UTC, e.g. "
+                                "'2026-12-18 23:59:00 UTC'); `make release` records it where the gradebook has "
+                                "none, and nbgrader's late penalty uses it.  Empty: no due date.").tag(config=True)
+    due_dates = Dict(value_trait=Unicode(), key_trait=Unicode(), default_value={},
+                     help="Due dates per assignment, e.g. {'rlhf': '2026-12-18 23:59 UTC', 'grpo': ...}: recorded "
+                          "by `make release` only where the gradebook has none (a date set in the Formgrader "
+                          "stays).").tag(config=True)
 
 
 def _limit_trait(limit: dataclasses.Field):

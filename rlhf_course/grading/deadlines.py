@@ -1,0 +1,141 @@
+"""Deadlines as a term lives them: a due date per assignment, never overwritten once the gradebook has one,
+and extensions per student, kept where nbgrader keeps them (the gradebook's ``Submission.extension``), so
+nbgrader's own late penalty (``Submission.total_seconds_late``: due date plus extension) honours them in
+trusted grading and in stock ``nbgrader autograde`` alike.
+
+    python -m rlhf_course.grading extend alice grpo --hours 48      # grant (or change) an extension
+    python -m rlhf_course.grading extend alice grpo --until "2026-12-20 18:00 UTC"
+    python -m rlhf_course.grading extend --list                     # every extension granted
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from rlhf_course.grading.settings import Course
+
+
+class DeadlineError(ValueError):
+    """A deadline command that cannot be done as asked; nothing was written."""
+
+
+def parse_when(text: str) -> dt.datetime:
+    """A date as an instructor types it (nbgrader's formats: '2026-12-20 18:00 UTC', ISO 8601, a zone or
+    none: UTC), as a naive UTC datetime, the gradebook's way; a clear error otherwise."""
+    from dateutil.parser import ParserError
+
+    from nbgrader.utils import parse_utc
+    try:
+        return parse_utc(text)
+    except (ParserError, ValueError, OverflowError, TypeError) as exc:
+        raise DeadlineError(f"not a date: {text!r} ({exc}); write it as '2026-12-20 18:00 UTC'") from None
+
+
+def due_date_for(course: Course, assignment: str) -> str:
+    """The configured due date of ``assignment``: ``c.RlhfCourse.due_dates[assignment]``, else
+    ``c.RlhfCourse.due_date`` (the default for every other assignment); empty: none."""
+    rlhf_course = course.settings()[0]
+    return rlhf_course.due_dates.get(assignment, rlhf_course.due_date) or ""
+
+
+def record_due_date(gradebook, assignment: str, due: str) -> None:
+    """Create ``assignment`` in the gradebook if needed and give it ``due`` only if it has no due date yet:
+    a date the instructor set (the Formgrader, an earlier release) is never overwritten by a release."""
+    from nbgrader.api import MissingEntry
+    try:
+        existing = gradebook.find_assignment(assignment)
+    except MissingEntry:
+        existing = None
+    if existing is not None and (existing.duedate is not None or not due):
+        return
+    if due:
+        parse_when(due)  # a malformed configured date stops the release with a clear message
+        gradebook.update_or_create_assignment(assignment, duedate=due)
+    else:
+        gradebook.update_or_create_assignment(assignment)
+
+
+@dataclass(frozen=True)
+class Extension:
+    student: str
+    assignment: str
+    due: dt.datetime | None  # the assignment's due date (naive UTC)
+    extension: dt.timedelta
+
+    @property
+    def hours(self) -> float:
+        return self.extension.total_seconds() / 3600
+
+    def line(self) -> str:
+        due = f"due {self.due:%Y-%m-%d %H:%M} UTC" if self.due else "no due date"
+        until = f", until {self.due + self.extension:%Y-%m-%d %H:%M} UTC" if self.due else ""
+        return f"{self.student:<20} {self.assignment:<16} +{self.hours:g} h ({due}{until})"
+
+
+def _same_assignment(course: Course, assignment: str) -> list[str]:
+    """``assignment`` and its language editions (a student submits one of them; the extension holds for each)."""
+    from rlhf_course.grading import editions
+    found = editions.editions(course.root)
+    base = next((e.base for e in found if e.assignment == assignment), assignment)
+    return [base] + sorted(e.assignment for e in found if e.base == base)
+
+
+def grant_extension(course: Course, student: str, assignment: str, hours: float | None = None,
+                    until: str | None = None, now: dt.datetime | None = None) -> Extension:
+    """Give ``student`` ``hours`` more on ``assignment`` (and its language editions), or until the date
+    ``until``; checked before anything is written: the student and the assignment must be in the gradebook,
+    the assignment must have a due date, the new deadline must be after the due date and not already past."""
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+    if (hours is None) == (until is None):
+        raise DeadlineError("give either --hours or --until")
+    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    with Gradebook(course.db_url) as gb:
+        try:
+            gb.find_student(student)
+        except MissingEntry:
+            raise DeadlineError(f"no student {student!r} in the gradebook (add them with `nbgrader db student add "
+                                f"{student}` or let them submit once)") from None
+        try:
+            due = gb.find_assignment(assignment).duedate
+        except MissingEntry:
+            known = ", ".join(a.name for a in gb.assignments) or "none"
+            raise DeadlineError(f"no assignment {assignment!r} in the gradebook (known: {known})") from None
+        if due is None:
+            raise DeadlineError(f"{assignment!r} has no due date: set one (c.RlhfCourse.due_dates or the "
+                                f"Formgrader) before granting an extension")
+        if hours is not None:
+            if not (0 < hours <= 24 * 366):
+                raise DeadlineError(f"--hours must be more than 0 and at most a year, not {hours:g}")
+            extension = dt.timedelta(hours=hours)
+        else:
+            deadline = parse_when(until)
+            if deadline <= due:
+                raise DeadlineError(f"{until!r} is not after the due date ({due:%Y-%m-%d %H:%M} UTC)")
+            extension = deadline - due
+        if due + extension <= now:
+            raise DeadlineError(f"the extended deadline {due + extension:%Y-%m-%d %H:%M} UTC is already past")
+        for name in _same_assignment(course, assignment):
+            try:
+                gb.find_assignment(name)
+            except MissingEntry:
+                continue  # an edition not released yet
+            with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
+                warnings.simplefilter("ignore", SAWarning)
+                gb.update_or_create_submission(name, student, extension=extension)
+    return Extension(student, assignment, due, extension)
+
+
+def extensions(course: Course) -> list[Extension]:
+    """Every extension in the gradebook, by assignment then student."""
+    from nbgrader.api import Gradebook
+    found = []
+    with Gradebook(course.db_url) as gb:
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                if submission.extension:
+                    found.append(Extension(submission.student.id, assignment.name, assignment.duedate,
+                                       submission.extension))
+    return sorted(found, key=lambda e: (e.assignment, e.student))

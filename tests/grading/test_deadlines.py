@@ -1,0 +1,109 @@
+"""Deadlines as a term lives them: a due date per assignment that a release never overwrites, and
+extensions per student granted by one command, kept in the gradebook's extension (which nbgrader's late
+penalty reads), refused with a clear message and nothing written when asked wrongly."""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+
+import pytest
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.grading import app, deadlines, examples, release
+from rlhf_course.grading.export import EditionsCsvExport
+from rlhf_course.grading.settings import Course
+from tests.support.course import copy_course, release_course
+
+pytestmark = pytest.mark.slow  # the shared release, then one generate_assignment
+
+SET_IN_THE_FORMGRADER = dt.datetime(2027, 1, 15, 12, 0)
+DUE = dt.datetime(2026, 12, 18, 23, 59)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = copy_course(tmp_path_factory.mktemp("deadlines") / "course")
+    release_course(root)
+    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(root).db_url) as gb:
+        for student in ("ada", "ben"):
+            gb.update_or_create_student(student)
+        for assignment in (ASSIGNMENT, f"{ASSIGNMENT}_zh"):  # the test run's default is far in the future
+            gb.update_or_create_assignment(assignment, duedate=DUE)
+    return root
+
+
+def _gradebook_state(root):
+    """Every assignment's due date and every submission's extension: what a refused command must not change."""
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(root).db_url) as gb:
+        return {a.name: (a.duedate, sorted((s.student.id, s.extension) for s in a.submissions))
+                for a in gb.assignments}
+
+
+def _extend(root, *args) -> int:
+    return app.main(["extend", "--course-root", str(root), *args])
+
+
+def test_a_release_records_each_assignments_due_date_only_where_the_gradebook_has_none(course):
+    from nbgrader.api import Gradebook
+    configured = Course.at(course).with_config(RlhfCourse={"due_dates": {"kl_penalty": "2027-01-10 23:59 UTC"}})
+    url = configured.db_url
+    with Gradebook(url) as gb:
+        gb.find_assignment("kl_penalty").duedate = None  # as a new assignment: no date yet
+        gb.db.commit()
+    release.generate_release(configured, ["kl_penalty"])
+    with Gradebook(url) as gb:
+        assert gb.find_assignment("kl_penalty").duedate == dt.datetime(2027, 1, 10, 23, 59)
+        gb.update_or_create_assignment("kl_penalty", duedate=SET_IN_THE_FORMGRADER)  # the instructor changes it
+    release.generate_release(configured, ["kl_penalty"])  # and releases again
+    with Gradebook(url) as gb:
+        assert gb.find_assignment("kl_penalty").duedate == SET_IN_THE_FORMGRADER
+        assert gb.find_assignment(ASSIGNMENT).duedate == DUE  # not released this time: untouched
+    assert deadlines.due_date_for(configured, "grpo") == configured.settings()[0].due_date  # the default
+
+
+@pytest.mark.parametrize("args, says", [
+    (["carol", ASSIGNMENT, "--hours", "48"], "no student 'carol'"),
+    (["ada", "rlhf_final", "--hours", "48"], "no assignment 'rlhf_final'"),
+    (["ada", ASSIGNMENT, "--until", "next tuesday-ish"], "not a date"),
+    (["ada", ASSIGNMENT, "--until", "2026-12-10 12:00 UTC"], "is not after the due date"),
+    (["ada", ASSIGNMENT, "--hours", "-5"], "--hours must be more than 0"),
+    (["ada", ASSIGNMENT], "give either --hours or --until"),
+    (["ada", ASSIGNMENT, "--hours", "2", "--until", "2026-12-20 12:00 UTC"], "give either --hours or --until"),
+])
+def test_a_wrong_extension_is_refused_with_its_reason_and_nothing_written(course, capsys, args, says):
+    before = _gradebook_state(course)
+    assert _extend(course, *args) == 2
+    assert says in capsys.readouterr().err
+    assert _gradebook_state(course) == before
+
+
+def test_an_extension_already_past_is_refused(course, capsys):
+    now = dt.datetime(2027, 3, 1)
+    with pytest.raises(deadlines.DeadlineError, match="already past"):
+        deadlines.grant_extension(Course.at(course), "ada", ASSIGNMENT, hours=24, now=now)
+
+
+def test_an_extension_is_granted_to_the_assignment_and_its_editions_listed_and_exported(course, capsys):
+    assert _extend(course, "ben", ASSIGNMENT, "--hours", "48") == 0
+    assert "+48 h (due 2026-12-18 23:59 UTC, until 2026-12-20 23:59 UTC)" in capsys.readouterr().out
+    assert _extend(course, "ada", ASSIGNMENT, "--until", "2026-12-19 11:59 UTC") == 0  # 12 h
+    assert _extend(course, "--list") == 0
+    listed = capsys.readouterr().out
+    for line in ("ada                  rlhf             +12 h", "ben                  rlhf             +48 h",
+                 "ben                  rlhf_zh          +48 h"):  # the Chinese edition is the same assignment
+        assert line in listed, listed
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(course).db_url) as gb:
+        assert gb.find_submission(ASSIGNMENT, "ben").extension == dt.timedelta(hours=48)
+        late = gb.find_submission(ASSIGNMENT, "ada")
+        late.timestamp = dt.datetime(2026, 12, 19, 10, 0)  # after the due date, within the extension
+        gb.db.commit()
+        assert late.total_seconds_late == 0  # what nbgrader's late penalty (ours and stock's) reads
+        EditionsCsvExport(to=str(course / "grades.csv"), course_root=str(course)).export(gb)
+    rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(open(course / "grades.csv"))}
+    assert float(rows["ben", ASSIGNMENT]["extension_hours"]) == 48
+    assert float(rows["ada", ASSIGNMENT]["extension_hours"]) == 12
+    assert rows["ada", "grpo"]["extension_hours"] == ""
