@@ -178,7 +178,7 @@ ZH = {
     "bigram reference: exact best gold {best:.2f}, start gold {start:+.3f}; the SFT transformer: gold "
     "{sft:+.3f} at KL {sft_kl:.2f} to the bigram, {sft_gap:+.3f} below the curve":
         "二元模型参考策略：精确最优真实奖励 {best:.2f}，起点的真实奖励 {start:+.3f}；SFT transformer：真实奖励 "
-        "{sft:+.3f}，与二元模型的 KL 为 {sft_kl:.2f}，低于曲线 {sft_gap:.3f}",
+        "{sft:+.3f}，与二元模型的 KL 为 {sft_kl:.2f}，比曲线低 {sft_gap:.3f}",
     "preference pairs (the reward model's training pairs, also DPO's): {count}":
         "偏好对（即奖励模型的训练偏好对，DPO 也用它们）：{count}",
     "setting": "设置",
