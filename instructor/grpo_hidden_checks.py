@@ -3,7 +3,8 @@
 The student writes ``group_relative_advantages(rewards, scale_by_std=True, eps=1e-4)``: for rewards of
 shape (P, G), G sampled responses to each of P prompts, each reward minus its group's mean (dim 1),
 divided by (the group's Bessel-corrected std + eps) when ``scale_by_std`` (TRL's GRPOTrainer), left
-unscaled otherwise (Dr. GRPO); a group of one response or of equal rewards gives zeros, never NaN.
+unscaled otherwise (Dr. GRPO); a group of one response, or of equal rewards whose float mean is exact, gives zeros,
+never NaN.
 The harness is :mod:`rlhf_course.grading.checks`; this module holds the cases, the float64 reference
 and the list of checks only.
 """
@@ -180,7 +181,7 @@ def _degenerate_judge(case: Case, obs: Observation, recall: Recall) -> str | Non
     if tuple(value.shape) != tuple(case.args[0].shape):
         return say("advantages have shape {shape}, expected {expected}", shape=tuple(value.shape), expected=tuple(case.args[0].shape))
     if not torch.isfinite(value).all():
-        return say("advantages must be finite (a group with no spread gives 0), got {values}", values=short(value))
+        return say("advantages must be finite (a group with no spread gives 0 when its mean is exact), got {values}", values=short(value))
     rewards = case.args[0]
     flat = (rewards == rewards[:, :1]).all(1)  # the groups with no spread
     detail = compare(value[flat], torch.zeros_like(value[flat]), rtol=0, atol=1e-6, what=say("advantages of a group with no spread"))
@@ -228,7 +229,7 @@ _ALL = [
           _unscaled_cases, _value_judge),
     Check("grpo_per_group_mean", _GRA, "each group is centred on its own mean (over dim 1), never the batch's",
           _per_group_cases, _per_group_judge),
-    Check("grpo_degenerate_groups", _GRA, "a group of one response, or of equal rewards, gives zeros, never NaN",
+    Check("grpo_degenerate_groups", _GRA, "a group of one response, or of equal rewards with an exact mean, gives zeros, never NaN",
           _degenerate_cases, _degenerate_judge),
     Check("grpo_dtype_and_float64", _GRA, "the result keeps the rewards' shape and dtype, float64 at float64 accuracy",
           _dtype_cases, _dtype_judge),
