@@ -154,10 +154,10 @@ def make_exporter():
 
         def _render_markdown(self, context, source):
             # HTMLExporter.markdown2html with the math left as tokens for :meth:`_MathSlots.typeset`.
-            from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+            from nbconvert.filters.markdown_mistune import MarkdownWithMath
             math = self._math
 
-            class Renderer(IPythonRenderer):
+            class Renderer(safe_html.markdown_renderer()):  # no fence chooses a lexer
                 def inline_math(self, body):
                     return math.token(body, False)
 

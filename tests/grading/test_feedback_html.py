@@ -39,7 +39,8 @@ def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
     # nbconvert's lab page without remote scripts (the course's "feedback" template); the math,
     # which ours typesets as MathML (test_math_*), is left out of this comparison.
     stock = HTMLExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)], sanitize_html=True,
-                         exclude_anchor_links=True)
+                         exclude_anchor_links=True,  # and the course's one lexer, as the Formgrader's exporter
+                         filters={"highlight_code": "rlhf_course.grading.safe_html.CourseHighlight"})
     stock.register_filter("clean_html", sanitize)  # nbconvert's, with rendered Markdown's structural tags
     ours = make_exporter()
     policy = content_security_policy(stock.from_notebook_node(nbformat.v4.new_notebook())[0])
@@ -100,3 +101,21 @@ def test_math_from_a_student_cannot_carry_markup(latex):
     assert not [(t.name, a) for t in soup.find_all(True) for a in t.attrs if a.startswith("on") or a == "href"]
     assert not soup.find_all("b") and [i.get("src", "")[:10] for i in soup.find_all("img")] == ["data:image"]
     assert "javascript:alert" not in str(soup.find_all(True, href=True))
+
+
+def test_code_cells_are_highlighted_by_the_course_lexer_and_their_text_stays_text():
+    """The lab template passed the highlighted code through clean_html, and the sanitiser keeps no class
+    (#35): every code cell of every feedback page came out unhighlighted, black on grey."""
+    nb = nbformat.read(COURSE_ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "import torch\nx = '</pre></div><script>alert(5)</script><img src=x onerror=alert(6)>'"))
+    nb.cells[0].metadata["magics_language"] = "maple"
+    page, _ = make_exporter().from_notebook_node(nb)
+    soup = BeautifulSoup(page, features="html.parser")
+    editors = soup.select(".jp-InputArea-editor")
+    assert len(editors) == sum(c.cell_type == "code" for c in nb.cells)
+    assert all(e.select_one("div.highlight.hl-ipython3") for e in editors)
+    first = editors[0]
+    assert [s.get_text() for s in first.select("span.kn")] == ["import"] and first.select("span.nn")
+    assert "&lt;script&gt;alert(5)&lt;/script&gt;&lt;img src=x onerror=alert(6)&gt;" in str(first)
+    assert not [s for s in soup.find_all("script") if "alert" in s.get_text()] and not soup.select("img[onerror]")

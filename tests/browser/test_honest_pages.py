@@ -1,0 +1,171 @@
+"""An honest student's pages as a person reads them, in both languages, in headless Chromium: the
+instructor's Formgrader grading page and the student's feedback page of a graded submission (one
+mistake, so the trusted grader's verdict lines say FAILED with their reason, and written answers with
+math).  What the canonical copy and its sanitiser must not take from an honest student: the notebook's
+math typeset, its code highlighted, its tables readable, Chinese in CJK glyphs, one grade control per
+grade cell in that cell's own panel, and every verdict read whole: wrapped inside its box, never cut at
+the right edge nor inside a word or number ("-1.34" / "8").  A few seconds once the release exists."""
+from __future__ import annotations
+
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import examples, settings
+from tests.support.browser import LabServer
+from tests.support.course import copy_course, release_course
+from tests.support.in_process_sandbox import grade_in_process
+
+pytestmark = pytest.mark.slow  # a Jupyter server and four page loads
+
+WRITTEN = {
+    ASSIGNMENT: "Clipping keeps $r_t$ inside $[1-\\epsilon, 1+\\epsilon]$ only where moving further would help:\n\n"
+                "$$L^{\\mathrm{CLIP}} \\le L^{\\mathrm{IS}}$$",
+    ASSIGNMENT + "_zh": "裁剪只在继续移动有利时把 $r_t$ 限制在 $[1-\\epsilon, 1+\\epsilon]$ 之内：\n\n"
+                        "$$L^{\\mathrm{CLIP}} \\le L^{\\mathrm{IS}}$$",
+}
+STUDENTS = {"ada": ASSIGNMENT, "lin": ASSIGNMENT + "_zh"}
+VERDICT = {ASSIGNMENT: "[trusted grader] ", ASSIGNMENT + "_zh": "[可信评分] "}
+
+# Per verdict <pre>: its box, its lines, and every word or number ([A-Za-z0-9_.] runs) that the browser
+# laid out over two lines although it is shorter than the line.
+VERDICT_LAYOUT = """prefix => Array.from(document.querySelectorAll('pre'))
+    .filter(pre => pre.textContent.startsWith(prefix)).map(pre => {
+        const split = [], lineTops = new Set();
+        const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const match of node.data.matchAll(/[A-Za-z0-9_.]+/g)) {
+                const range = document.createRange();
+                range.setStart(node, match.index);
+                range.setEnd(node, match.index + match[0].length);
+                const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+                const tops = new Set(rects.map(r => Math.round(r.top)));
+                tops.forEach(t => lineTops.add(t));
+                const width = rects.reduce((sum, r) => sum + r.width, 0);
+                if (tops.size > 1 && width < pre.clientWidth - 20) split.push(match[0]);
+            }
+        }
+        return {scroll: pre.scrollWidth, client: pre.clientWidth, lines: lineTops.size, split,
+                text: pre.textContent.slice(0, 60)};
+    })"""
+
+# Tofu: a character the page's fonts lack is drawn as the same empty box as any other.  Two different
+# Chinese characters drawn in the font of the page's text must differ.
+DRAWN_APART = """([a, b, selector]) => {
+    const font = getComputedStyle(document.querySelector(selector)).font;
+    const draw = ch => { const c = document.createElement('canvas'); c.width = 64; c.height = 64;
+        const g = c.getContext('2d'); g.font = font.replace(/\\d+(\\.\\d+)?px/, '40px'); g.fillText(ch, 4, 48);
+        return Array.from(g.getImageData(0, 0, 64, 64).data).join(','); };
+    return draw(a) !== draw(b) && draw(a) !== draw('\\uE000');
+}"""
+
+# Code lines wider than their cell that a reader cannot scroll to (cut at the box's edge).
+CUT_CODE = """selector => Array.from(document.querySelectorAll(selector))
+    .filter(pre => pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX))
+    .map(pre => pre.textContent.slice(0, 60))"""
+
+# A code keyword drawn in another colour than the code's names.
+HIGHLIGHTED = """([keyword, name]) => {
+    const k = document.querySelector(keyword), n = document.querySelector(name);
+    return !!(k && n) && getComputedStyle(k).color !== getComputedStyle(n).color;
+}"""
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Ada (English) and Lin (Chinese): the reference answers but PPO's min forgotten, written answers
+    with math; graded (the grader's own path, student code in this process), then a Formgrader."""
+    root = tmp_path_factory.mktemp("honest")
+    course = release_course(copy_course(root / "course"))
+    for student, assignment in STUDENTS.items():
+        answers = examples.answers_for(course, ("ppo_clip_without_min",))
+        examples.write_submission(course, student, {**answers, "lab_question_1": WRITTEN[assignment]},
+                                  assignment=assignment)
+    results = {r.student: r for r in grade_in_process(course)}
+    assert {s: r.state for s, r in results.items()} == {"ada": "failed tests", "lin": "failed tests"}
+    from nbgrader.api import Gradebook
+    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+        submissions = {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), a, s)
+                       for s, a in STUDENTS.items()}
+        ids = {s: (n.id, len(n.grades)) for s, n in submissions.items()}
+    (root / "server").mkdir()
+    server = LabServer(course, root / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+    yield course, server, ids, results
+    server.stop()
+
+
+def _shoot(page, element, path) -> None:
+    """A picture of one cell, cut from the whole page (the Formgrader's page keeps its scroll at the top)."""
+    box = element.bounding_box()
+    top = page.evaluate("window.scrollY")
+    page.screenshot(path=str(path), full_page=True,
+                    clip={"x": box["x"], "y": box["y"] + top, "width": box["width"], "height": box["height"]})
+
+
+def _verdicts_read_whole(page, assignment: str, tests: int) -> None:
+    verdicts = page.evaluate(VERDICT_LAYOUT, VERDICT[assignment])
+    assert len(verdicts) == tests, [v["text"] for v in verdicts]
+    assert [v for v in verdicts if v["scroll"] > v["client"]] == []  # nothing past the right edge
+    assert [v for v in verdicts if v["split"]] == []  # no word or number cut over two lines
+    assert any(v["lines"] > 1 for v in verdicts)  # the long FAILED ones do wrap
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_formgrader_page_of_an_honest_submission(graded, browser, artifacts, student):
+    course, server, ids, results = graded
+    assignment, (submission_id, grades) = STUDENTS[student], ids[student]
+    context = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                                  viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        page.goto(server.url(f"formgrader/submissions/{submission_id}/"))
+        page.wait_for_function("window.MathJax && MathJax.loaded === true && window.formgrader"
+                               " && formgrader.grades.loaded && formgrader.comments.loaded", timeout=60_000)
+        _shoot(page, page.locator(".output_subarea pre").filter(has_text=VERDICT[assignment]).nth(2).locator(
+            "xpath=ancestor::div[contains(@class, 'code_cell')][1]"), artifacts / f"formgrader_honest_{assignment}.png")
+        # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
+        assert page.locator("input.score").count() == grades
+        assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
+        assert page.evaluate("formgrader.grade_uis.length") == grades
+        assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
+        # the derivations' and the written answer's math, typeset; the code, highlighted
+        assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() > 50
+        assert page.locator(".nbgrader_cell .panel-body .MathJax_Display").count() >= 1  # the written answer's
+        assert page.evaluate(HIGHLIGHTED, [".input_area .highlight .kn", ".input_area .highlight .n"])
+        assert page.evaluate(CUT_CODE, ".input_area pre") == []
+        # a markdown table's cells apart, a hint's disclosure marker shown
+        assert page.evaluate("parseFloat(getComputedStyle(document.querySelector('.rendered_html td'))"
+                             ".paddingLeft)") >= 4
+        assert page.evaluate("getComputedStyle(document.querySelector('.rendered_html summary')).display") \
+            == "list-item"
+        _verdicts_read_whole(page, assignment, len(results[student].cells))
+        if assignment.endswith("_zh"):
+            assert page.get_by_text("裁剪只在继续移动有利时").count() == 1  # the written answer
+            assert page.evaluate(DRAWN_APART, ["裁", "剪", ".rendered_html p"])
+            assert page.evaluate(DRAWN_APART, ["未", "通", ".output_subarea pre"])
+        assert errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_feedback_page_of_an_honest_submission(graded, browser, artifacts, student):
+    course, _, _, results = graded
+    assignment = STUDENTS[student]
+    path = course / "feedback" / student / assignment / NOTEBOOK.replace(".ipynb", ".html")
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    try:
+        page.goto(path.as_uri(), wait_until="load")
+        _shoot(page, page.locator(".jp-OutputArea-output pre").filter(has_text=VERDICT[assignment]).nth(2).locator(
+            "xpath=ancestor::div[contains(@class, 'jp-CodeCell')][1]"), artifacts / f"feedback_honest_{assignment}.png")
+        assert page.locator("math").count() > 50
+        assert page.evaluate(HIGHLIGHTED, [".jp-InputArea-editor .highlight .kn", ".jp-InputArea-editor .highlight .n"])
+        assert page.evaluate(CUT_CODE, ".jp-InputArea-editor pre") == []  # a hidden test's long header scrolls
+        _verdicts_read_whole(page, assignment, len(results[student].cells))
+        if assignment.endswith("_zh"):
+            assert page.get_by_text("裁剪只在继续移动有利时").count() == 1
+            assert page.evaluate(DRAWN_APART, ["裁", "剪", ".jp-RenderedMarkdown p"])
+            assert page.evaluate(DRAWN_APART, ["未", "通", ".jp-OutputArea-output pre"])
+    finally:
+        page.close()
