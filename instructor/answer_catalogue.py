@@ -10,6 +10,10 @@ in another style than the reference (at least three per function); each must get
 both graders.  The checks must be fair to every correct answer and to no wrong one.
 
 Answer cells not named by an entry keep the instructor's reference solution.
+
+Each wrong answer has its ``MISCONCEPTIONS`` entry (a name, one sentence and the section to re-read, in English and
+Chinese), which the feedback names when a submission loses what it loses (rlhf_course/grading/misconceptions.py);
+so do the other assignments' catalogues.
 """
 from __future__ import annotations
 
