@@ -559,7 +559,7 @@ def test_pages_that_name_a_misconception_show_nothing_of_the_hidden_tests(graded
     from rlhf_course.grading.checks import short
     pages = [(r, page_text(course, r)) for r in graded.values() if r.misconceptions]
     assert len(pages) >= 50
-    for result, text in pages:
+    for result, _ in pages:
         raw = (course / "feedback" / result.student / result.assignment
                / result.notebook.replace(".ipynb", ".html")).read_text()
         for secret in ("run_check", "_hidden_checks", "BEGIN HIDDEN", "BEGIN SOLUTION", "answer_catalogue",
