@@ -5,6 +5,7 @@ grading and stock nbgrader autograde): a wrong answer loses exactly ``loses``, a
 from __future__ import annotations
 
 from answer_catalogue import CorrectVariant, WrongAnswer
+from rlhf_course.grading.misconceptions import Misconception
 
 KL_CELL = "kl_answer"
 
@@ -42,6 +43,63 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         frozenset({"kl_visible_tests", "kl_inputs_unmodified"})),
 ]
 WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
+
+# What each wrong answer gets wrong, for the student's feedback (rlhf_course/grading/misconceptions.py).  Two pairs
+# lose the same cells (k1 / the mean over tokens; k2 / the ratio the wrong way round): the checks' details tell each
+# pair apart.
+_INTRO = {"en": "The KL penalty, one token at a time", "zh-CN": "KL 惩罚：逐个 token 计算"}
+_FLOAT = {"en": "Computing $k_3$ in floating point", "zh-CN": "在浮点数中计算 $k_3$"}
+
+
+def _said(section: dict, en: tuple[str, str], zh: tuple[str, str]) -> Misconception:
+    return Misconception({"en": en[0], "zh-CN": zh[0]}, {"en": en[1], "zh-CN": zh[1]}, section)
+
+
+MISCONCEPTIONS: dict[str, Misconception] = {
+    "kl_naive_exp_minus_one": _said(_FLOAT, (
+        "exp(d) - 1 instead of expm1(d)",
+        "Near the reference exp(d) is rounded to float32 before 1 is subtracted, and that rounding error is "
+        "larger than k3 itself; torch.expm1(d) computes exp(d) - 1 without it."), (
+        "用了 exp(d) - 1 而不是 expm1(d)",
+        "在参考策略附近，exp(d) 先被舍入为 float32 再减去 1，这个舍入误差比 k3 本身还大；torch.expm1(d) 计算 exp(d) - 1 时没有这个误差。")),
+    "kl_k1_instead_of_k3": _said(_INTRO, (
+        "k1 instead of k3",
+        "log_p - ref_log_p is the k1 estimator, unbiased but negative on many tokens; the penalty asks for "
+        "k3 = (r - 1) - log r, never negative and exactly 0 where the policy and the reference agree."), (
+        "用了 k1 而不是 k3",
+        "log_p - ref_log_p 是 k1 估计量，无偏，但在许多 token 上为负；这里要求的是 k3 = (r - 1) - log r，"
+        "它从不为负，并且在策略与参考策略一致的地方恰好为 0。")),
+    "kl_k2_instead_of_k3": _said(_INTRO, (
+        "k2 instead of k3",
+        "0.5 * d^2 is the k2 estimator, never negative but biased; k3 = (r - 1) - log r adds the zero-mean term "
+        "r - 1 to -log r and stays unbiased."), (
+        "用了 k2 而不是 k3",
+        "0.5 * d^2 是 k2 估计量，从不为负，但有偏；k3 = (r - 1) - log r 在 -log r 上加了均值为零的 r - 1，仍然无偏。")),
+    "kl_ratio_the_wrong_way": _said(_INTRO, (
+        "The ratio the wrong way round",
+        "r is reference over policy, r = exp(ref_log_p - log_p); with log(pi / pi_ref) instead, expm1(d) - d "
+        "estimates the KL in the other direction."), (
+        "概率比的方向反了",
+        "r 是参考策略比策略，r = exp(ref_log_p - log_p)；改用 log(pi / pi_ref) 后，expm1(d) - d 估计的是另一个方向的 KL。")),
+    "kl_mean_over_tokens": _said(_INTRO, (
+        "Reduced over the tokens",
+        "The KL penalty is per token, one value for each token, subtracted from that token's reward; averaging "
+        "(or summing) it over the tokens loses which token drifted."), (
+        "对 token 做了归约",
+        "KL 惩罚是逐个 token 的：每个 token 一个值，从该 token 的奖励中减去；对 token 取平均（或求和）就丢失了是哪个 token 偏离了参考策略。")),
+    "kl_detached": _said(_INTRO, (
+        "Detached from the graph",
+        "k3 must let a gradient reach log_p (1 - r per token, for a loss such as GRPO's); .detach() cuts the "
+        "graph."), (
+        "从计算图中 detach 了",
+        "k3 必须让梯度传到 log_p（每个 token 上为 1 - r，用于 GRPO 这样的损失）；.detach() 切断了计算图。")),
+    "kl_in_place": _said(_INTRO, (
+        "Changes ref_log_p in place",
+        "ref_log_p.sub_(log_p) overwrites the caller's reference log-probs; ref_log_p - log_p makes a new tensor "
+        "instead."), (
+        "原地修改了 ref_log_p",
+        "ref_log_p.sub_(log_p) 会覆盖调用者的参考对数概率；ref_log_p - log_p 则会得到一个新张量。")),
+}
 
 CORRECT_VARIANTS: list[CorrectVariant] = [
     CorrectVariant("kl_float64_then_cast", KL_CELL, _cell(

@@ -14,6 +14,7 @@ import nbformat
 from rlhf_course.grading import notebooks, safe_html
 from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.misconceptions import misconception_line
 from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
 from rlhf_course.grading.settings import Course
@@ -107,6 +108,7 @@ def _summary(result: SubmissionResult) -> str:
             + t("Outcome: **{state}**.", language, state=t(result.state, language)) + f" {detail}\n\n"
             + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
             + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
+            + misconception_line(result)
             + written_rows)
 
 

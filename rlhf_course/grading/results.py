@@ -30,6 +30,17 @@ class CellResult:
 
 
 @dataclass
+class NamedMisconception:
+    """A catalogued mistake the submission's lost cells point to (rlhf_course/grading/misconceptions.py):
+    the catalogue's entry and the function it is about, then what the student reads, in their language."""
+    entry: str
+    function: str
+    name: str
+    explanation: str
+    section: str  # the heading of the notebook section to re-read
+
+
+@dataclass
 class SubmissionResult:
     student: str
     state: str
@@ -45,6 +56,7 @@ class SubmissionResult:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage, for bench/grading.py
     # written answers a person grades: grade_id -> {"answered": bool}; the gradebook adds points, score, comment
     written: dict[str, dict] = field(default_factory=dict)
+    misconceptions: list[NamedMisconception] = field(default_factory=list)  # named under the scores
 
     def timed(self, stage: str, since: float) -> float:
         now = time.monotonic()
@@ -92,7 +104,8 @@ def result_from_dict(data: dict) -> SubmissionResult:
     """The inverse of ``dataclasses.asdict`` (a result that came back from a Dask worker)."""
     data = dict(data)
     cells = {k: CellResult(**v) for k, v in data.pop("cells").items()}
-    return SubmissionResult(cells=cells, **data)
+    misconceptions = [NamedMisconception(**m) for m in data.pop("misconceptions", [])]
+    return SubmissionResult(cells=cells, misconceptions=misconceptions, **data)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

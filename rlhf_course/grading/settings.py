@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Dict, Float, Integer, Unicode
+from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Config, Configurable
 
 from rlhf_course.grading.limits import Limits
@@ -68,6 +68,9 @@ def _trusted_grading_class():
         "cache_directory": Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
                                             "font list); empty: ~/.cache/rlhf-course of the user who grades."
                                    ).tag(config=True),
+        "name_misconceptions": Bool(True, help="Feedback names the catalogued misconception a scored submission's "
+                                               "lost cells match exactly (instructor/*catalogue.py; "
+                                               "docs/grading.md); False: never.").tag(config=True),
         **{limit.name: _limit_trait(limit) for limit in dataclasses.fields(Limits)},
         "limits": limits,
     }

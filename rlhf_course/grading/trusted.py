@@ -21,6 +21,7 @@ from rlhf_course.grading.assignment import Assignment
 from rlhf_course.grading.checks import judge_observation
 from rlhf_course.grading.intake import Unreadable, take_in, written_answers
 from rlhf_course.grading.limits import Limits, shorter_calls
+from rlhf_course.grading.misconceptions import name_misconceptions
 from rlhf_course.grading.observe import Case, Observation, from_wire
 from rlhf_course.grading.protocol import PIPELINE_BYTES
 from rlhf_course.grading.results import (CRASHED, FAILED_TESTS, GRADED, GRADER_ERROR, MEMORY_LIMIT, TIMED_OUT,
@@ -161,8 +162,19 @@ def grade_submission(course: Course, assignment: Assignment, student: str, noteb
         result = unscored(student, GRADER_ERROR, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", points,
                           assignment.language)
     result.assignment, result.notebook, result.language = assignment.name, notebook, assignment.language
+    _name_misconceptions(course, assignment, result)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _name_misconceptions(course: Course, assignment: Assignment, result: SubmissionResult) -> None:
+    """The catalogued misconceptions the lost cells name (:mod:`misconceptions`), unless the course turned
+    naming off.  A failure here is ours: the scores stand, a person is told."""
+    try:
+        if course.grading.name_misconceptions:
+            result.misconceptions = name_misconceptions(result, course.root, assignment.base, assignment.checks)
+    except Exception as exc:
+        result.flags.append(f"misconceptions not named: {type(exc).__name__}: {exc}"[:300])
 
 
 def _grade(course, assignment, student, notebook, checks, points, release_nb, slot, limits, sandbox) -> SubmissionResult:

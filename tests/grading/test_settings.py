@@ -78,7 +78,7 @@ def _moved(value):
 
 
 LIMITS = {limit.name: _moved(limit.default) for limit in dataclasses.fields(Limits)}
-GRADING = {"workers": 3, **LIMITS}
+GRADING = {"workers": 3, "name_misconceptions": False, **LIMITS}
 
 
 class RecordingSandbox:
@@ -126,7 +126,7 @@ def moved(tmp_path_factory):
     examples.write_submission(released.subapp.course, "ada", notebooks.solution_answers(notebooks.read(source)),
                               assignment=KL, notebook=KL_NOTEBOOK)
 
-    seen = {"grade_locally": [], "take_in": []}
+    seen = {"grade_locally": [], "take_in": [], "name_misconceptions": []}
     patch = pytest.MonkeyPatch()
     real_grade_all, real_grade_locally, real_take_in = batch.grade_all, batch.grade_locally, trusted.take_in
 
@@ -143,6 +143,8 @@ def moved(tmp_path_factory):
                                                                            "show_progress": False}))
     patch.setattr(batch, "grade_locally", grade_locally)
     patch.setattr(trusted, "take_in", take_in)
+    real_name_misconceptions = trusted.name_misconceptions
+    patch.setattr(trusted, "name_misconceptions", lambda *a: seen["name_misconceptions"].append(a) or real_name_misconceptions(*a))
     threads = torch.get_num_threads()
     command = app.RlhfGrader()
     try:
@@ -194,6 +196,7 @@ def test_every_trusted_grading_setting_reaches_where_it_acts(moved):
     assert seen["grade_locally"] == [{"workers": GRADING["workers"], "limits": expected}]  # workers; the batch's limits
     assert [call["limits"] for call in seen["take_in"]] == [expected]  # intake's sizes and cell count
     assert seen["sandbox"] and all(s == {"limits": expected, "cache_directory": moved["cache"]} for s in seen["sandbox"])
+    assert seen["name_misconceptions"] == []  # turned off: the catalogue is never consulted
     assert set(GRADING) | {"cache_directory", "dask_address"} == set(TrustedGrading.class_trait_names(config=True))
 
 
