@@ -3,6 +3,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.grading import notebooks
+from rlhf_course.lab import notebook_functions
 
 
 def test_solution_answers_strip_markers(repo):
@@ -37,7 +38,7 @@ def test_fill_answers_replaces_only_answer_cells(repo):
 
 
 def test_functions_from_source_notebook(repo):
-    functions = notebooks.functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+    functions = notebook_functions.functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
     import torch
     assert functions["ppo_clipped_objective"](torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0]), torch.ones(5)).item() \
         == pytest.approx(1.02)
@@ -48,4 +49,4 @@ def test_functions_from_notebook_reports_missing(tmp_path):
     path = tmp_path / "empty.ipynb"
     nbformat.write(nb, str(path))
     with pytest.raises(LookupError, match="dpo_loss"):
-        notebooks.functions_from_notebook(path, ("dpo_loss",))
+        notebook_functions.functions_from_notebook(path, ("dpo_loss",))

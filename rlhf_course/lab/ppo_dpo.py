@@ -1,6 +1,6 @@
 """Train a tiny language model with RLHF, driven by the student's three functions.
 
-    python -m rlhf_course.demo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
+    python -m rlhf_course.lab.ppo_dpo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
 
 Stages: SFT on a toy sentiment language -> a Bradley-Terry reward model -> PPO-RLHF against it
 -> DPO on gold-labelled pairs.  Prints the metrics, writes ``ppo.png``, ``dpo.png`` and
@@ -23,6 +23,7 @@ from rlhf_course import STUDENT_FUNCTIONS
 from rlhf_course.i18n import t
 from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
 # bench/demo.py measures one thread against two on the course machines (2 cores): on an idle
@@ -168,8 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", default="quick", choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     args = parser.parse_args(argv)
-    from rlhf_course.grading.notebooks import functions_from_notebook
-
     try:
         functions = functions_from_notebook(args.notebook, STUDENT_FUNCTIONS)
         result = run_demo(**functions, setting=args.setting, show_progress=sys.stderr.isatty() or "CI" not in os.environ)

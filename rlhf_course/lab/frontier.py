@@ -1,6 +1,6 @@
 """Reward hacking and the reward-KL frontier, PPO against DPO and against the exact optimum, on the tiny LM.
 
-    python -m rlhf_course.frontier [--notebook PATH] [--out notebooks/frontier_results.json]
+    python -m rlhf_course.lab.frontier [--notebook PATH] [--out notebooks/frontier_results.json]
 
 One SFT transformer, one reward model (trained on pairs of SFT samples without repeated words) and
 one set of preference pairs (exactly the pairs the reward model was trained on), shared by everything:
@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.lab import exact_optimum, grpo, language, train
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctions
 
 DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
@@ -468,7 +469,7 @@ def load_or_run(path: Path = DEFAULT_OUT, functions: dict | None = None) -> dict
     if path.is_file():
         return json.loads(path.read_text())
     if functions is None:
-        raise FileNotFoundError(f"{path} is missing: run `python -m rlhf_course.frontier` first")
+        raise FileNotFoundError(f"{path} is missing: run `python -m rlhf_course.lab.frontier` first")
     results = run_sweep(**functions)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
@@ -487,7 +488,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds of every setting (default: 1 2)")
     parser.add_argument("--workers", type=int, default=SweepConfig.workers)
     args = parser.parse_args(argv)
-    from rlhf_course.grading.notebooks import functions_from_notebook
     from rlhf_course.lab.student import StudentFunctionError
     sweep = SweepConfig(workers=args.workers)
     if args.seeds:
