@@ -52,7 +52,7 @@ def _sandbox_required():
 # starts last runs on alone at the end.  Files not named keep pytest's order after these; the order within a
 # file never changes.  Seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all):
 SLOWEST_FIRST = (
-    "tests/hub/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
+    "tests/classroom/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
     "tests/grading/test_roundtrip.py",  # 106: stock nbgrader autograde of 17 notebooks; generates the shared release
     "tests/grading/test_batch.py",  # 93
     "tests/lab/test_frontier.py",  # 89: the fresh sweep

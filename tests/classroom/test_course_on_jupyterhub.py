@@ -37,9 +37,10 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.classroom import User, free_port
+from rlhf_course.classroom.accounts import User
+from rlhf_course.classroom.hub import free_port
 from rlhf_course.grading import examples, notebooks
-from rlhf_course.server_env import ServerEnv
+from rlhf_course.classroom.server_env import ServerEnv
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
 
 pytestmark = pytest.mark.slow
