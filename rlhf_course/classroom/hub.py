@@ -12,7 +12,7 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 
 * `<base>/home/<user>/`: homes, 0700; the course in the instructor's home, `course/` (nbgrader_config.py,
   source/, instructor/, release/, the gradebook), owned by the instructor and the instructors' group;
-* `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange.py: root 0755, inbound 3733);
+* `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange/: root 0755, inbound 3733);
 * `<base>/jupyter/everyone/`: on every user's JUPYTER_CONFIG_PATH (the instructor's too): jupyter_config.json
   and nbgrader_config.py, every kernel over Unix sockets in its user's private runtime folder
   (rlhf_course/classroom/spawner.py, rlhf_course/classroom/private_kernels.py);
