@@ -158,7 +158,7 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     @default("mem_limit")
     def _mem_limit_default(self):
-        return 4 * 1024**3  # torch and the tiny LM's training fit in about 1.5 GiB
+        return 4 * 1024**3  # torch and the tiny LM's training fit, with room (bench/RESULTS.md)
 
     @default("cpu_limit")
     def _cpu_limit_default(self):

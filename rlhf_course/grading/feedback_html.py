@@ -3,8 +3,8 @@ with the work it repeats for every student done once.
 
 Every feedback page of a batch renders the same release: the same markdown, the same locked and test
 cells.  nbconvert renders, highlights and sanitises each of them again for every page (bleach and
-pygments are most of a page's cost), then parses the whole page (about 370 kB, most of it the lab
-theme's CSS) with BeautifulSoup only to make cells focusable and give images an ``alt`` text.  Here:
+pygments are most of a page's cost), then parses the whole page (most of it the lab theme's CSS) with
+BeautifulSoup only to make cells focusable and give images an ``alt`` text.  Here:
 
 * ``markdown2html``, ``highlight_code`` and ``clean_html`` are pure functions of their input (a
   markdown cell with attachments excepted, which is rendered afresh): a bounded cache returns the

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 # does not need.
 
 SOLUTION_BLOCK = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
-HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.DOTALL)
 
 
 def read(path: str | Path) -> nbformat.NotebookNode:
@@ -50,29 +49,6 @@ def solution_answers(source_nb) -> dict[str, str]:
     """The instructor's answer cells, solution markers removed: grade_id -> source."""
     return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source)
             for cell in source_nb.cells if is_answer_cell(cell)}
-
-
-def written_solutions(source_nb) -> dict[str, str]:
-    """The instructor's model answers to the written questions, solution markers removed: grade_id -> text."""
-    return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source).strip("\n")
-            for cell in source_nb.cells if is_written_answer(cell)}
-
-
-def solution_lines(source_nb) -> list[str]:
-    """Every non-blank line inside a ``### BEGIN/END SOLUTION`` block, stripped."""
-    lines = []
-    for cell in source_nb.cells:
-        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL):
-            lines += [line.strip() for line in block.splitlines() if line.strip()]
-    return lines
-
-
-def hidden_test_lines(source_nb) -> list[str]:
-    lines = []
-    for cell in source_nb.cells:
-        for block in HIDDEN_BLOCK.findall(cell.source):
-            lines += [line.strip() for line in block.splitlines() if line.strip()]
-    return lines
 
 
 def fill_answers(release_nb, answers: Mapping[str, str]):

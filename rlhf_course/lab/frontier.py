@@ -465,7 +465,7 @@ def report(results: dict) -> str:
 # ----------------------------------------------------------------------------- CLI
 
 def load_or_run(path: Path = DEFAULT_OUT, functions: dict | None = None) -> dict:
-    """The cached results if present, else run the sweep (about a minute on two free cores) and cache it."""
+    """The cached results if present, else run the sweep (minutes: bench/frontier.py) and cache it."""
     if path.is_file():
         return json.loads(path.read_text())
     if functions is None:

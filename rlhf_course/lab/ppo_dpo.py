@@ -26,10 +26,10 @@ from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
-# bench/demo.py measures one thread against two on the course machines (2 cores): on an idle
-# machine two were faster (about 8.5 s against 12 s for the quick setting); pass threads=1 when
-# another process is busy on the other core (or set RLHF_LAB_THREADS=1 for every run: the test suite
-# does when two test processes share the cores; two two-thread runs side by side are 3-4x slower).
+# Two threads on the course machines (2 cores): faster alone (bench/demo.py measures one thread against two;
+# figures in bench/RESULTS.md); pass threads=1 when another process is busy on the other core (or set
+# RLHF_LAB_THREADS=1 for every run: the test suite does when two test processes share the cores, where two
+# two-thread runs side by side are much slower than one thread each).
 DEFAULT_THREADS = int(os.environ.get("RLHF_LAB_THREADS") or min(2, os.cpu_count() or 1))
 
 
@@ -94,7 +94,7 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
     """The notebook's entry point: one readable line instead of a traceback when a function is not
     ready.  Skipped while nbgrader runs the notebook (validate, autograde): grading stays fast,
     and the lab is for the student to watch.  ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the
-    run's length: quick (about 12 s on 2 cores) unless set; the browser tests use smoke (a few steps)."""
+    run's length: quick unless set; the browser tests use smoke (a few steps)."""
     if os.environ.get("NBGRADER_EXECUTION"):
         print(t("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)"))
         return None

@@ -4,6 +4,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.grading import notebooks
 from rlhf_course.lab import notebook_functions
+from tests.support import solutions
 
 
 def test_solution_answers_strip_markers(repo):
@@ -16,7 +17,7 @@ def test_solution_answers_strip_markers(repo):
 
 def test_written_solutions_are_the_model_answers(repo):
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    written = notebooks.written_solutions(source)
+    written = solutions.written_solutions(source)
     assert set(written) == {"lab_question_1", "lab_question_2", "lab_question_3"}
     assert all("SOLUTION" not in text and len(text) > 100 for text in written.values())
 
