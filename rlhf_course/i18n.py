@@ -110,7 +110,7 @@ ZH = {
     "{name} returned a tensor with no gradient: use torch operations on its inputs":
         "{name} 返回的张量没有梯度：请对它的输入使用 torch 运算",
     " (at {file}, line {line}: {code})": "（位于 {file} 第 {line} 行：{code}）",
-    # the lab's warnings before training (rlhf_course/lab/student.py, demo.py)
+    # the lab's warnings before training (rlhf_course/lab/student.py, ppo_dpo.py)
     "Warning: {warning}": "警告：{warning}",
     "{name} fails on {example}: {error}": "{name} 在{example}上出错：{error}",
     "{name} does not pass its visible test: {example} gives [{got}], expected [{expected}]; "
@@ -179,7 +179,7 @@ ZH = {
     "the submission's total time budget of {seconds:g} s ran out": "本次提交的总时间预算 {seconds:g} 秒已用完",
     "the feedback copy of the notebook could not be run to the end ({error})": "反馈用的笔记本副本没能运行到底（{error}）",
     "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
-    # the PPO/DPO lab's summary (rlhf_course/demo.py): labels only, the numbers stay as they are
+    # the PPO/DPO lab's summary (rlhf_course/lab/ppo_dpo.py): labels only, the numbers stay as they are
     "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
     "sft": "SFT",
     "reward_model": "奖励模型",

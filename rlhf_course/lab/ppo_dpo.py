@@ -1,4 +1,4 @@
-"""Train a tiny language model with RLHF, driven by the student's three functions.
+"""The PPO/DPO lab: a tiny language model trained with RLHF, driven by the student's three functions.
 
     python -m rlhf_course.lab.ppo_dpo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
 
