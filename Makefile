@@ -21,7 +21,7 @@ $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json
 ## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo).
 demo: $(STAMP)
 	$(PY) -m rlhf_course.grading examples
-	$(PY) -m rlhf_course.demo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
+	$(PY) -m rlhf_course.lab.ppo_dpo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 	$(PY) -m rlhf_course.lab.grpo source/grpo/grpo.ipynb --out $(OUT)/demo
 
 ## The whole test suite, one test file per worker process at a time (TEST_WORKERS=0: all in this process;

@@ -28,7 +28,7 @@ exchange.configure(c, os.environ.get("RLHF_EXCHANGE_ROOT", str(COURSE_ROOT / "ex
 # Due date and late policy, in one place: `make release` records the due date in the gradebook;
 # autograde (stock or ours) applies the penalty, and `nbgrader export` shows it per student.
 c.RlhfCourse.due_date = os.environ.get("RLHF_DUE_DATE", "2026-12-18 23:59:00 UTC")
-c.AssignLatePenalties.plugin_class = "rlhf_course.exchange.PenaltyPerHour"
+c.AssignLatePenalties.plugin_class = "rlhf_course.grading.late_penalty.PenaltyPerHour"
 c.PenaltyPerHour.points_per_hour = 2.0
 c.PenaltyPerHour.zero_after_hours = 72.0
 

@@ -23,8 +23,8 @@ CHILD = r"""
 import json, resource, sys, time
 start = time.perf_counter()
 from rlhf_course import STUDENT_FUNCTIONS
-from rlhf_course.demo import run_demo
-from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course.lab.ppo_dpo import run_demo
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 functions = functions_from_notebook(sys.argv[1], STUDENT_FUNCTIONS)
 result = run_demo(**functions, setting=sys.argv[2], threads=int(sys.argv[3]), show_progress=False)
 summary = {k: (list(v) if isinstance(v, tuple) else v) for k, v in result.summary().items()}

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, resource, sys
-from rlhf_course import frontier
+from rlhf_course.lab import frontier
 out = sys.argv[1]
 frontier.main(["--out", out])
 results = json.load(open(out))

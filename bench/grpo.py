@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -25,8 +26,8 @@ sys.path[:0] = [str(REPO), str(REPO / "instructor")]
 
 def bench_lab() -> None:
     import torch
-    from rlhf_course.grading.notebooks import functions_from_notebook
     from rlhf_course.lab import grpo, train
+    from rlhf_course.lab.notebook_functions import functions_from_notebook
     from rlhf_course.lab.student import StudentFunctions
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -53,14 +54,22 @@ def bench_lab() -> None:
     print(f"PPO stage of the PPO lab, same models: {ppo:.1f} s; GRPO / PPO = {result.seconds['GRPO'] / ppo:.2f}")
 
 
+def new_course(course: Path) -> Path:
+    """A scratch course directory: the instructor's inputs (``rlhf_course.COURSE_FILES``), nothing generated."""
+    from rlhf_course import COURSE_FILES
+    course.mkdir(parents=True)
+    for name in COURSE_FILES:
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, course / name)
+    return course
+
+
 def bench_grading(workers: int) -> None:
     import grpo_catalogue as catalogue
     from rlhf_course.grading import batch, notebooks
     from rlhf_course.grading import examples, release
     from rlhf_course.grading.sandbox import sandbox_available
-    from tests.conftest import copy_course
 
-    course = copy_course(Path(tempfile.mkdtemp(prefix="bench-grpo-")) / "course")
+    course = new_course(Path(tempfile.mkdtemp(prefix="bench-grpo-")) / "course")
     release.generate_release(course, ["grpo"])
     reference = notebooks.solution_answers(notebooks.read(course / "source" / "grpo" / "grpo.ipynb"))
     sources = {"reference": None, **{w.name: w.source for w in catalogue.WRONG_ANSWERS},

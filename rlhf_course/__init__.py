@@ -1,8 +1,10 @@
 """Shared code for the RLHF course module.
 
-The package holds what the notebooks and the graders share: notebook tooling, the nbgrader
-extension and the course pipeline.  It never holds a reference implementation of the three
-assignment functions nor a hidden test: those live in ``source/`` and ``instructor/``.
+The package holds what the notebooks and the graders share, a folder for each concern: ``lab/`` (the tiny
+LM and the labs' entry points), ``grading/`` (the course's grading on nbgrader: ``python -m rlhf_course.grading``),
+``exchange/`` (nbgrader's exchange, made strict), ``classroom/`` (the course on a JupyterHub: ``make hub``), and
+beside them what the notebooks import (``explorers``, ``i18n``, ``floating_point``).  It never holds a reference
+implementation of the three assignment functions nor a hidden test: those live in ``source/`` and ``instructor/``.
 """
 from pathlib import Path
 

@@ -110,7 +110,7 @@ ZH = {
     "{name} returned a tensor with no gradient: use torch operations on its inputs":
         "{name} 返回的张量没有梯度：请对它的输入使用 torch 运算",
     " (at {file}, line {line}: {code})": "（位于 {file} 第 {line} 行：{code}）",
-    # the lab's warnings before training (rlhf_course/lab/student.py, demo.py)
+    # the lab's warnings before training (rlhf_course/lab/student.py, ppo_dpo.py)
     "Warning: {warning}": "警告：{warning}",
     "{name} fails on {example}: {error}": "{name} 在{example}上出错：{error}",
     "{name} does not pass its visible test: {example} gives [{got}], expected [{expected}]; "
@@ -132,7 +132,7 @@ ZH = {
     "(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)":
         "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
     "The lab stopped: {reason}": "实验已停止：{reason}",
-    # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.demo)
+    # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.lab.ppo_dpo)
     "GRPO lab stopped: {reason}": "GRPO 实验已停止：{reason}",
     "demo stopped: {reason}": "PPO 与 DPO 实验已停止：{reason}",
     "{path} does not define {names}": "{path} 没有定义 {names}",
@@ -195,11 +195,17 @@ ZH = {
     "trusted grader": "可信评分",
     ". What went wrong: ": "。问题所在：",
     ": not run, ": "：未运行，",
-    "Outcome: **{state}**.": "评分状态：**{state}**。",
+    "Outcome: {state}.": "评分状态：{state}。",
     "Tests: {score:g} / {points:g}.": "测试得分：{score:g} / {points:g}。",
-    "| test | points | result | property |": "| 测试 | 分数 | 结果 | 检查的性质 |",
+    # the scores' table headings (a test's, then a written answer's)
+    "test": "测试",
+    "points": "分数",
+    "result": "结果",
+    "property": "检查的性质",
     "Written answers, graded by a person: {score:g} / {points:g} so far.": "书面回答（由老师评分）：目前 {score:g} / {points:g}。",
-    "| answer | points | status | comment |": "| 回答 | 分数 | 状态 | 评语 |",
+    "answer": "回答",
+    "status": "状态",
+    "comment": "评语",
     "graded": "已评分",
     "awaiting a person": "等待老师评分",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
@@ -230,7 +236,7 @@ ZH = {
     "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
     # the named misconception under the feedback page's scores (rlhf_course/grading/misconceptions.py)
     "This looks like: {name} - {explanation} (see {section})": "看起来像：{name}——{explanation}（请重读“{section}”一节）",
-    # the PPO/DPO lab's summary (rlhf_course/demo.py): labels only, the numbers stay as they are
+    # the PPO/DPO lab's summary (rlhf_course/lab/ppo_dpo.py): labels only, the numbers stay as they are
     "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
     "sft": "SFT",
     "reward_model": "奖励模型",

@@ -52,10 +52,10 @@ def _sandbox_required():
 # starts last runs on alone at the end.  Files not named keep pytest's order after these; the order within a
 # file never changes.  Seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all):
 SLOWEST_FIRST = (
-    "tests/hub/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
+    "tests/classroom/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
     "tests/grading/test_roundtrip.py",  # 106: stock nbgrader autograde of 17 notebooks; generates the shared release
     "tests/grading/test_batch.py",  # 93
-    "tests/test_frontier.py",  # 89: the fresh sweep
+    "tests/lab/test_frontier.py",  # 89: the fresh sweep
     "tests/exchange/test_exchange_loop.py",  # 40-72
     "tests/browser/test_explorers_in_lab.py",  # 59
     "tests/browser/test_assignment_list.py",  # 57
@@ -67,7 +67,7 @@ SLOWEST_FIRST = (
     "tests/browser/test_lab_views.py",  # 33
     "tests/grading/test_course_elsewhere.py",  # 30
     "tests/test_release.py",  # 24
-    "tests/lab/test_demo.py",  # 22
+    "tests/lab/test_ppo_dpo.py",  # 22
     "tests/grading/test_gradebook_records.py",  # 14
     "tests/grading/test_two_assignments.py",  # 12
 )

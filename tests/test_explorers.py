@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers
-from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 
 matplotlib.use("Agg")
 

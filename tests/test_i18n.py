@@ -8,8 +8,9 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, frontier, i18n
-from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, i18n
+from rlhf_course.lab import frontier
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab import plots
 
 matplotlib.use("Agg")
@@ -197,7 +198,7 @@ def test_every_fixed_sentence_of_the_checks_has_its_chinese():
 def test_the_labs_summary_reads_in_chinese_in_the_chinese_edition():
     from types import SimpleNamespace
 
-    from rlhf_course.demo import format_summary
+    from rlhf_course.lab.ppo_dpo import format_summary
 
     summary = {"ppo_gold_reward": (0.01, 0.87), "dpo_implicit_reward_margin": (0.0, 2.51)}
     sample = {"prompt": "the film", "response": "was great", "reward_model_score": 1.5, "gold_reward": 0.5}

@@ -36,7 +36,7 @@ def instructor_path(monkeypatch, repo):
 @pytest.mark.slow
 def test_source_notebook_runs_clean(repo, instructor_path, monkeypatch):
     # The lab's smoke setting: the quick one's effects (RM score up, KL up, entropy down, DPO margin
-    # up) are tests/lab/test_demo.py's, on the same code the notebook's lab cell calls.
+    # up) are tests/lab/test_ppo_dpo.py's, on the same code the notebook's lab cell calls.
     monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / ASSIGNMENT / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -192,7 +192,7 @@ def test_frontier_chinese_companion_runs_from_the_cache_and_speaks_chinese(repo,
     import json
     import re
 
-    from rlhf_course import frontier
+    from rlhf_course.lab import frontier
     nb = execute(repo / "notebooks" / "reward_hacking_frontier_zh.ipynb", timeout=120)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

@@ -6,9 +6,10 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, release, settings
+from rlhf_course.grading import examples, notebooks, release
 from rlhf_course.grading.settings import Course
-from tests.support.course import release_course
+from tests.support import solutions
+from tests.support.course import gradebook_url, release_course
 
 
 def tree_files(root: Path) -> dict[str, Path]:
@@ -31,7 +32,7 @@ def secret_lines(repo) -> list[str]:
     lines = []
     for path in sorted((repo / "source").glob("*/*.ipynb")):
         source_nb = notebooks.read(path)
-        lines += notebooks.solution_lines(source_nb) + notebooks.hidden_test_lines(source_nb)
+        lines += solutions.solution_lines(source_nb) + solutions.hidden_test_lines(source_nb)
     assert len(lines) > 30
     return lines
 
@@ -112,7 +113,7 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     # Validate agrees with grading: a correct answer that emits a warning passes (the locked setup
     # cell prints warnings on stdout; Validate would count them on stderr as a failure).
     answers = examples.answers_for(course, ())
-    answers.update(notebooks.written_solutions(notebooks.read(course / "source" / ASSIGNMENT / NOTEBOOK)))
+    answers.update(solutions.written_solutions(notebooks.read(course / "source" / ASSIGNMENT / NOTEBOOK)))
     answers["dpo_answer"] = answers["dpo_answer"].replace(
         "def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
@@ -129,7 +130,7 @@ def test_release_records_each_due_date_and_every_grade_cell(course):
     `nbgrader db assignment add --duedate` and `nbgrader generate_assignment` would."""
     from nbgrader.api import Gradebook
     release_course(course)
-    with Gradebook(settings.gradebook_url(course)) as gradebook:
+    with Gradebook(gradebook_url(course)) as gradebook:
         for assignment in release.source_assignments(Course.at(course)):
             recorded = gradebook.find_assignment(assignment)
             assert recorded.duedate is not None and recorded.duedate.year == 2100  # tests/conftest.py's RLHF_DUE_DATE

@@ -2,9 +2,10 @@ import sys
 
 # The grader's start-up, once for every command of `python -m rlhf_course.grading`: nbformat imports
 # jsonschema, which, when rfc3987_syntax is installed (jupyter_events asks for it), builds a Lark grammar
-# for RFC 3987 IRIs at import, a third of the grader's start-up.  Nothing the grader validates uses the
-# "iri" formats; without the module jsonschema simply does not check them.  Here, before anything imports
-# nbformat, and only in the grader's own process (never in a notebook's kernel or a Jupyter server).
+# for RFC 3987 IRIs at import, a large part of the grader's start-up (bench/RESULTS.md).  Nothing the grader
+# validates uses the "iri" formats; without the module jsonschema simply does not check them.  Here, before
+# anything imports nbformat, and only in the grader's own process (never in a notebook's kernel or a Jupyter
+# server).
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 from rlhf_course.grading.app import main  # noqa: E402

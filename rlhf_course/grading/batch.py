@@ -72,7 +72,7 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
     """Yield results as they finish; each worker slot has its own sandbox uid."""
     import torch
     # The judging here is a few tiny tensor ops per case.  Several threads each driving an
-    # OpenMP pool spin against the sandboxes for the cores (measured: 2 workers 3x slower).
+    # OpenMP pool spin against the sandboxes for the cores (bench/RESULTS.md).
     torch.set_num_threads(1)
     slots: Queue = Queue()
     for slot in range(workers):

@@ -139,11 +139,6 @@ def base_of(course_root: Path, assignment: str) -> str:
     return edition.base if edition else assignment
 
 
-def language_of(course_root: Path, assignment: str) -> str:
-    edition = edition_of(course_root, assignment)
-    return edition.language if edition else "en"
-
-
 def translatable(cell) -> bool:
     """Prose is translated: every markdown cell.  Code stays the same in every edition."""
     return cell.cell_type == "markdown"

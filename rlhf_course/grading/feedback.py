@@ -14,7 +14,7 @@ import nbformat
 from rlhf_course.grading import notebooks, safe_html
 from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.misconceptions import misconception_line
+from rlhf_course.grading.misconceptions import misconception_lines
 from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
 from rlhf_course.grading.settings import Course
@@ -94,22 +94,60 @@ def _outputs_withheld(nb, seconds: float) -> None:
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note)]
 
 
-def _summary(result: SubmissionResult) -> str:
-    """The page's head, in Markdown (the exporter sanitises a markdown cell's raw HTML and escapes
-    headings, paragraphs and table headers): the total, the outcome, each test and each written answer."""
+CELL_TEXT_CHARS = 2000  # of a message, a detail or a comment on the scores: one line, cut there
+
+
+def _cell_text(text: str) -> str:
+    """Text from a submission or a check for the scores: printable, one line, bounded (the template escapes it)."""
+    return one_line(text)[:CELL_TEXT_CHARS]
+
+
+def _around(sentence: str, language: str, **fields) -> dict:
+    """A translated sentence of one field, as the text before it, the field's value and the text after it
+    (the template sets the value in bold)."""
+    (name, value), = fields.items()
+    before, _, after = t(sentence, language, **{name: "\0"}).partition("\0")
+    return {"before": before, name: value, "after": after}
+
+
+def scores(result: SubmissionResult) -> dict:
+    """The scores the page shows above the notebook, as data for the feedback template (``resources["scores"]``),
+    every sentence in the submission's language: the total, the outcome, each test, the written answers."""
     language = result.language
-    rows = "".join(f"| `{c.grade_id}` | {c.score:g} / {c.points:g} "
-                   f"| {t('passed' if c.score == c.points else 'failed', language)} "
-                   f"| {table_text(c.message)} |\n" for c in result.cells.values())
-    written_score, written_points, written_rows = written_answer_rows(result, language)
-    detail = table_text(result.detail.splitlines()[0] if result.detail else "")
-    return (f"## {table_text(result.assignment)}: {result.score + written_score:g} / "
-            f"{result.max_score + written_points:g}\n\n"
-            + t("Outcome: **{state}**.", language, state=t(result.state, language)) + f" {detail}\n\n"
-            + t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score) + "\n\n"
-            + t("| test | points | result | property |", language) + f"\n|---|---|---|---|\n{rows}"
-            + misconception_line(result)
-            + written_rows)
+    written = _written_answers(result, language)
+    return {
+        "assignment": _cell_text(result.assignment),
+        "score": result.score + (written["score"] if written else 0.0),
+        "points": result.max_score + (written["points"] if written else 0.0),
+        "outcome": _around("Outcome: {state}.", language, state=t(result.state, language)),
+        "detail": _cell_text(result.detail.splitlines()[0] if result.detail else ""),
+        "tests": {
+            "sentence": t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score),
+            "headings": [t(heading, language) for heading in ("test", "points", "result", "property")],
+            "rows": [{"grade_id": c.grade_id, "score": c.score, "points": c.points,
+                      "result": t("passed" if c.score == c.points else "failed", language),
+                      "text": _cell_text(c.message)} for c in result.cells.values()],
+        },
+        "misconceptions": misconception_lines(result),
+        "written": written,
+    }
+
+
+def _written_answers(result: SubmissionResult, language: str) -> dict | None:
+    """The written answers' scores so far (None for one a person has not graded yet), their points and comments."""
+    if not result.written:
+        return None
+    score = sum(w.get("score") or 0.0 for w in result.written.values())
+    points = sum(w.get("points", 0.0) for w in result.written.values())
+    return {
+        "score": score, "points": points,
+        "sentence": t("Written answers, graded by a person: {score:g} / {points:g} so far.", language,
+                      score=score, points=points),
+        "headings": [t(heading, language) for heading in ("answer", "points", "status", "comment")],
+        "rows": [{"grade_id": gid, "score": w.get("score"), "points": w.get("points", 0.0),
+                  "result": t("graded" if w.get("score") is not None else "awaiting a person", language),
+                  "text": _cell_text(w.get("comment") or "")} for gid, w in result.written.items()],
+    }
 
 
 @dataclass
@@ -121,12 +159,11 @@ class Page:
     notes: list[str] = field(default_factory=list)
 
 
-def _scores_only(result: SubmissionResult, summary: str, reason: str) -> str:
+def _scores_only(result: SubmissionResult, reason: str) -> str:
     why = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
             result.language, reason=reason)
-    page = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(summary),
-                                           nbformat.v4.new_markdown_cell(f"**{why}**")])
-    return _exporter().from_notebook_node(page)[0]
+    resources = {"scores": scores(result), "withheld": why}
+    return _exporter().from_notebook_node(nbformat.v4.new_notebook(), resources)[0]
 
 
 def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Page:
@@ -134,7 +171,6 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
     notebook's outputs made safe and bounded (:mod:`safe_html`), within ``seconds``; over them, the page
     is the scores and why, and the copy keeps no output."""
     notes: list[str] = []
-    summary = _summary(result)
     nb = _shown_notebook(result, max_cells, notes)
     exporter = _exporter()  # built once per page process (templates), outside any page's budget
     over_budget, autograded_copy = None, None
@@ -151,19 +187,18 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                     autograded_copy = nbformat.writes(nb)  # what the Formgrader shows
             else:
                 nb = nbformat.v4.new_notebook()
-            nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary))
-            body, _ = exporter.from_notebook_node(nb)
+            body, _ = exporter.from_notebook_node(nb, {"scores": scores(result)})
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
-        body = _scores_only(result, summary, str(over_budget))
+        body = _scores_only(result, str(over_budget))
         notes.append(f"feedback page without the notebook: {over_budget}")
     return Page(body, autograded_copy, notes)
 
 
 def render_scores_only(result: SubmissionResult, reason: str) -> str:
     """In the page process: the page of a submission whose render was stopped (our own short text)."""
-    return _scores_only(result, _summary(result), reason)
+    return _scores_only(result, reason)
 
 
 def _stripped_copy(result: SubmissionResult, max_cells: int, seconds: float) -> str | None:
@@ -190,7 +225,20 @@ def page_process(target: str = "render_page") -> PageProcess:
 def _plain_page(result: SubmissionResult, reason: str) -> str:
     """The last resort, written here without any renderer: the scores as escaped text."""
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><pre>"
-            f"{html.escape(_summary(result))}\n\n{html.escape(reason)}</pre></body></html>")
+            f"{html.escape(_plain_text(scores(result)))}\n\n{html.escape(reason)}</pre></body></html>")
+
+
+def _plain_text(summary: dict) -> str:
+    """:func:`scores` as lines of text (the last resort's page)."""
+    outcome = summary["outcome"]
+    lines = [f"{summary['assignment']}: {summary['score']:g} / {summary['points']:g}",
+             f"{outcome['before']}{outcome['state']}{outcome['after']} {summary['detail']}"]
+    for part in (summary["tests"], summary["written"]):
+        if part:
+            lines += ["", part["sentence"], " | ".join(part["headings"])]
+            lines += [" | ".join([row["grade_id"], f"{'?' if row['score'] is None else format(row['score'], 'g')} / "
+                                 f"{row['points']:g}", row["result"], row["text"]]) for row in part["rows"]]
+    return "\n".join(lines)
 
 
 def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Limits(),
@@ -229,32 +277,6 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
     if page.autograded_copy:  # where nbgrader keeps autograded notebooks
         (graded / result.notebook).write_text(page.autograded_copy)
     return out
-
-
-def table_text(text: str) -> str:
-    """Text from a submission or a check, safe in one Markdown table cell: printable, one line,
-    HTML escaped (it shows as text, never as markup), pipes and emphasis characters escaped."""
-    text = html.escape(one_line(text)[:2000], quote=False)
-    for char in "\\`*_|[]":  # the backslash first
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def written_answer_rows(result: SubmissionResult, language: str = "en") -> tuple[float, float, str]:
-    """The written answers' scores so far, their points, and a Markdown table of them for the feedback page."""
-    if not result.written:
-        return 0.0, 0.0, ""
-    score = sum(w.get("score") or 0.0 for w in result.written.values())
-    points = sum(w.get("points", 0.0) for w in result.written.values())
-    rows = "".join(
-        f"| `{gid}` | " + (f"{w['score']:g}" if w.get("score") is not None else "?") + f" / {w.get('points', 0):g} "
-        f"| {t('graded' if w.get('score') is not None else 'awaiting a person', language)} "
-        f"| {table_text(w.get('comment') or '')} |\n"
-        for gid, w in result.written.items())
-    table = ("\n" + t("Written answers, graded by a person: {score:g} / {points:g} so far.", language,
-                      score=score, points=points)
-             + "\n\n" + t("| answer | points | status | comment |", language) + f"\n|---|---|---|---|\n{rows}")
-    return score, points, table
 
 
 def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en") -> None:

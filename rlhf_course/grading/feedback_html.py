@@ -3,8 +3,8 @@ with the work it repeats for every student done once.
 
 Every feedback page of a batch renders the same release: the same markdown, the same locked and test
 cells.  nbconvert renders, highlights and sanitises each of them again for every page (bleach and
-pygments are most of a page's cost), then parses the whole page (about 370 kB, most of it the lab
-theme's CSS) with BeautifulSoup only to make cells focusable and give images an ``alt`` text.  Here:
+pygments are most of a page's cost), then parses the whole page (most of it the lab theme's CSS) with
+BeautifulSoup only to make cells focusable and give images an ``alt`` text.  Here:
 
 * ``markdown2html``, ``highlight_code`` and ``clean_html`` are pure functions of their input (a
   markdown cell with attachments excepted, which is rendered afresh): a bounded cache returns the
@@ -13,19 +13,28 @@ theme's CSS) with BeautifulSoup only to make cells focusable and give images an 
 * The focusable cells get ``tabindex="0"`` by a substitution on the template's own ``<div class=``
   tags; any page with an ``<img>`` (plots) goes through nbconvert's BeautifulSoup pass unchanged.
 
-The page is the one ``HTMLExporter(template_name="lab", sanitize_html=True)`` writes (same template),
-apart from BeautifulSoup's re-serialisation of the markup and the sanitiser's allowed tags: nbconvert's
-``clean_html`` keeps only bleach's defaults and a few more, so every heading, paragraph and table header
-a markdown cell renders to came out as literal text ("<h2 id=...>Part 1"). :func:`sanitize` is
-:func:`safe_html.clean`, the course's one allowlist sanitiser, which keeps those structural tags and
-images as PNG/JPEG/GIF data; scripts, event handlers, styles, SVG, iframes and forms stay out.  Every
-page also carries a Content-Security-Policy ``<meta>`` (:func:`content_security_policy`).
+The page is the one ``HTMLExporter(template_name="feedback", sanitize_html=True)`` writes with the course's
+template (``templates/feedback/index.html.j2``: nbconvert's lab page without remote scripts, and the page's whole
+look: the scores above the notebook and the Content-Security-Policy ``<meta>``), apart from BeautifulSoup's
+re-serialisation of the markup and the sanitiser's allowed tags: nbconvert's ``clean_html`` keeps only bleach's
+defaults and a few more, so every heading, paragraph and table header a markdown cell renders to came out as
+literal text ("<h2 id=...>Part 1"). :func:`sanitize` is :func:`safe_html.clean`, the course's one allowlist
+sanitiser, which keeps those structural tags and images as PNG/JPEG/GIF data; scripts, event handlers, styles,
+SVG, iframes and forms stay out.  The policy itself (:func:`content_security_policy`) is made here, from the
+template's own inline scripts, and handed to the template.
 """
 from __future__ import annotations
 
 import functools
 import re
 from pathlib import Path
+
+from jinja2 import pass_context
+from nbconvert import HTMLExporter
+from nbconvert.exporters.templateexporter import TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.markdown_mistune import MarkdownWithMath
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
 from rlhf_course.grading import safe_html
 
@@ -55,7 +64,7 @@ def focusable(html: str) -> str:
 sanitize = safe_html.clean  # the one allowlist sanitiser (see :mod:`safe_html`)
 
 _INLINE_SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.DOTALL | re.IGNORECASE)
-TEMPLATES = Path(__file__).resolve().parent / "templates"  # "feedback": the lab page without remote scripts
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # "feedback": the feedback page's template
 
 
 def content_security_policy(template_page: str) -> str:
@@ -114,104 +123,100 @@ class _MathSlots:
         return _TAG_OR_MATH_TOKEN.sub(mathml, page)
 
 
-def with_policy(page: str, policy: str) -> str:
-    """The page with its policy as the first element of <head> (before any script)."""
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-    return re.sub(r"<head>", lambda m: m.group(0) + "\n" + meta, page, count=1)
+class _MathTokenRenderer(safe_html.markdown_renderer()):  # no fence chooses a lexer
+    """HTMLExporter's markdown renderer with the math left as tokens for :meth:`_MathSlots.typeset`."""
+
+    def __init__(self, math_slots: _MathSlots, **options):
+        super().__init__(**options)
+        self._math_slots = math_slots
+
+    def inline_math(self, body):
+        return self._math_slots.token(body, False)
+
+    def block_math(self, body):
+        return self._math_slots.token(body, True)
+
+    def latex_environment(self, name, body):
+        return self._math_slots.token(f"\\begin{{{name}}}{body}\\end{{{name}}}", True)
 
 
-def make_exporter():
-    from nbconvert import HTMLExporter
-    from nbconvert.exporters.templateexporter import TemplateExporter
-    from nbconvert.filters.highlight import Highlight2HTML
-    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+class FeedbackExporter(HTMLExporter):
+    """The feedback page's exporter: the course's "feedback" template (the page's whole look: the scores
+    above the notebook, from ``resources["scores"]``, and the Content-Security-Policy ``<meta>``, from
+    ``resources["content_security_policy"]``), with nbconvert's filters cached and its BeautifulSoup pass
+    kept for pages with images only."""
 
-    try:
-        from jinja2 import pass_context
-    except ImportError:  # jinja2 < 3
-        from jinja2 import contextfilter as pass_context
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._clean_html = _cached(sanitize)
+        self._math = _MathSlots()
+        self._markdown = _cached(lambda source: self._render_markdown({}, source))
+        self._highlighters = {}
+        self._policy = None
 
-    class FeedbackExporter(HTMLExporter):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self._clean_html = _cached(sanitize)
-            self._math = _MathSlots()
-            self._markdown = _cached(lambda source: self._render_markdown({}, source))
-            self._highlighters = {}
+    def default_filters(self):
+        yield from super().default_filters()
+        yield ("clean_html", lambda element: self._clean_html(element))
+        yield ("markdown2html", self._markdown2html)
 
-        def default_filters(self):
-            yield from super().default_filters()
-            yield ("clean_html", lambda element: self._clean_html(element))
-            yield ("markdown2html", self._markdown2html)
+    @pass_context
+    def _markdown2html(self, context, source):
+        safe_html.check_budget()
+        cell = context.get("cell", {})
+        if cell.get("attachments") or context.get("resources", {}).get("metadata", {}).get("path"):
+            return self._render_markdown(context, source)
+        return self._markdown(source)
 
-        @pass_context
-        def _markdown2html(self, context, source):
-            safe_html.check_budget()
-            cell = context.get("cell", {})
-            if cell.get("attachments") or context.get("resources", {}).get("metadata", {}).get("path"):
-                return self._render_markdown(context, source)
-            return self._markdown(source)
+    def _render_markdown(self, context, source):
+        # HTMLExporter.markdown2html with the math left as tokens
+        cell = context.get("cell", {})
+        renderer = _MathTokenRenderer(
+            self._math, escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
+            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+            anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+            **self.lexer_options)
+        return MarkdownWithMath(renderer=renderer).render(safe_html.bounded_markdown(source))
 
-        def _render_markdown(self, context, source):
-            # HTMLExporter.markdown2html with the math left as tokens for :meth:`_MathSlots.typeset`.
-            from nbconvert.filters.markdown_mistune import MarkdownWithMath
-            math = self._math
+    def _highlighter(self, lexer):
+        if lexer not in self._highlighters:
+            highlight = Highlight2HTML(pygments_lexer=lexer, parent=self)
+            cached = _cached(lambda source: highlight(source, lexer))
+            self._highlighters[lexer] = lambda source, language=None, metadata=None: cached(str(source))
+        return self._highlighters[lexer]
 
-            class Renderer(safe_html.markdown_renderer()):  # no fence chooses a lexer
-                def inline_math(self, body):
-                    return math.token(body, False)
+    def from_notebook_node(self, nb, resources=None, **kw):
+        """The page for ``nb``; ``resources["scores"]`` (:func:`rlhf_course.grading.feedback.scores`), when
+        given, is shown above the notebook."""
+        if self._policy is None:  # the template's own inline scripts, hashed once
+            import nbformat
+            self._policy = content_security_policy(self._page(nbformat.v4.new_notebook())[0])
+        resources = {**(resources or {}), "content_security_policy": self._policy}
+        html, resources = self._page(nb, resources, **kw)
+        return self._math.typeset(html), resources
 
-                def block_math(self, body):
-                    return math.token(body, True)
+    def _page(self, nb, resources=None, **kw):
+        # HTMLExporter.from_notebook_node, with a cached highlighter and without BeautifulSoup
+        # for pages that have no images.
+        # One lexer, the course's: neither the notebook's language_info nor a cell's metadata chooses it.
+        self.register_filter("highlight_code", self._highlighter(safe_html.COURSE_LEXER))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+            notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        if "<img" in html:
+            from bs4 import BeautifulSoup
+            soup = BeautifulSoup(html, features="html.parser")
+            for elem in soup.select("img:not([alt])"):
+                elem.attrs["alt"] = "No description has been provided for this image"
+            for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
+                elem.attrs["tabindex"] = "0"
+            for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
+                elem.attrs["tabindex"] = "0"
+            return str(soup), resources
+        return focusable(html), resources
 
-                def latex_environment(self, name, body):
-                    return math.token(f"\\begin{{{name}}}{body}\\end{{{name}}}", True)
 
-            cell = context.get("cell", {})
-            renderer = Renderer(
-                escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
-                path=context.get("resources", {}).get("metadata", {}).get("path", ""),
-                anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
-                **self.lexer_options)
-            return MarkdownWithMath(renderer=renderer).render(safe_html.bounded_markdown(source))
-
-        def _highlighter(self, lexer):
-            if lexer not in self._highlighters:
-                highlight = Highlight2HTML(pygments_lexer=lexer, parent=self)
-                cached = _cached(lambda source: highlight(source, lexer))
-                self._highlighters[lexer] = lambda source, language=None, metadata=None: cached(str(source))
-            return self._highlighters[lexer]
-
-        def from_notebook_node(self, nb, resources=None, **kw):
-            html, resources = self._page(nb, resources, **kw)
-            if self._policy is None:
-                import nbformat
-                self._policy = content_security_policy(self._page(nbformat.v4.new_notebook())[0])
-            return with_policy(self._math.typeset(html), self._policy), resources
-
-        _policy = None
-
-        def _page(self, nb, resources=None, **kw):
-            # HTMLExporter.from_notebook_node, with a cached highlighter and without BeautifulSoup
-            # for pages that have no images.
-            # One lexer, the course's: neither the notebook's language_info nor a cell's metadata chooses it.
-            self.register_filter("highlight_code", self._highlighter(safe_html.COURSE_LEXER))
-            resources = self._init_resources(resources)
-            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
-                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
-            html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-            if "<img" in html:
-                from bs4 import BeautifulSoup
-                soup = BeautifulSoup(html, features="html.parser")
-                for elem in soup.select("img:not([alt])"):
-                    elem.attrs["alt"] = "No description has been provided for this image"
-                for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
-                    elem.attrs["tabindex"] = "0"
-                for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
-                    elem.attrs["tabindex"] = "0"
-                return str(soup), resources
-            return focusable(html), resources
-
+def make_exporter() -> FeedbackExporter:
     # optimistic_validation: the notebook is validated once after the preprocessors, not after each
     # of them (twelve schema validations a page otherwise).
     return FeedbackExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)],

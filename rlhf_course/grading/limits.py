@@ -42,9 +42,6 @@ class Limits:
     notebook_bytes: int = _limit(16 * 2**20, "The executed notebook sent back for feedback, bytes.")
 
 
-FIELDS = tuple(f.name for f in dataclasses.fields(Limits))
-
-
 def shorter_calls(limits: Limits) -> Limits:
     """The limits of a submission whose calls keep running close to the per-call limit."""
     return dataclasses.replace(limits, call_seconds=max(1.0, limits.call_seconds / 4))

@@ -31,7 +31,7 @@ cells of "beta left out") from being given another mistake's name.  Several func
 one.  What is named is plain data on the result
 (:class:`~rlhf_course.grading.results.NamedMisconception`, in the student's language), so it travels
 from a Dask worker with the rest of the result; the feedback page shows it under the scores
-(:func:`misconception_line`).  Nothing of a hidden test reaches it: the sentences are the
+(:func:`misconception_lines`).  Nothing of a hidden test reaches it: the sentences are the
 catalogue's own fixed text.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlhf_course.grading.results import SCORED_STATES, NamedMisconception, SubmissionResult
+from rlhf_course.grading.results import SCORED_STATES, NamedMisconception, SubmissionResult, one_line
 from rlhf_course.i18n import ENGLISH, t
 
 CATALOGUE_MODULES = {"rlhf": "answer_catalogue"}  # the first assignment's catalogue keeps its first name
@@ -198,15 +198,8 @@ def plain_heading(heading: str) -> str:
 
 
 def misconception_lines(result: SubmissionResult) -> list[str]:
-    """One Markdown paragraph per named misconception, in the student's language, every field escaped."""
-    from rlhf_course.grading.feedback import table_text
+    """One sentence per named misconception, in the student's language, for the feedback page's head under the
+    scores (plain text: the feedback template escapes it)."""
     return [t("This looks like: {name} - {explanation} (see {section})", result.language,
-              name=table_text(m.name), explanation=table_text(m.explanation),
-              section=table_text(plain_heading(m.section)))
+              name=one_line(m.name), explanation=one_line(m.explanation), section=one_line(plain_heading(m.section)))
             for m in result.misconceptions]
-
-
-def misconception_line(result: SubmissionResult) -> str:
-    """What the feedback page's head shows under the scores table: a paragraph per named misconception
-    (after a blank line, which ends the table), or nothing."""
-    return "".join(f"\n{line}\n" for line in misconception_lines(result))

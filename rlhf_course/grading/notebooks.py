@@ -1,20 +1,19 @@
 """Reading and rewriting assignment notebooks by their nbgrader cell ids."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rlhf_course.i18n import t
 
 if TYPE_CHECKING:
     import nbformat
-# nbformat is imported where it is used: its schema validator pulls in jsonschema's format
-# checkers (about a second of start-up), which loading a notebook's functions does not need.
+# nbformat is imported where it is used: its schema validator pulls in jsonschema's format checkers, a
+# noticeable part of a process's start-up, which a caller that only looks at cells (grade_id, is_answer_cell)
+# does not need.
 
 SOLUTION_BLOCK = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
-HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.DOTALL)
 
 
 def read(path: str | Path) -> nbformat.NotebookNode:
@@ -54,29 +53,6 @@ def solution_answers(source_nb) -> dict[str, str]:
             for cell in source_nb.cells if is_answer_cell(cell)}
 
 
-def written_solutions(source_nb) -> dict[str, str]:
-    """The instructor's model answers to the written questions, solution markers removed: grade_id -> text."""
-    return {grade_id(cell): SOLUTION_BLOCK.sub("", cell.source).strip("\n")
-            for cell in source_nb.cells if is_written_answer(cell)}
-
-
-def solution_lines(source_nb) -> list[str]:
-    """Every non-blank line inside a ``### BEGIN/END SOLUTION`` block, stripped."""
-    lines = []
-    for cell in source_nb.cells:
-        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL):
-            lines += [line.strip() for line in block.splitlines() if line.strip()]
-    return lines
-
-
-def hidden_test_lines(source_nb) -> list[str]:
-    lines = []
-    for cell in source_nb.cells:
-        for block in HIDDEN_BLOCK.findall(cell.source):
-            lines += [line.strip() for line in block.splitlines() if line.strip()]
-    return lines
-
-
 def fill_answers(release_nb, answers: Mapping[str, str]):
     """A copy of a student notebook with the named answer cells (code or written) replaced, as a student would."""
     import nbformat
@@ -90,26 +66,3 @@ def fill_answers(release_nb, answers: Mapping[str, str]):
             raise ValueError(f"cell {cell_id!r} is not an answer cell")
         cells[cell_id].source = source.strip("\n")
     return nb
-
-
-def functions_from_notebook(path: str | Path, names: tuple[str, ...]) -> dict[str, Callable]:
-    """Execute a notebook's setup and answer cells in a fresh namespace; return the named functions.
-
-    Only cells that define the answers run (the locked setup cell and the answer cells), so
-    loading a student's notebook never runs its tests or demos.
-    """
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    cells = raw.get("cells") if raw.get("nbformat") == 4 else None
-    if not isinstance(cells, list):  # not a v4 notebook: nbformat converts (or says what is wrong)
-        cells = read(path).cells
-    namespace: dict = {"__name__": "student_notebook"}
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") == "code" and (meta.get("solution", False) or grade_id(cell) == "setup"):
-            source = cell.get("source", "")
-            source = source if isinstance(source, str) else "".join(source)
-            exec(compile(source, f"{Path(path).name}:{grade_id(cell)}", "exec"), namespace)
-    missing = [name for name in names if not callable(namespace.get(name))]
-    if missing:
-        raise LookupError(t("{path} does not define {names}", path=path, names=", ".join(missing)))
-    return {name: namespace[name] for name in names}

@@ -94,9 +94,9 @@ def observe(function: Callable, case: Case) -> Observation:
 
 
 # ----------------------------------------------------------------------------- replies (sandbox -> grader)
-# Measured per observation (a check's case: a 0-d value, a gradient, three inputs): torch.save 0.14 ms in
-# the sandbox and torch.load(weights_only=True) 0.37 ms in the grader, a pure-Python unpickler reading
-# byte by byte; this layout 0.05 ms and 0.07 ms.  A batch of 24 submissions sends about 3240.
+# A reply travels as a JSON header and the tensors' raw bytes: torch.save in the sandbox and
+# torch.load(weights_only=True) in the grader, a pure-Python unpickler reading byte by byte, cost several times
+# more per observation, and a batch sends thousands (bench/RESULTS.md, grading speed).
 PLAIN_MAGIC = b"RLOBS1\n"  # a reply in the plain layout: magic, 4-byte header length, JSON header, tensor bytes
 OBSERVATION_FIELDS = frozenset({"value", "value_type", "error", "grads", "grad_error", "args_after"})
 # The dtypes that cross the boundary either way, by name ("torch.float32"); the judges compute with no others.

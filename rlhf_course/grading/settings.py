@@ -161,16 +161,7 @@ class Course:
         return plugin_class(config=self.config)
 
 
-def gradebook_url(course_root: Path) -> str:
-    return Course.at(course_root).db_url
-
-
 def shown_url(db_url: str) -> str:
     """The gradebook URL as it may be printed: without its password."""
     from sqlalchemy.engine import make_url
     return make_url(db_url).render_as_string(hide_password=True)
-
-
-def help_text() -> str:
-    """Each setting with its help and default, as nbgrader shows its own."""
-    return "\n".join(cls.class_get_help() for cls in (RlhfCourse, TrustedGrading))

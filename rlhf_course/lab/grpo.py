@@ -32,6 +32,7 @@ import torch
 from rlhf_course.lab import SETTINGS, language, notebook_setting
 from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.i18n import padded, plot_text, t
 from rlhf_course.lab.student import StudentFunctionError, guard
 from rlhf_course.lab.train import _examples, _progress, clipped_step, frozen_copy, rollout_metrics
@@ -140,8 +141,6 @@ def find_other_functions(folder: Path) -> dict[str, Callable]:
     """Your ``ppo_clipped_objective`` and ``kl_estimator_k3``, from your own notebooks of the two earlier
     assignments in the folders next to ``folder`` (as ``nbgrader fetch_assignment`` lays them out).
     Raises StudentFunctionError saying which one is missing and where it was looked for."""
-    from rlhf_course.grading.notebooks import functions_from_notebook
-
     found = {}
     for name, pattern in OTHER_FUNCTIONS:
         candidates = sorted(folder.parent.glob(pattern))
@@ -263,8 +262,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", default="quick", choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     args = parser.parse_args(argv)
-    from rlhf_course.grading.notebooks import functions_from_notebook
-
     try:
         advantages = functions_from_notebook(args.notebook, ("group_relative_advantages",))
         others = find_other_functions(args.notebook.resolve().parent)

@@ -9,7 +9,7 @@ from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS
 @pytest.fixture(scope="module")
 def browser():
     """One Chromium per test module: Playwright's sync API keeps an event loop running in this thread
-    while it is open, so it must be closed before other modules (tests/hub) start their own."""
+    while it is open, so it must be closed before other modules (tests/classroom) start their own."""
     if not Path(CHROMIUM).exists():
         message = f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)

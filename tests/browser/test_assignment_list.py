@@ -5,6 +5,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, notebooks, release
+from tests.support import solutions
 from tests.support.course import copy_course, release_course
 
 from tests.support.browser import LabServer
@@ -50,7 +51,7 @@ def test_fetch_from_assignment_list_then_validate(student_lab, browser, artifact
     # The student completes the notebook (here: the reference answers and Part 4's model written
     # answers; Validate reports a written answer left as released), opens it and validates.
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    answers = {**examples.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    answers = {**examples.answers_for(repo, ()), **solutions.written_solutions(source)}
     completed = notebooks.fill_answers(notebooks.read(fetched), answers)
     import nbformat
     nbformat.write(completed, str(fetched))
@@ -87,7 +88,7 @@ def test_submit_in_the_lab_then_fetch_the_trusted_feedback(student_lab, browser,
     page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
     fetched = home / ASSIGNMENT / NOTEBOOK
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    answers = {**examples.answers_for(repo, ()), **notebooks.written_solutions(source)}
+    answers = {**examples.answers_for(repo, ()), **solutions.written_solutions(source)}
     answers["dpo_answer"] = answers["dpo_answer"].replace("def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
     nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))

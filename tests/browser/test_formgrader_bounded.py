@@ -13,10 +13,10 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, settings
+from rlhf_course.grading import examples, notebooks
 from rlhf_course.grading.canonical import canonical_copy
 from tests.support.browser import LabServer
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # a JupyterLab server, seconds of rendering
@@ -47,7 +47,7 @@ def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
     grade_in_process(course)
     nbformat.write(_slowest_copy(course), str(course / "autograded" / "wendy" / ASSIGNMENT / NOTEBOOK))
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         ids = {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, s).id
                for s in ("ada", "wendy")}
     scratch = tmp_path / "server"

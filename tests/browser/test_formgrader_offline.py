@@ -7,8 +7,8 @@ from urllib.parse import urlparse
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, settings
-from tests.support.course import copy_course, needs_sandbox, release_course
+from rlhf_course.grading import examples
+from tests.support.course import copy_course, gradebook_url, needs_sandbox, release_course
 
 from tests.support.browser import LabServer
 
@@ -22,7 +22,7 @@ def graded_course(tmp_path, repo):
     examples.write_submission(course, "ada", examples.answers_for(repo, ()))
     examples.autograde(course, "ada")
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "ada")
         submission_id = submission.id
     servers = []
@@ -94,7 +94,7 @@ def test_formgrader_shows_why_a_hidden_test_scored_zero(tmp_path, repo, browser,
     examples.write_submission(course, "bo", examples.answers_for(repo, ("ppo_clip_without_min",)))
     [result] = batch.grade_all(course, workers=1, show_progress=False)
     assert result.state == "failed tests"
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "bo").id
     (tmp_path / "server").mkdir()
     server = LabServer(course, tmp_path / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})

@@ -12,7 +12,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, feedback, notebooks, settings
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 from tests.support.browser import LabServer
@@ -55,7 +55,7 @@ def _hostile_run(course, result):
 def manual_scores(course) -> dict:
     """Every grade's manual score and extra credit in the gradebook."""
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         return {(student.id, grade.name): (grade.manual_score, grade.extra_credit)
                 for student in gradebook.students
                 for grade in gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT,
@@ -89,7 +89,7 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     before = manual_scores(course)
     assert before and all(score == (None, None) or score[1] in (None, 0) for score in before.values())
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         submission_id = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory").id
 
     # the feedback page, as the student (or an instructor checking it) opens it
@@ -163,7 +163,7 @@ def test_a_grading_click_changes_exactly_the_cell_clicked(tmp_path, repo, browse
     assert "lab_question_1: was moved (put back in its place from the release)" in result.flags
     before = manual_scores(course)
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
         submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory")
         submission_id, flagged = submission.id, submission.flagged
     assert flagged

@@ -1,6 +1,6 @@
 """Real Unix users (an instructor and four students), created by the tests as root (the accounts of
-rlhf_course/classroom.py, as `make hub` creates them), who run nbgrader from the server's Python
-environment (rlhf_course/server_env.py), never from the checkout."""
+rlhf_course/classroom/accounts.py, as `make hub` creates them), who run nbgrader from the server's Python
+environment (rlhf_course/classroom/server_env.py), never from the checkout."""
 import os
 import shutil
 import subprocess
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.classroom import User, add_account, remove_accounts
-from rlhf_course.server_env import ServerEnv
+from rlhf_course.classroom.accounts import User, add_account, remove_accounts
+from rlhf_course.classroom.server_env import ServerEnv
 
 from tests.support.accounts import INSTRUCTORS, PREFIX
 

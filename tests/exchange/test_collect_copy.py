@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from nbgrader.coursedir import CourseDirectory
 
-from rlhf_course.exchange import CollectFailed, Refused, StrictExchangeCollect
+from rlhf_course.exchange.collect import CollectFailed, Refused, StrictExchangeCollect
 
 ASSIGNMENT = "ps1"
 ME = pwd.getpwuid(os.getuid()).pw_name

@@ -9,11 +9,11 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, examples, release, settings
+from rlhf_course.grading import batch, examples, release
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.results import GRADED
 from tests.support.submissions import tree_digest
-from tests.support.course import cell_points, copy_course, leftover_sandbox_processes, release_course
+from tests.support.course import cell_points, copy_course, gradebook_url, leftover_sandbox_processes, release_course
 
 from tests.support.course import needs_sandbox
 
@@ -159,7 +159,7 @@ def test_no_network_and_no_process_left_behind(graded):
 def test_gradebook_holds_the_trusted_numbers_and_flags(graded):
     course, results, _, _ = graded
     from nbgrader.api import Gradebook
-    db = settings.gradebook_url(course)
+    db = gradebook_url(course)
     guide_bug = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]
     for student in ("ada_correct", guide_bug, "infinite_loop", "invalid_json"):
         cells = examples.cell_scores(db, student)
@@ -213,7 +213,7 @@ def test_trusted_feedback_is_released_by_nbgrader(graded, tmp_path, monkeypatch)
 def test_written_answers_wait_for_a_person_with_the_students_text(graded):
     course, results, _, _ = graded
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         for gid in WRITTEN:
             answered = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
             blank = gb.find_grade(gid, "rlhf_building_blocks", ASSIGNMENT, "zoe_correct")
@@ -235,14 +235,14 @@ def test_regrading_keeps_a_manual_score_and_shows_it_in_export_and_feedback(grad
 
     from nbgrader.api import Gradebook
     course, _, _, _ = graded
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_score = 2.0
         gb.find_comment("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct").manual_comment = \
             "Clear: the margin is all the loss asks for."
         gb.db.commit()
     again = batch.grade_all(course, workers=1, students=["ada_correct"], limits=LIMITS, show_progress=False)
     assert again[0].state == GRADED and again[0].score == 44
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
         assert grade.manual_score == 2.0 and grade.score == 2.0
     for grades in (course / "grades.csv", examples.export_grades(course, course / "export.csv")):

@@ -9,8 +9,8 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, editions, examples, settings
-from tests.support.course import cell_points, copy_course, needs_sandbox, release_course
+from rlhf_course.grading import batch, editions, examples
+from tests.support.course import cell_points, copy_course, gradebook_url, needs_sandbox, release_course
 
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import grade_in_process
@@ -118,7 +118,7 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
         for student, wrong in chosen.items():
             examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=assignment)
         examples.autograde(course, assignment=assignment)
-    url = settings.gradebook_url(course)
+    url = gradebook_url(course)
     for student in chosen:
         en = {g: s.score for g, s in examples.cell_scores(url, student, EN).items() if g in rlhf_hidden_checks.CHECKS}
         zh = {g: s.score for g, s in examples.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}

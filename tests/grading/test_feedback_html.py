@@ -10,7 +10,8 @@ from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from rlhf_course.grading.feedback_html import TEMPLATES, content_security_policy, make_exporter, sanitize, with_policy
+from rlhf_course.grading.feedback_html import TEMPLATES, content_security_policy, make_exporter, sanitize
+from tests.support.pages import with_policy
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()

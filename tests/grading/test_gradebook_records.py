@@ -12,7 +12,7 @@ from rlhf_course.grading import app, examples, feedback, gradebook, instructor, 
 from rlhf_course.grading.assignment import resolve
 from rlhf_course.grading.results import GRADER_ERROR, CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course, NotReady
-from tests.support.course import cell_points
+from tests.support.course import cell_points, gradebook_url
 from tests.support.submissions import canonical_json
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment
@@ -35,14 +35,14 @@ def _full_marks(checks, student="ada") -> SubmissionResult:
 
 def _record(course, result):
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         gradebook.record_in_gradebook(gb, result)
 
 
 def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
     checks = instructor.checks_of(course, ASSIGNMENT)
     _record(course, _full_marks(checks))
-    assert sum(c.score for c in examples.cell_scores(settings.gradebook_url(course), "ada").values()) == 44
+    assert sum(c.score for c in examples.cell_scores(gradebook_url(course), "ada").values()) == 44
 
     def broken(*args, **kwargs):
         raise RuntimeError("a judge blew up")
@@ -51,10 +51,10 @@ def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course,
     result = trusted.grade_submission(graded, resolve(graded, ASSIGNMENT), "ada", NOTEBOOK)
     assert result.state == GRADER_ERROR and set(result.cells) == set(checks) and result.score == 0
     _record(course, result)
-    scores = examples.cell_scores(settings.gradebook_url(course), "ada")
+    scores = examples.cell_scores(gradebook_url(course), "ada")
     assert sum(c.score for c in scores.values()) == 0  # never the stale 44
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
         assert nb.needs_manual_grade and nb.flagged
         assert any("grader error" in (c.auto_comment or "") for c in nb.comments)
@@ -64,12 +64,12 @@ def test_regrading_keeps_a_manual_score(course):
     from nbgrader.api import Gradebook
     checks = instructor.checks_of(course, ASSIGNMENT)
     _record(course, _full_marks(checks))
-    with Gradebook(settings.gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
+    with Gradebook(gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
         grade.manual_score = 0.5
         gb.db.commit()
     _record(course, _full_marks(checks))  # a late submission made them grade again
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
         assert grade.manual_score == 0.5 and grade.score == 0.5
         from nbgrader.plugins import CsvExportPlugin
@@ -85,7 +85,7 @@ def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
     result = _full_marks(checks)
     result.flags = ["ppo_answer: imports os", "extra cell 61: uses get_ipython"]
     _record(course, result)
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         nb = gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "ada")
         comments = {c.name: c.auto_comment or "" for c in nb.comments}
     assert "imports os" in comments["ppo_answer"] and "imports os" not in comments["dpo_answer"]
@@ -118,12 +118,12 @@ def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, mon
     result = _full_marks(checks)
     result.cells["dpo_values"].score = 0.0
     _record(course, result)
-    before = {g: c.score for g, c in examples.cell_scores(settings.gradebook_url(course), "ada").items()}
+    before = {g: c.score for g, c in examples.cell_scores(gradebook_url(course), "ada").items()}
     monkeypatch.delenv("RLHF_ALLOW_STOCK_AUTOGRADE", raising=False)
     proc = release.nbgrader(course, "autograde", ASSIGNMENT, "--force", check=False)
     assert proc.returncode != 0
     assert "Stock autograde is disabled" in proc.stdout + proc.stderr and "make grade" in proc.stdout + proc.stderr
-    after = {g: c.score for g, c in examples.cell_scores(settings.gradebook_url(course), "ada").items()}
+    after = {g: c.score for g, c in examples.cell_scores(gradebook_url(course), "ada").items()}
     assert after == before
 
 
@@ -167,7 +167,7 @@ def test_written_answers_need_a_person_and_keep_the_students_text(course):
     result.written = {gid: {"answered": answered} for gid, answered in intake.written_answers(nb, release).items()}
     _record(course, result)
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         answered = gb.find_grade("lab_question_1", "rlhf_building_blocks", ASSIGNMENT, "bea")
         blank = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "bea")
         assert answered.auto_score is None and answered.needs_manual_grade and answered.max_score == 2
@@ -194,14 +194,14 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
         return feedback.write_feedback(Course.at(course), result)
 
     grade_again()
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         grade.manual_score = 1.5
         comment = gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         comment.manual_comment = "Right; say why entropy measures it."
         gb.db.commit()
     page = grade_again().read_text()  # a late submission made them grade again
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         assert grade.manual_score == 1.5 and grade.score == 1.5
         assert gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy").manual_comment
@@ -247,7 +247,7 @@ def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
 
     from nbgrader.api import Gradebook
     checks = instructor.checks_of(course, ASSIGNMENT)
-    url = settings.gradebook_url(course)
+    url = gradebook_url(course)
     with Gradebook(url) as gb:
         due = gb.find_assignment(ASSIGNMENT).duedate
     late = due + dt.timedelta(minutes=90)

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, settings
+from rlhf_course.grading import examples
 
-from tests.support.course import cell_points, copy_course, leftover_sandbox_processes, needs_sandbox, release_course
+from tests.support.course import (cell_points, copy_course, gradebook_url, leftover_sandbox_processes, needs_sandbox,
+                                  release_course)
 from tests.support.submissions import add_cells, tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -248,7 +249,7 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
     for student in (CANARY, BYSTANDER):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
         assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
-        assert examples.cell_scores(settings.gradebook_url(course), student)
+        assert examples.cell_scores(gradebook_url(course), student)
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
 
 
@@ -307,7 +308,7 @@ def test_protocol_and_disk_attacks_reach_nothing(attacked):
 def test_an_unusable_value_fails_its_checks_and_never_breaks_the_grader(attacked, repo):
     row = attacked["report"]["returns_meta_tensor"]
     assert row["state"] == "failed tests" and float(row["score"]) == 44 - _points(repo, "dpo_loss"), row
-    cells = examples.cell_scores(settings.gradebook_url(attacked["course"]), "returns_meta_tensor")
+    cells = examples.cell_scores(gradebook_url(attacked["course"]), "returns_meta_tensor")
     cells = {g: c for g, c in cells.items() if not g.startswith("lab_question_")}  # written answers: a person's
     assert {g for g, c in cells.items() if c.score < c.max_score} == {g for g in cells if g.startswith("dpo")}
 

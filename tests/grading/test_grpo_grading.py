@@ -3,8 +3,8 @@ every correct variant none, through trusted grading (the in-process sandbox doub
 tests/grading/test_batch.py's) and through stock nbgrader autograde, into one gradebook with feedback."""
 import pytest
 
-from rlhf_course.grading import examples, instructor, notebooks, settings
-from tests.support.course import REPO, cell_points, copy_course, release_course
+from rlhf_course.grading import examples, instructor, notebooks
+from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -67,7 +67,7 @@ def test_trusted_grading_scores_each_answer_as_it_deserves(course, graded):
 
 def test_written_answers_wait_for_a_person(course, graded):
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         for grade_id in WRITTEN:
             grade = gb.find_grade(grade_id, "grpo", GRPO, "reference")
             assert grade.auto_score is None and grade.needs_manual_grade
@@ -78,7 +78,7 @@ def test_stock_autograde_agrees_with_the_checks(tmp_path):
     sample = ("reference", "grpo_population_std", "grpo_nan_for_one_response")
     course = make_class(tmp_path, sample)
     examples.autograde(course, assignment=GRPO)
-    url = settings.gradebook_url(course)
+    url = gradebook_url(course)
     for student in sample:
         cells = examples.cell_scores(url, student, GRPO, GRPO_NOTEBOOK)
         autograded = {g: s for g, s in cells.items() if g in checks.CHECKS}

@@ -18,7 +18,7 @@ import pytest
 
 from rlhf_course.grading import batch, editions, examples, instructor, misconceptions, notebooks, settings
 from rlhf_course.grading.assignment import resolve
-from rlhf_course.grading.feedback import _summary
+from rlhf_course.grading.feedback import scores
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.results import TIMED_OUT, result_from_dict
 from rlhf_course.grading.trusted import grade_submission
@@ -520,7 +520,7 @@ def test_turned_off_nothing_is_named(course):
         result = grade_submission(off, resolve(off, assignment), "catalogued_1", BASES[assignment.removesuffix("_zh")],
                                   sandbox=InProcessSandbox)
         assert result.state == "failed tests" and result.misconceptions == []
-        assert "This looks like" not in _summary(result) and "看起来像" not in _summary(result)
+        assert scores(result)["misconceptions"] == []
 
 
 def test_the_setting_is_read_from_the_course_s_config(tmp_path):
@@ -528,7 +528,7 @@ def test_the_setting_is_read_from_the_course_s_config(tmp_path):
     with open(copy_of / "nbgrader_config.py", "a") as config:
         config.write("\nc.TrustedGrading.name_misconceptions = False\n")
     assert settings.Course.at(copy_of).grading.name_misconceptions is False
-    assert "name_misconceptions" in settings.help_text()
+    assert "name_misconceptions" in settings.TrustedGrading.class_get_help()
 
 
 def test_named_misconceptions_travel_as_a_dask_result_does(graded):
@@ -541,16 +541,16 @@ def test_named_misconceptions_travel_as_a_dask_result_does(graded):
 # ----------------------------------------------------------------------------- the feedback page
 
 
-def test_the_lines_stand_under_the_scores_table(graded):
+def test_the_lines_stand_under_the_scores_table(graded, course):
     result = graded[("rlhf", "catalogued_1")]
-    summary = _summary(result)
-    last_test_row = max(summary.index(f"| `{gid}` |") for gid in result.cells)
-    written_table = summary.index("| answer | points | status | comment |")  # the written answers' scores come after
+    text = page_text(course, result)
+    last_test_row = max(text.index(gid) for gid in result.cells)
+    written = text.index("Written answers, graded by a person")  # the written answers' scores come after
     lines = misconceptions.misconception_lines(result)
-    assert len(lines) == 3 and all(last_test_row < summary.index(line) < written_table for line in lines)
+    assert len(lines) == 3 and all(last_test_row < text.index(line) < written for line in lines)
     bare = copy.deepcopy(result)
     bare.misconceptions = []
-    assert summary.replace(misconceptions.misconception_line(result), "") == _summary(bare)  # nothing else changes
+    assert {**scores(result), "misconceptions": []} == scores(bare)  # nothing else changes
 
 
 def test_pages_that_name_a_misconception_show_nothing_of_the_hidden_tests(graded, course):

@@ -3,6 +3,8 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.grading import notebooks
+from rlhf_course.lab import notebook_functions
+from tests.support import solutions
 
 
 def test_solution_answers_strip_markers(repo):
@@ -15,7 +17,7 @@ def test_solution_answers_strip_markers(repo):
 
 def test_written_solutions_are_the_model_answers(repo):
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    written = notebooks.written_solutions(source)
+    written = solutions.written_solutions(source)
     assert set(written) == {"lab_question_1", "lab_question_2", "lab_question_3"}
     assert all("SOLUTION" not in text and len(text) > 100 for text in written.values())
 
@@ -37,7 +39,7 @@ def test_fill_answers_replaces_only_answer_cells(repo):
 
 
 def test_functions_from_source_notebook(repo):
-    functions = notebooks.functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+    functions = notebook_functions.functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
     import torch
     assert functions["ppo_clipped_objective"](torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0]), torch.ones(5)).item() \
         == pytest.approx(1.02)
@@ -48,4 +50,4 @@ def test_functions_from_notebook_reports_missing(tmp_path):
     path = tmp_path / "empty.ipynb"
     nbformat.write(nb, str(path))
     with pytest.raises(LookupError, match="dpo_loss"):
-        notebooks.functions_from_notebook(path, ("dpo_loss",))
+        notebook_functions.functions_from_notebook(path, ("dpo_loss",))

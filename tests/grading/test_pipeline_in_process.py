@@ -11,8 +11,8 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, examples, settings
-from tests.support.course import cell_points, copy_course, release_course
+from rlhf_course.grading import batch, examples
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
@@ -98,10 +98,10 @@ def test_the_gradebook_export_and_report_hold_the_same_numbers(graded):
     for student, result in results.items():
         assert float(rows[student]["raw_score"]) == sum(c.score for c in result.cells.values()), student
         assert float(rows[student]["max_score"]) == TOTAL + 6  # Part 4's written answers: 6 points
-        cells = examples.cell_scores(settings.gradebook_url(course), student)
+        cells = examples.cell_scores(gradebook_url(course), student)
         assert {g: cells[g].score for g in result.cells} == {g: c.score for g, c in result.cells.items()}
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         written = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
         assert written.auto_score is None and written.needs_manual_grade  # a person's to score
         assert gb.find_submission_notebook("rlhf_building_blocks", ASSIGNMENT, "invalid_json").flagged
@@ -112,10 +112,10 @@ def test_the_gradebook_export_and_report_hold_the_same_numbers(graded):
 
 def test_the_gradebook_set_in_nbgrader_config_is_the_one_every_step_wrote(graded):
     course, results = graded
-    assert settings.gradebook_url(course) == f"sqlite:///{course.resolve() / CONFIGURED_GRADEBOOK}"
+    assert gradebook_url(course) == f"sqlite:///{course.resolve() / CONFIGURED_GRADEBOOK}"
     assert not (course / "gradebook.db").exists()
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course)) as gb:  # release recorded it, grading scored it
+    with Gradebook(gradebook_url(course)) as gb:  # release recorded it, grading scored it
         assert {s.student.id for s in gb.find_assignment(ASSIGNMENT).submissions} == set(results)
 
 

@@ -13,8 +13,8 @@ import pytest
 import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import examples, settings
-from tests.support.course import cell_points, copy_course, release_course
+from rlhf_course.grading import examples
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 POINTS = cell_points(ASSIGNMENT)  # what each grade cell is worth (the notebook's nbgrader.points)
@@ -72,7 +72,7 @@ def _answer_in_writing(path):
 
 def scores(course, student):
     """The autograded cells' scores (manually graded cells, if any, are a person's to score)."""
-    cells = examples.cell_scores(settings.gradebook_url(course), student)
+    cells = examples.cell_scores(gradebook_url(course), student)
     assert AUTOGRADED <= set(cells), AUTOGRADED - set(cells)
     return {grade_id: c for grade_id, c in cells.items() if grade_id in AUTOGRADED}
 
@@ -83,7 +83,7 @@ def test_stock_autograde_leaves_written_answers_to_a_person(graded_class):
     an answer left as released scores 0."""
     from nbgrader.api import Gradebook
     course, _ = graded_class
-    with Gradebook(settings.gradebook_url(course)) as gb:
+    with Gradebook(gradebook_url(course)) as gb:
         for gid in WRITTEN:
             answered = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "reference")
             blank = gb.find_grade(gid, "rlhf_building_blocks", "rlhf", "empty")
@@ -146,7 +146,7 @@ def test_export_lists_every_student(graded_class):
     course, grades = graded_class
     with open(grades) as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == ASSIGNMENT}
-    all_cells = examples.cell_scores(settings.gradebook_url(course), "reference")
+    all_cells = examples.cell_scores(gradebook_url(course), "reference")
     assert float(rows["reference"]["score"]) == AUTOGRADED_TOTAL == 44  # full marks on every test cell
     assert float(rows["reference"]["max_score"]) == sum(c.max_score for c in all_cells.values())
     assert float(rows["reference"]["max_score"]) == AUTOGRADED_TOTAL + 2 * len(WRITTEN)  # written answers: 6 points

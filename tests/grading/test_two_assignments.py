@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from rlhf_course.grading import batch, examples, instructor, notebooks, settings
-from tests.support.course import REPO, cell_points, copy_course, release_course
+from rlhf_course.grading import batch, examples, instructor, notebooks
+from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -59,7 +59,7 @@ def test_one_command_grades_every_notebook_of_every_assignment(graded):
 
 def test_the_gradebook_and_export_hold_each_assignment(graded):
     course, results = graded
-    url = settings.gradebook_url(course)
+    url = gradebook_url(course)
     for (assignment, student), result in results.items():
         cells = examples.cell_scores(url, student, assignment, result.notebook)
         assert {g: cells[g].score for g in result.cells} == {g: c.score for g, c in result.cells.items()}
@@ -92,7 +92,7 @@ def test_stock_autograde_agrees_with_the_checks_on_the_kl_exercise(tmp_path):
     course = copy_course(tmp_path / "course")
     make_class(course)
     examples.autograde(course, assignment=KL)
-    url = settings.gradebook_url(course)
+    url = gradebook_url(course)
     for student, lost in (("ada", set()), ("bob", set(WRONG.loses)), ("cy", set())):
         cells = examples.cell_scores(url, student, KL, KL_NOTEBOOK)
         autograded = {g: s for g, s in cells.items() if g in kl_checks.CHECKS}

@@ -29,6 +29,12 @@ def cell_points(assignment: str, root: Path = REPO) -> dict[str, float]:
     return points
 
 
+def gradebook_url(course: Path) -> str:
+    """The gradebook of the course in that folder, as its configuration names it (``CourseDirectory.db_url``)."""
+    from rlhf_course.grading.settings import Course
+    return Course.at(course).db_url
+
+
 def copy_course(destination: Path) -> Path:
     """A scratch course directory: the instructor's inputs only, nothing generated."""
     destination.mkdir(parents=True, exist_ok=True)

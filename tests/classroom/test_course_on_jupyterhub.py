@@ -37,9 +37,11 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.classroom import User, free_port
+from rlhf_course.classroom.accounts import User
+from rlhf_course.classroom.hub import free_port
 from rlhf_course.grading import examples, notebooks
-from rlhf_course.server_env import ServerEnv
+from rlhf_course.classroom.server_env import ServerEnv
+from tests.support import solutions
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
 
 pytestmark = pytest.mark.slow
@@ -281,7 +283,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
     alice, bob = hub["students"]
     course = Path(hub["course"])
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    written = notebooks.written_solutions(source)
+    written = solutions.written_solutions(source)
     answers = {alice: {**examples.answers_for(repo, ()), **written},
                bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
                      "lab_question_2": "多样性：它反复说同几个正面的词。"}}  # a written answer may be Chinese

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.classroom import MARKER, Classroom
-from rlhf_course.hub_auth import PasswordTableAuthenticator
+from rlhf_course.classroom.auth import PasswordTableAuthenticator
+from rlhf_course.classroom.hub import MARKER, Classroom
 
 
 def login(authenticator, name, password):

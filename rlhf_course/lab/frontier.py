@@ -1,6 +1,6 @@
 """Reward hacking and the reward-KL frontier, PPO against DPO and against the exact optimum, on the tiny LM.
 
-    python -m rlhf_course.frontier [--notebook PATH] [--out notebooks/frontier_results.json]
+    python -m rlhf_course.lab.frontier [--notebook PATH] [--out notebooks/frontier_results.json]
 
 One SFT transformer, one reward model (trained on pairs of SFT samples without repeated words) and
 one set of preference pairs (exactly the pairs the reward model was trained on), shared by everything:
@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.i18n import padded, plot_text as L, t
 from rlhf_course.lab import exact_optimum, grpo, language, train
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctions
 
 DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
@@ -472,11 +473,11 @@ def report(results: dict) -> str:
 # ----------------------------------------------------------------------------- CLI
 
 def load_or_run(path: Path = DEFAULT_OUT, functions: dict | None = None) -> dict:
-    """The cached results if present, else run the sweep (about a minute on two free cores) and cache it."""
+    """The cached results if present, else run the sweep (minutes: bench/frontier.py) and cache it."""
     if path.is_file():
         return json.loads(path.read_text())
     if functions is None:
-        raise FileNotFoundError(f"{path} is missing: run `python -m rlhf_course.frontier` first")
+        raise FileNotFoundError(f"{path} is missing: run `python -m rlhf_course.lab.frontier` first")
     results = run_sweep(**functions)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
@@ -495,7 +496,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds of every setting (default: 1 2)")
     parser.add_argument("--workers", type=int, default=SweepConfig.workers)
     args = parser.parse_args(argv)
-    from rlhf_course.grading.notebooks import functions_from_notebook
     from rlhf_course.lab.student import StudentFunctionError
     sweep = SweepConfig(workers=args.workers)
     if args.seeds:

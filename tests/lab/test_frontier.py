@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from tests.support.notebook_client import SlicedPollClient
 
-from rlhf_course import frontier
+from rlhf_course.lab import frontier
 from rlhf_course.lab import exact_optimum
 
-# Seed-to-seed spread measured with five seeds (`python -m rlhf_course.frontier --seeds 1 2 3 4 5`):
+# Seed-to-seed spread measured with five seeds (`python -m rlhf_course.lab.frontier --seeds 1 2 3 4 5`):
 # the standard deviation over seeds of one run's final gold reward, and of log KL, per setting.  Two
 # sweeps' two-seed means differ by about one such deviation (sqrt(1/2 + 1/2)); the tolerances allow
 # four, and never less than FLOOR (a setting whose seeds happened to agree closely).

@@ -5,7 +5,7 @@ LocalProcessSpawner, and in addition
   (`/run/rlhf-classroom/<user>/`, 0700): no other account can connect to them.  Over TCP on loopback,
   any local account could subscribe to any kernel's IOPub port and hear its cells and outputs;
   the transport itself (`KernelManager.transport = "ipc"`) is set in the config every user's server
-  reads (rlhf_course/classroom.py);
+  reads (rlhf_course/classroom/hub.py);
 * one user cannot starve the classroom: the server and everything it starts (kernels, terminals,
   nbgrader's validation) share one cgroup per user, memory (`mem_limit`), processes (`process_limit`)
   and CPU (`cpu_limit`, in cores), and run under rlimits: processes of the account (RLIMIT_NPROC),
@@ -158,7 +158,7 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     @default("mem_limit")
     def _mem_limit_default(self):
-        return 4 * 1024**3  # torch and the tiny LM's training fit in about 1.5 GiB
+        return 4 * 1024**3  # torch and the tiny LM's training fit, with room (bench/RESULTS.md)
 
     @default("cpu_limit")
     def _cpu_limit_default(self):

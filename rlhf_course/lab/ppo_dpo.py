@@ -1,6 +1,6 @@
-"""Train a tiny language model with RLHF, driven by the student's three functions.
+"""The PPO/DPO lab: a tiny language model trained with RLHF, driven by the student's three functions.
 
-    python -m rlhf_course.demo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
+    python -m rlhf_course.lab.ppo_dpo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
 
 Stages: SFT on a toy sentiment language -> a Bradley-Terry reward model -> PPO-RLHF against it
 -> DPO on gold-labelled pairs.  Prints the metrics, writes ``ppo.png``, ``dpo.png`` and
@@ -23,12 +23,13 @@ from rlhf_course import STUDENT_FUNCTIONS
 from rlhf_course.i18n import plot_text, t
 from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
-# bench/demo.py measures one thread against two on the course machines (2 cores): on an idle
-# machine two were faster (about 8.5 s against 12 s for the quick setting); pass threads=1 when
-# another process is busy on the other core (or set RLHF_LAB_THREADS=1 for every run: the test suite
-# does when two test processes share the cores; two two-thread runs side by side are 3-4x slower).
+# Two threads on the course machines (2 cores): faster alone (bench/demo.py measures one thread against two;
+# figures in bench/RESULTS.md); pass threads=1 when another process is busy on the other core (or set
+# RLHF_LAB_THREADS=1 for every run: the test suite does when two test processes share the cores, where two
+# two-thread runs side by side are much slower than one thread each).
 DEFAULT_THREADS = int(os.environ.get("RLHF_LAB_THREADS") or min(2, os.cpu_count() or 1))
 
 
@@ -93,7 +94,7 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
     """The notebook's entry point: one readable line instead of a traceback when a function is not
     ready.  Skipped while nbgrader runs the notebook (validate, autograde): grading stays fast,
     and the lab is for the student to watch.  ``RLHF_LAB_SETTING`` (quick, full or smoke) picks the
-    run's length: quick (about 12 s on 2 cores) unless set; the browser tests use smoke (a few steps)."""
+    run's length: quick unless set; the browser tests use smoke (a few steps)."""
     if os.environ.get("NBGRADER_EXECUTION"):
         print(t("(the lab is skipped while nbgrader runs this notebook: run it yourself in JupyterLab)"))
         return None
@@ -168,8 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", default="quick", choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     args = parser.parse_args(argv)
-    from rlhf_course.grading.notebooks import functions_from_notebook
-
     try:
         functions = functions_from_notebook(args.notebook, STUDENT_FUNCTIONS)
         result = run_demo(**functions, setting=args.setting, show_progress=sys.stderr.isatty() or "CI" not in os.environ)

@@ -8,7 +8,8 @@ real server.  So the classroom installs what a server has, in a world-readable p
 
 * `base-<key>/`: a venv with the pinned `requirements.txt`, built by a Python interpreter every user
   can execute (this one's if it is reachable, else the system's python3.X of the same version).  It
-  is built once and kept (a few minutes; 1.6 GB), keyed by the requirements and the interpreter;
+  is built once and kept (minutes of pip otherwise; docs/classroom.md), keyed by the requirements and the
+  interpreter;
 * `run-*/venv`: per test session, a venv that sees `base-<key>`'s packages (and its `share`, `etc`:
   data and config files) and has this checkout's
   `rlhf_course` installed non-editable (a copy: the checkout itself is never read by the users).
@@ -191,8 +192,8 @@ def copy_pinned_packages(repo: Path, venv: Path) -> bool:
     own = Path(sys.prefix)
 
     # The byte-code caches come too: the users cannot write to this folder, so without them every
-    # process of theirs would compile its imports from source again (`import torch` 3.0 s of CPU
-    # instead of 1.6 s).  Python checks each cache against its source's size and mtime, both kept.
+    # process of theirs would compile its imports from source again (torch's too: docs/classroom.md has the
+    # figures).  Python checks each cache against its source's size and mtime, both kept.
     def outside(folder, names):  # this checkout's editable install
         return [n for n in names if n.startswith(("__editable__", "rlhf_course-"))]
     shutil.copytree(_site_packages(own), _site_packages(venv), symlinks=True, dirs_exist_ok=True, ignore=outside,

@@ -5,17 +5,17 @@ spawns each user's JupyterLab as that user, from a Python environment every user
     python -m rlhf_course.classroom [--port 8000] [--students alice bob carol] [--base /srv/rlhf-classroom]
 
 prints the hub's address and one random password per account, then runs the hub until interrupted;
-on exit it stops every server and removes the accounts and the classroom folder.  tests/hub drives
-the same command in a browser; tests/exchange uses the same accounts (`User`, `add_account`).
+on exit it stops every server and removes the accounts and the classroom folder.  tests/classroom drives
+the same command in a browser; tests/exchange uses the same accounts (:mod:`accounts`).
 
 What goes where (a real server puts the same files in /etc/jupyter, see the README):
 
 * `<base>/home/<user>/`: homes, 0700; the course in the instructor's home, `course/` (nbgrader_config.py,
   source/, instructor/, release/, the gradebook), owned by the instructor and the instructors' group;
-* `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange.py: root 0755, inbound 3733);
+* `<base>/exchange/`: the nbgrader exchange (rlhf_course/exchange/: root 0755, inbound 3733);
 * `<base>/jupyter/everyone/`: on every user's JUPYTER_CONFIG_PATH (the instructor's too): jupyter_config.json
   and nbgrader_config.py, every kernel over Unix sockets in its user's private runtime folder
-  (rlhf_course/hub_spawner.py, rlhf_course/private_kernels.py);
+  (rlhf_course/classroom/spawner.py, rlhf_course/classroom/private_kernels.py);
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
@@ -24,25 +24,23 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 from __future__ import annotations
 
 import argparse
-import grp
 import json
 import os
-import pwd
 import secrets
 import shutil
 import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from rlhf_course import COURSE_FILES
-from rlhf_course.hub_spawner import remove_user_resources
+from rlhf_course import COURSE_FILES, COURSE_ROOT
+from rlhf_course.classroom.accounts import User, add_account, remove_accounts
+from rlhf_course.classroom.server_env import ServerEnv
+from rlhf_course.classroom.spawner import remove_user_resources
 from rlhf_course.i18n import cjk_font
-from rlhf_course.server_env import ServerEnv
 
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
@@ -62,59 +60,6 @@ def course_id(repo: Path) -> str:
     if not found:
         raise SystemExit(f"{repo / 'nbgrader_config.py'} sets no c.CourseDirectory.course_id: the exchange needs one")
     return found
-
-
-class User:
-    """A Unix account, and commands run as it in the server's environment (nothing of root's)."""
-
-    def __init__(self, name: str, home: Path, server: ServerEnv):
-        self.name, self.home, self.server = name, home, server
-        entry = pwd.getpwnam(name)
-        self.uid, self.gid = entry.pw_uid, entry.pw_gid
-
-    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
-        environment = {"HOME": str(self.home), "USER": self.name, "PATH": self.server.path,
-                       "LANG": "C.UTF-8", **(env or {})}
-        command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
-                   "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
-        proc = subprocess.run(command, cwd=cwd or self.home, capture_output=True, text=True)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{self.name}: {' '.join(args)} failed ({proc.returncode})\n"
-                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        return proc
-
-    def python(self, code: str, **kwargs) -> subprocess.CompletedProcess:
-        return self.run(self.server.python, "-c", code, **kwargs)
-
-    def nbgrader(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
-        return self.run(self.server.python, "-m", "nbgrader", *args, **kwargs)
-
-
-def add_account(name: str, home: Path, group: str | None = None) -> None:
-    """A Unix account with its home (0700); its primary group `group`, or its own."""
-    home.parent.mkdir(parents=True, exist_ok=True)
-    primary = ["-g", group] if group else ["-U"]
-    subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *primary, name], check=True,
-                   capture_output=True)
-    home.chmod(0o700)
-
-
-def remove_accounts(names, group: str | None = None) -> None:
-    """Stop every process of these accounts, delete them (homes included) and the group."""
-    for name in names:
-        # userdel refuses an account with a live process, and SIGKILLed processes take a moment to go
-        for _ in range(20):
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-            if subprocess.run(["userdel", "-r", name], capture_output=True).returncode in (0, 6):  # 6: no such user
-                break
-            time.sleep(0.5)
-    if group:
-        try:
-            grp.getgrnam(group)
-            subprocess.run(["groupdel", group], capture_output=True)
-        except KeyError:
-            pass
 
 
 PRIVATE_FOLDERS = ("source", "instructor", "i18n")  # solutions and hidden tests (a translated answer cell holds its solution)
@@ -240,17 +185,17 @@ class Classroom:
         # Every kernel over Unix sockets in its user's 0700 runtime folder, not TCP on loopback, where any
         # local account may subscribe to its IOPub and hear it.  Read by the servers and by nbgrader's
         # Validate (both load jupyter_config from JUPYTER_CONFIG_PATH); Validate's kernels (nbclient's)
-        # need their sockets named by absolute path (rlhf_course/private_kernels.py).
+        # need their sockets named by absolute path (rlhf_course/classroom/private_kernels.py).
         (self.everyone_config / "jupyter_config.json").write_text(json.dumps(
             {"KernelManager": {"transport": "ipc"},
-             "NotebookClient": {"kernel_manager_class": "rlhf_course.private_kernels.PrivateKernelManager"}},
+             "NotebookClient": {"kernel_manager_class": "rlhf_course.classroom.private_kernels.PrivateKernelManager"}},
             indent=1))
         # the course's server extension (the Formgrader's pages rendered off the server; a no-op without it)
         (self.everyone_config / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.repo / "jupyter" / "server" / "rlhf_course.json",
                      self.everyone_config / "jupyter_server_config.d" / "rlhf_course.json")
         (self.everyone_config / "nbgrader_config.py").write_text(
-            "from rlhf_course.private_kernels import ipc_prefix\n"
+            "from rlhf_course.classroom.private_kernels import ipc_prefix\n"
             "get_config().KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets\n")
         self.student_config.mkdir(parents=True)
         (self.student_config / "nbgrader_config.py").write_text(
@@ -295,13 +240,13 @@ c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
 c.ConfigurableHTTPProxy.command = [{str(self.proxy)!r}]
 c.JupyterHub.db_url = "sqlite:///{self.hub_dir}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = {str(self.hub_dir / 'jupyterhub_cookie_secret')!r}
-c.JupyterHub.authenticator_class = "rlhf_course.hub_auth.PasswordTableAuthenticator"
+c.JupyterHub.authenticator_class = "rlhf_course.classroom.auth.PasswordTableAuthenticator"
 c.PasswordTableAuthenticator.passwords = users["passwords"]
 c.Authenticator.allowed_users = set(users["passwords"])
 c.Authenticator.admin_users = set()
 # Each user's JupyterLab runs as that user (setuid from root), from the shared environment, in a cgroup
-# of its own (memory, processes, CPU) and under rlimits (rlhf_course/hub_spawner.py).
-c.JupyterHub.spawner_class = "rlhf_course.hub_spawner.ClassroomSpawner"
+# of its own (memory, processes, CPU) and under rlimits (rlhf_course/classroom/spawner.py).
+c.JupyterHub.spawner_class = "rlhf_course.classroom.spawner.ClassroomSpawner"
 for trait, value in {self.limits!r}.items():
     setattr(c.ClassroomSpawner, trait, value)
 c.Spawner.default_url = "/lab"
@@ -383,13 +328,13 @@ c.Spawner.pre_spawn_hook = per_user
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--base", type=Path, default=Path("/srv/rlhf-classroom"))
     parser.add_argument("--prefix", default="rlhf_", help="prefix of the account names")
     parser.add_argument("--students", nargs="+", default=["alice", "bob", "carol"])
     parser.add_argument("--proxy", type=Path, required=True, help="the configurable-http-proxy executable")
-    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--repo", type=Path, default=COURSE_ROOT)
     parser.add_argument("--make-checkout-private", action="store_true",
                         help="chmod o-rwx the checkout when other accounts could read its source/ or instructor/ "
                              "(without it, make hub refuses to start then)")
@@ -426,6 +371,3 @@ def main(argv=None) -> None:
         print("stopping the hub and removing the classroom's accounts", flush=True)
         classroom.remove()
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

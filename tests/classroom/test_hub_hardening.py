@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course import classroom, hub_spawner, server_env
+from rlhf_course.classroom import accounts, hub, server_env, spawner
 from jupyterhub.spawner import set_user_setuid
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # reachable by every account, unlike a private checkout's .venv
@@ -67,7 +67,7 @@ def test_no_other_account_can_open_or_hold_a_build_lock(open_folder, monkeypatch
 
 def make_checkout(folder: Path) -> Path:
     checkout = folder / "checkout"
-    for name in classroom.PRIVATE_FOLDERS:
+    for name in hub.PRIVATE_FOLDERS:
         (checkout / name / "rlhf").mkdir(parents=True)
         (checkout / name / "rlhf" / "solution.py").write_text("ANSWER = 42\n")
     for path in [checkout, *checkout.rglob("*")]:
@@ -79,25 +79,25 @@ def test_make_hub_refuses_a_checkout_students_could_read(open_folder, repo):
     checkout = make_checkout(open_folder)
     secret = checkout / "instructor" / "rlhf" / "solution.py"
     assert "ANSWER" in as_nobody(f"print(open({str(secret)!r}).read())").stdout  # what the check is about
-    room = classroom.Classroom(checkout, open_folder / "classroom", "rlhfnever_", ["ann"], 8000, Path(sys.executable))
+    room = hub.Classroom(checkout, open_folder / "classroom", "rlhfnever_", ["ann"], 8000, Path(sys.executable))
     with pytest.raises(SystemExit, match=rf"chmod o-rwx {checkout}"):
         room.create()
     assert not (open_folder / "classroom").exists()  # refused before anything was made
 
     # private below a readable parent: the folders themselves shut others out
-    for name in classroom.PRIVATE_FOLDERS:
+    for name in hub.PRIVATE_FOLDERS:
         (checkout / name).chmod(0o750)
-    classroom.check_checkout_private(checkout)
+    hub.check_checkout_private(checkout)
     assert "ANSWER" not in as_nobody(f"print(open({str(secret)!r}).read())").stdout
     # one file readable inside a traversable folder is enough to refuse
     (checkout / "source").chmod(0o711)
     (checkout / "source" / "rlhf").chmod(0o711)
     with pytest.raises(SystemExit, match="source/"):
-        classroom.check_checkout_private(checkout)
+        hub.check_checkout_private(checkout)
     assert "ANSWER" in as_nobody(f"print(open({str(checkout / 'source/rlhf/solution.py')!r}).read())").stdout
 
     # --make-checkout-private closes the checkout itself and says so
-    classroom.check_checkout_private(checkout, make_private=True)
+    hub.check_checkout_private(checkout, make_private=True)
     assert checkout.stat().st_mode & 0o007 == 0
     probe = as_nobody(f"print(open({str(checkout / 'source/rlhf/solution.py')!r}).read())")
     assert "ANSWER" not in probe.stdout and "PermissionError" in probe.stderr
@@ -106,12 +106,12 @@ def test_make_hub_refuses_a_checkout_students_could_read(open_folder, repo):
 @pytest.fixture
 def account(open_folder):
     name = f"rlhflim_{os.getpid() % 100000}"
-    classroom.remove_accounts([name])
-    classroom.add_account(name, open_folder / "home" / name)
+    accounts.remove_accounts([name])
+    accounts.add_account(name, open_folder / "home" / name)
     (open_folder / "home").chmod(0o755)
     yield name
-    hub_spawner.remove_user_resources([name], open_folder / "run")
-    classroom.remove_accounts([name])
+    spawner.remove_user_resources([name], open_folder / "run")
+    accounts.remove_accounts([name])
 
 
 HOG = """
@@ -146,7 +146,7 @@ elif what == "disk":
 
 
 def run_limited(name: str, what: str) -> subprocess.CompletedProcess:
-    preexec = hub_spawner.limited_preexec(name, set_user_setuid(name), mem_limit=512 * 1024**2, cpu_limit=0.5,
+    preexec = spawner.limited_preexec(name, set_user_setuid(name), mem_limit=512 * 1024**2, cpu_limit=0.5,
                                           process_limit=40, file_size_limit=1024**2)
     return subprocess.run([SYSTEM_PYTHON, "-c", HOG, what], preexec_fn=preexec, capture_output=True, text=True,
                           timeout=120, env={"PATH": "/usr/bin:/bin"},
@@ -168,7 +168,7 @@ def test_a_students_fork_bomb_memory_hog_and_huge_file_are_stopped(account):
     assert subprocess.run(["true"]).returncode == 0
     block = bytearray(64 * 1024**2)
     assert len(block) and time.time() - started < 60
-    cgroups = hub_spawner.UserCgroup(account).dirs()
+    cgroups = spawner.UserCgroup(account).dirs()
     print("cgroups:", [str(d) for d in cgroups if d.exists()] or "none (rlimits alone)")
 
 

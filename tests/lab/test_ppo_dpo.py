@@ -6,8 +6,9 @@ import time
 import pytest
 import torch
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, demo
-from rlhf_course.grading.notebooks import functions_from_notebook
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
+from rlhf_course.lab import ppo_dpo as demo
+from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 
 

@@ -1,5 +1,5 @@
 """Kernels over Unix sockets for clients that start their own kernel (nbclient: nbgrader's Validate,
-nbconvert --execute), for `make hub` (rlhf_course/classroom.py puts it in every user's Jupyter config).
+nbconvert --execute), for `make hub` (rlhf_course/classroom/hub.py puts it in every user's Jupyter config).
 
 With `KernelManager.transport = "ipc"`, a kernel manager that has no connection file yet (nbclient's)
 names its sockets `kernel-ipc-N` relative to the current folder, and the kernel, started in the

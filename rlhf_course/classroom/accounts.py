@@ -1,0 +1,65 @@
+"""The classroom's Unix accounts (`make hub` and the multi-user tests): made with a home of their own,
+removed with every process they left, and commands run as one of them from the server's Python
+environment (:mod:`rlhf_course.classroom.server_env`), with nothing of root's environment."""
+from __future__ import annotations
+
+import grp
+import pwd
+import subprocess
+import time
+from pathlib import Path
+
+from rlhf_course.classroom.server_env import ServerEnv
+
+
+class User:
+    """A Unix account, and commands run as it in the server's environment (nothing of root's)."""
+
+    def __init__(self, name: str, home: Path, server: ServerEnv):
+        self.name, self.home, self.server = name, home, server
+        entry = pwd.getpwnam(name)
+        self.uid, self.gid = entry.pw_uid, entry.pw_gid
+
+    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        environment = {"HOME": str(self.home), "USER": self.name, "PATH": self.server.path,
+                       "LANG": "C.UTF-8", **(env or {})}
+        command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
+                   "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
+        proc = subprocess.run(command, cwd=cwd or self.home, capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{self.name}: {' '.join(args)} failed ({proc.returncode})\n"
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def python(self, code: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.run(self.server.python, "-c", code, **kwargs)
+
+    def nbgrader(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.run(self.server.python, "-m", "nbgrader", *args, **kwargs)
+
+
+def add_account(name: str, home: Path, group: str | None = None) -> None:
+    """A Unix account with its home (0700); its primary group `group`, or its own."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    primary = ["-g", group] if group else ["-U"]
+    subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *primary, name], check=True,
+                   capture_output=True)
+    home.chmod(0o700)
+
+
+def remove_accounts(names, group: str | None = None) -> None:
+    """Stop every process of these accounts, delete them (homes included) and the group."""
+    for name in names:
+        # userdel refuses an account with a live process, and SIGKILLed processes take a moment to go
+        for _ in range(20):
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            if subprocess.run(["userdel", "-r", name], capture_output=True).returncode in (0, 6):  # 6: no such user
+                break
+            time.sleep(0.5)
+    if group:
+        try:
+            grp.getgrnam(group)
+            subprocess.run(["groupdel", group], capture_output=True)
+        except KeyError:
+            pass

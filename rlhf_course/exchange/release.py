@@ -1,0 +1,37 @@
+"""The instructor's side of nbgrader's release commands: release_assignment keeps the root 0755 and inbound
+sticky; release_feedback reads the root without writing to it."""
+from __future__ import annotations
+
+import os
+
+from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeReleaseFeedback
+
+from rlhf_course.exchange.base import ROOT_MODE, TraversableRoot
+
+
+class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
+    def init_dest(self):
+        super().init_dest()
+        # Students may create entries in inbound (and not list it); the sticky bit stops them
+        # renaming or deleting each other's entries, which a writable folder otherwise allows.
+        mode = os.stat(self.inbound_path).st_mode
+        if not mode & 0o1000:
+            os.chmod(self.inbound_path, (mode & 0o7777) | 0o1000)
+
+    def ensure_root(self):
+        if not os.path.exists(self.root):
+            self.log.warning("Creating exchange directory: %s", self.root)
+            try:
+                os.makedirs(self.root)
+                os.chmod(self.root, ROOT_MODE)
+            except PermissionError:
+                self.fail(f"Could not create {self.root}, permission denied.")
+        elif os.stat(self.root).st_mode & 0o002:  # tighten a world-writable root left by stock nbgrader
+            try:
+                os.chmod(self.root, ROOT_MODE)
+            except PermissionError:
+                self.fail(f"The exchange {self.root} is world-writable and cannot be changed.")
+
+
+class StrictExchangeReleaseFeedback(TraversableRoot, ExchangeReleaseFeedback):
+    pass
