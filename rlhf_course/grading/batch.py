@@ -32,7 +32,7 @@ from rlhf_course.grading.gradebook import record_in_gradebook, require_assignmen
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
-from rlhf_course.grading.sandbox import Sandbox
+from rlhf_course.grading.sandbox import ZYGOTES, Sandbox
 from rlhf_course.grading.settings import Course, NotReady
 from rlhf_course.grading.trusted import grade_submission
 
@@ -91,10 +91,13 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
         finally:
             slots.put(slot)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(grade, task) for task in tasks]
-        for future in as_completed(futures):
-            yield future.result()
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(grade, task) for task in tasks]
+            for future in as_completed(futures):
+                yield future.result()
+    finally:
+        ZYGOTES.shutdown()  # the slots' zygotes (torch imported once each) end with the batch
 
 
 def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:

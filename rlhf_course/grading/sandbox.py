@@ -1,12 +1,18 @@
-"""A bubblewrap sandbox for student code, and the trusted side of its pipe protocol.
+"""A fresh sandbox for each submission's student code, and the trusted side of its pipe protocol.
 
-Inside: no network (own network namespace), own PID namespace (everything dies with it), a
-read-only view of the system, the Python environment and this package only (no course
-directory, gradebook, other students or environment secrets), two small size-limited tmpfs
-folders as the only writable places (``/submission`` and ``/tmp``: nothing the student writes
-ever reaches the host's disk), an unprivileged uid, and limits on memory, CPU and processes that
-hold for every process the student starts (a cgroup per worker slot where the kernel lets us
+Inside: no network (own network namespace), own PID namespace (everything dies with it), own IPC and
+UTS namespaces, a read-only view of the system, the Python environment and this package only (no
+course directory, gradebook, other students or environment secrets), three small size-limited tmpfs
+folders as the only writable places (``/submission``, ``/tmp`` and ``/dev/shm``, new for every
+submission: nothing the student writes ever reaches the host's disk or the next submission), an
+unprivileged uid with no capability and ``no_new_privs``, and limits on memory, CPU and processes
+that hold for every process the student starts (a cgroup per worker slot where the kernel lets us
 create one, rlimits in any case).
+
+Each worker slot runs one *zygote* (:mod:`zygote`): a bubblewrap sandbox with that read-only view and
+torch imported once, which forks every sandbox of the slot into the fresh namespaces, folders, uid and
+limits above.  It never runs student code and nothing it forks can reach it; the sandbox's pipes
+come straight to this process.
 
 The trusted side treats every byte that comes back as hostile: a reply's length is checked
 against a cap *before* it is read, a reply of the wrong kind is refused, and observations come only
@@ -16,14 +22,19 @@ job goes in and the feedback notebook comes out over the pipe (:mod:`protocol`).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import fcntl
+import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +43,7 @@ from rlhf_course.grading import protocol
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
+from rlhf_course.grading.zygote import CGROUP_MOUNTS, FONT_MOUNTS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -213,6 +225,34 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
                       "--bounding-set=-all", "--no-new-privs", *program]
 
 
+# The capabilities the zygote keeps in its outer sandbox: namespaces and mounts (SYS_ADMIN), the slot's
+# uid and no groups (SETUID, SETGID), emptying the bounding set (SETPCAP).  Its sandboxes keep none.
+ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+
+
+def zygote_command(env: dict[str, str], cgroup_procs: list[Path]) -> list[str]:
+    """The outer sandbox of a slot's zygote (:mod:`zygote`): the view every submission gets (the
+    read-only system, the environment and this package, no course directory, no network), as root
+    with :data:`ZYGOTE_CAPABILITIES`, and the slot's ``cgroup.procs`` bound for its sandboxes to enter.
+    Its PID namespace is the host's, so the grader can hold and kill each sandbox by a pidfd."""
+    size = str(1 << 20)  # the zygote writes nothing; each sandbox mounts its own folders over these
+    command = [BWRAP, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+               "--proc", "/proc", "--dev", "/dev",
+               "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+               *_read_only_binds(),
+               "--perms", "0777", "--size", size, "--tmpfs", "/submission"]
+    for path in matplotlib_cache().glob("fontlist-*.json"):
+        command += ["--ro-bind", str(path), f"{FONT_MOUNTS}/{path.name}"]
+    for index, path in enumerate(cgroup_procs):
+        command += ["--bind", str(path), f"{CGROUP_MOUNTS}/{index}"]
+    command += ["--remount-ro", "/", "--clearenv"]
+    for key, value in env.items():
+        command += ["--setenv", key, value]
+    for capability in ZYGOTE_CAPABILITIES:
+        command += ["--cap-add", capability]
+    return command + ["--chdir", "/", os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.zygote"]
+
+
 def limited_command(command: list[str], limits: Limits, cgroup_procs: list[Path]) -> list[str]:
     """``command`` entered into the slot's cgroups and started under rlimits, with no Python
     between fork and exec (``preexec_fn`` can deadlock in a threaded parent)."""
@@ -272,6 +312,187 @@ def wait_until_gone(uid: int, seconds: float = 10.0) -> None:
         pause = min(pause * 2, 0.05)
 
 
+# ----------------------------------------------------------------------------- zygotes
+
+class ZygoteFailed(Exception):
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class Supervisor:
+    """A sandbox's supervisor as the grader holds it: a pidfd and the three pipes (``Popen``'s names)."""
+
+    def __init__(self, pidfd: int, stdin: int, stdout: int, stderr: int):
+        self.pidfd = pidfd
+        self.stdin = open(stdin, "wb")
+        self.stdout, self.stderr = open(stdout, "rb", buffering=0), open(stderr, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """None while it runs; afterwards -1 (its exit status goes to the zygote, not to us)."""
+        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+            self.returncode = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self.pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("sandbox", timeout)
+            self.returncode = -1
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: it is PID 1 of the sandbox's PID namespace, so every process of the sandbox dies with it."""
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+class Zygote:
+    """A slot's zygote (:mod:`zygote`): torch imported once, one fresh sandbox forked per submission.
+    It holds the slot (its lock) for as long as it runs."""
+
+    def __init__(self, slot: int, slot_fd: int):
+        self.slot, self.slot_fd = slot, slot_fd
+        self.process: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._log = None
+
+    def start(self, limits: Limits) -> "Zygote":
+        procs = CGROUPS.prepare(self.slot, limits)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._log = tempfile.TemporaryFile()
+        try:
+            self.process = subprocess.Popen(zygote_command(sandbox_env(), procs), stdin=theirs, stdout=self._log,
+                                            stderr=self._log, start_new_session=True)
+        finally:
+            theirs.close()
+        self._control = ours
+        ours.settimeout(limits.startup_seconds)
+        try:
+            ready = ours.recv(1 << 10)
+        except OSError:
+            ready = b""
+        if ready != b'{"ready": true}':
+            log = self.log()
+            self.stop()
+            raise ZygoteFailed("the slot's zygote did not start", log)
+        return self
+
+    def log(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - 4000))
+        return self._log.read().decode(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def spawn(self, uid: int, limits: Limits) -> Supervisor:
+        """A fresh sandbox under ``uid``; its pipes come straight to us, never through the zygote."""
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        log_r, log_w = os.pipe()
+        request = {"uid": uid, "workspace_bytes": limits.workspace_bytes, "memory_bytes": limits.memory_bytes,
+                   "cpu_seconds": limits.cpu_seconds, "file_bytes": limits.file_bytes, "processes": limits.processes}
+        try:
+            self._control.settimeout(limits.startup_seconds)
+            socket.send_fds(self._control, [json.dumps(request).encode()], [down_r, up_w, log_w])
+            reply, fds, _, _ = socket.recv_fds(self._control, 1 << 12, 1)
+        except OSError as exc:
+            for fd in (down_w, up_r, log_r):
+                os.close(fd)
+            raise ZygoteFailed(f"the slot's zygote did not answer ({exc})", self.log()) from None
+        finally:
+            for fd in (down_r, up_w, log_w):
+                os.close(fd)
+        if len(fds) != 1:
+            for fd in (*fds, down_w, up_r, log_r):
+                os.close(fd)
+            why = reply.decode(errors="replace")[:1000] or "it is gone"
+            raise ZygoteFailed(f"the slot's zygote could not start a sandbox: {why}", self.log())
+        return Supervisor(fds[0], down_w, up_r, log_r)
+
+    def stop(self) -> None:
+        if self._control is not None:
+            self._control.close()  # the zygote reads the end and exits
+            self._control = None
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.slot_fd is not None:
+            CGROUPS.kill_all(self.slot)
+            wait_until_gone(FIRST_UID + self.slot)
+            os.close(self.slot_fd)
+            self.slot_fd = None
+
+
+class ZygotePool:
+    """This process's zygotes, one per slot in use, each lent to one sandbox at a time, by preferred
+    slot (a worker that always asks for its slot always gets the same zygote)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: dict[int, Zygote] = {}
+        self.started = 0  # zygotes started so far (the tests count them)
+
+    def acquire(self, preferred: int, limits: Limits) -> Zygote:
+        with self._lock:
+            zygote = self._idle.pop(preferred, None)
+        if zygote is not None and zygote.alive():
+            return zygote
+        if zygote is not None:
+            zygote.stop()
+        slot, fd = claim_slot(preferred)
+        zygote = Zygote(slot, fd)
+        self.started += 1
+        try:
+            return zygote.start(limits)
+        except BaseException:
+            zygote.stop()
+            raise
+
+    def release(self, preferred: int, zygote: Zygote) -> None:
+        if not zygote.alive():
+            zygote.stop()
+            return
+        with self._lock:
+            extra = self._idle.pop(preferred, None)
+            self._idle[preferred] = zygote
+        if extra is not None:
+            extra.stop()
+
+    def shutdown(self) -> None:
+        """Stop every idle zygote and give its slot back."""
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), {}
+        for zygote in idle:
+            zygote.stop()
+
+
+ZYGOTES = ZygotePool()
+atexit.register(ZYGOTES.shutdown)
+
+
 class Sandbox:
     """One sandboxed runner for one submission; use as a context manager.
 
@@ -283,7 +504,8 @@ class Sandbox:
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
         self.slot: int | None = None  # the slot actually claimed (see claim_slot), while claimed
         self._slot_fd: int | None = None
-        self.process: subprocess.Popen | None = None
+        self.process: Supervisor | None = None
+        self._zygote: Zygote | None = None
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
         self._oom_before = 0
 
@@ -298,19 +520,21 @@ class Sandbox:
         return self
 
     def start(self) -> "Sandbox":
-        """Claim a slot, start the runner, hand it the job, wait until it is ready (torch imported)."""
-        self.slot, self._slot_fd = claim_slot(self.preferred_slot)
+        """Fork a fresh sandbox from the slot's zygote, hand it the job, wait until it is ready."""
+        self._zygote = ZYGOTES.acquire(self.preferred_slot, self.limits)
+        self.slot, self._slot_fd = self._zygote.slot, self._zygote.slot_fd
         self.uid = FIRST_UID + self.slot
         try:
             wait_until_gone(self.uid)  # a grader that died without cleaning up leaves its slot's processes
-            command = limited_command(bwrap_command(self.uid, sandbox_env(), self.limits), self.limits,
-                                      CGROUPS.prepare(self.slot, self.limits))
+            CGROUPS.prepare(self.slot, self.limits)
             self._oom_before = CGROUPS.out_of_memory_events(self.slot)
+            self.process = self._zygote.spawn(self.uid, self.limits)
+        except ZygoteFailed as exc:
+            self._release_slot()
+            raise SandboxDied(f"the sandbox could not start: {exc}", exc.log) from None
         except BaseException:
             self._release_slot()
             raise
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, start_new_session=True)
         try:
             self.request(protocol.job_request(self.job), READY, 16, self.limits.startup_seconds, "startup")
         except BaseException:
@@ -323,27 +547,23 @@ class Sandbox:
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.process.kill()
         if self.process:
-            self.process.wait()
-            for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.process.close()
         if self._slot_fd is not None:
             CGROUPS.kill_all(self.slot)
             wait_until_gone(self.uid)
             self._release_slot()
 
     def _release_slot(self) -> None:
-        """Give the slot back; after this, nothing of this object touches that uid or cgroup."""
+        """Give the slot (its zygote) back; after this, nothing of this object touches that uid or cgroup."""
         if self._slot_fd is not None:
-            os.close(self._slot_fd)
             self._slot_fd = None
+            ZYGOTES.release(self.preferred_slot, self._zygote)
 
 
     def log(self) -> str:
@@ -395,7 +615,7 @@ class Sandbox:
         self._drain_log()
         code = self.process.poll()
         oom = self._slot_fd is not None and CGROUPS.out_of_memory_events(self.slot) > self._oom_before
-        why = "the sandbox closed its pipe" if code is None else f"the sandbox exited with status {code}"
+        why = "the sandbox closed its pipe" if code is None else "the sandbox ended"
         return SandboxDied(why + (" (memory limit)" if oom else ""), self.log(), out_of_memory=oom)
 
     def request(self, payload: bytes, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:
