@@ -32,7 +32,7 @@ from rlhf_course.grading.gradebook import record_in_gradebook, require_assignmen
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
-from rlhf_course.grading.sandbox import ZYGOTES, Sandbox
+from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
 from rlhf_course.grading.settings import Course, NotReady
 from rlhf_course.grading.trusted import grade_submission
 
@@ -97,7 +97,7 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
             for future in as_completed(futures):
                 yield future.result()
     finally:
-        ZYGOTES.shutdown()  # the slots' zygotes (torch imported once each) end with the batch
+        ZYGOTE.stop()  # the zygote (torch imported once for the batch) ends with it
 
 
 def _grade_on_dask_worker(course_root: str, task: Task, limits: Limits) -> dict:

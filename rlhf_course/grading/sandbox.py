@@ -128,6 +128,10 @@ class Cgroups:
         except OSError:
             return []
 
+    def parents(self) -> list[Path]:
+        """The folders holding every slot's cgroups, one per hierarchy (those :meth:`prepare` made)."""
+        return [d.parent for d in self._dirs(0).values() if d.parent.is_dir()]
+
     def out_of_memory_events(self, slot: int) -> int:
         """How many times the slot's memory limit was hit (a counter; compare before and after)."""
         try:
@@ -230,11 +234,11 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
 ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
-def zygote_command(env: dict[str, str], cgroup_procs: list[Path]) -> list[str]:
-    """The outer sandbox of a slot's zygote (:mod:`zygote`): the view every submission gets (the
-    read-only system, the environment and this package, no course directory, no network), as root
-    with :data:`ZYGOTE_CAPABILITIES`, and the slot's ``cgroup.procs`` bound for its sandboxes to enter.
-    Its PID namespace is the host's, so the grader can hold and kill each sandbox by a pidfd."""
+def zygote_command(env: dict[str, str], cgroup_parents: list[Path]) -> list[str]:
+    """The outer sandbox of the zygote (:mod:`zygote`): the view every submission gets (the read-only
+    system, the environment and this package, no course directory, no network), as root with
+    :data:`ZYGOTE_CAPABILITIES`, and the slots' cgroups bound for its sandboxes to enter.  Its PID
+    namespace is the host's, so the grader can hold and kill each sandbox by a pidfd."""
     size = str(1 << 20)  # the zygote writes nothing; each sandbox mounts its own folders over these
     command = [BWRAP, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
                "--proc", "/proc", "--dev", "/dev",
@@ -243,7 +247,7 @@ def zygote_command(env: dict[str, str], cgroup_procs: list[Path]) -> list[str]:
                "--perms", "0777", "--size", size, "--tmpfs", "/submission"]
     for path in matplotlib_cache().glob("fontlist-*.json"):
         command += ["--ro-bind", str(path), f"{FONT_MOUNTS}/{path.name}"]
-    for index, path in enumerate(cgroup_procs):
+    for index, path in enumerate(cgroup_parents):
         command += ["--bind", str(path), f"{CGROUP_MOUNTS}/{index}"]
     command += ["--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
@@ -361,22 +365,24 @@ class Supervisor:
 
 
 class Zygote:
-    """A slot's zygote (:mod:`zygote`): torch imported once, one fresh sandbox forked per submission.
-    It holds the slot (its lock) for as long as it runs."""
+    """The zygote of this grading process (:mod:`zygote`): torch imported once, one fresh sandbox forked
+    per submission, for every slot.  Started on the first request, restarted if it died; one request at
+    a time (a fork: milliseconds)."""
 
-    def __init__(self, slot: int, slot_fd: int):
-        self.slot, self.slot_fd = slot, slot_fd
+    def __init__(self):
+        self._lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._log = None
+        self.starts = 0  # how many times a zygote was started (the tests count them)
 
-    def start(self, limits: Limits) -> "Zygote":
-        procs = CGROUPS.prepare(self.slot, limits)
+    def _start(self, limits: Limits) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile()
+        self.starts += 1
         try:
-            self.process = subprocess.Popen(zygote_command(sandbox_env(), procs), stdin=theirs, stdout=self._log,
-                                            stderr=self._log, start_new_session=True)
+            self.process = subprocess.Popen(zygote_command(sandbox_env(), CGROUPS.parents()), stdin=theirs,
+                                            stdout=self._log, stderr=self._log, start_new_session=True)
         finally:
             theirs.close()
         self._control = ours
@@ -387,9 +393,8 @@ class Zygote:
             ready = b""
         if ready != b'{"ready": true}':
             log = self.log()
-            self.stop()
-            raise ZygoteFailed("the slot's zygote did not start", log)
-        return self
+            self._stop()
+            raise ZygoteFailed("the zygote did not start", log)
 
     def log(self) -> str:
         if self._log is None:
@@ -398,24 +403,32 @@ class Zygote:
         self._log.seek(max(0, self._log.tell() - 4000))
         return self._log.read().decode(errors="replace")
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def spawn(self, uid: int, limits: Limits) -> Supervisor:
-        """A fresh sandbox under ``uid``; its pipes come straight to us, never through the zygote."""
+    def spawn(self, slot: int, limits: Limits) -> Supervisor:
+        """A fresh sandbox for ``slot`` (its uid and cgroups, which the caller holds); its pipes come
+        straight to us, never through the zygote."""
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         log_r, log_w = os.pipe()
-        request = {"uid": uid, "workspace_bytes": limits.workspace_bytes, "memory_bytes": limits.memory_bytes,
-                   "cpu_seconds": limits.cpu_seconds, "file_bytes": limits.file_bytes, "processes": limits.processes}
+        request = {"slot": slot, "uid": FIRST_UID + slot, "workspace_bytes": limits.workspace_bytes,
+                   "memory_bytes": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
+                   "file_bytes": limits.file_bytes, "processes": limits.processes}
         try:
-            self._control.settimeout(limits.startup_seconds)
-            socket.send_fds(self._control, [json.dumps(request).encode()], [down_r, up_w, log_w])
-            reply, fds, _, _ = socket.recv_fds(self._control, 1 << 12, 1)
-        except OSError as exc:
+            with self._lock:
+                if self.process is None or self.process.poll() is not None:
+                    self._stop()
+                    self._start(limits)
+                self._control.settimeout(limits.startup_seconds)
+                try:
+                    socket.send_fds(self._control, [json.dumps(request).encode()], [down_r, up_w, log_w])
+                    reply, fds, _, _ = socket.recv_fds(self._control, 1 << 12, 1)
+                except OSError as exc:
+                    log = self.log()
+                    self._stop()
+                    raise ZygoteFailed(f"the zygote did not answer ({exc})", log) from None
+        except BaseException:
             for fd in (down_w, up_r, log_r):
                 os.close(fd)
-            raise ZygoteFailed(f"the slot's zygote did not answer ({exc})", self.log()) from None
+            raise
         finally:
             for fd in (down_r, up_w, log_w):
                 os.close(fd)
@@ -423,10 +436,10 @@ class Zygote:
             for fd in (*fds, down_w, up_r, log_r):
                 os.close(fd)
             why = reply.decode(errors="replace")[:1000] or "it is gone"
-            raise ZygoteFailed(f"the slot's zygote could not start a sandbox: {why}", self.log())
+            raise ZygoteFailed(f"the zygote could not start a sandbox: {why}", self.log())
         return Supervisor(fds[0], down_w, up_r, log_r)
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         if self._control is not None:
             self._control.close()  # the zygote reads the end and exits
             self._control = None
@@ -436,61 +449,19 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+            self.process = None
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self.slot_fd is not None:
-            CGROUPS.kill_all(self.slot)
-            wait_until_gone(FIRST_UID + self.slot)
-            os.close(self.slot_fd)
-            self.slot_fd = None
 
-
-class ZygotePool:
-    """This process's zygotes, one per slot in use, each lent to one sandbox at a time, by preferred
-    slot (a worker that always asks for its slot always gets the same zygote)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._idle: dict[int, Zygote] = {}
-        self.started = 0  # zygotes started so far (the tests count them)
-
-    def acquire(self, preferred: int, limits: Limits) -> Zygote:
+    def stop(self) -> None:
+        """Stop the zygote (a later request starts a new one)."""
         with self._lock:
-            zygote = self._idle.pop(preferred, None)
-        if zygote is not None and zygote.alive():
-            return zygote
-        if zygote is not None:
-            zygote.stop()
-        slot, fd = claim_slot(preferred)
-        zygote = Zygote(slot, fd)
-        self.started += 1
-        try:
-            return zygote.start(limits)
-        except BaseException:
-            zygote.stop()
-            raise
-
-    def release(self, preferred: int, zygote: Zygote) -> None:
-        if not zygote.alive():
-            zygote.stop()
-            return
-        with self._lock:
-            extra = self._idle.pop(preferred, None)
-            self._idle[preferred] = zygote
-        if extra is not None:
-            extra.stop()
-
-    def shutdown(self) -> None:
-        """Stop every idle zygote and give its slot back."""
-        with self._lock:
-            idle, self._idle = list(self._idle.values()), {}
-        for zygote in idle:
-            zygote.stop()
+            self._stop()
 
 
-ZYGOTES = ZygotePool()
-atexit.register(ZYGOTES.shutdown)
+ZYGOTE = Zygote()
+atexit.register(ZYGOTE.stop)
 
 
 class Sandbox:
@@ -505,7 +476,6 @@ class Sandbox:
         self.slot: int | None = None  # the slot actually claimed (see claim_slot), while claimed
         self._slot_fd: int | None = None
         self.process: Supervisor | None = None
-        self._zygote: Zygote | None = None
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
         self._oom_before = 0
 
@@ -520,15 +490,14 @@ class Sandbox:
         return self
 
     def start(self) -> "Sandbox":
-        """Fork a fresh sandbox from the slot's zygote, hand it the job, wait until it is ready."""
-        self._zygote = ZYGOTES.acquire(self.preferred_slot, self.limits)
-        self.slot, self._slot_fd = self._zygote.slot, self._zygote.slot_fd
+        """Claim a slot, fork a fresh sandbox for it from the zygote, hand it the job, wait until it is ready."""
+        self.slot, self._slot_fd = claim_slot(self.preferred_slot)
         self.uid = FIRST_UID + self.slot
         try:
             wait_until_gone(self.uid)  # a grader that died without cleaning up leaves its slot's processes
             CGROUPS.prepare(self.slot, self.limits)
             self._oom_before = CGROUPS.out_of_memory_events(self.slot)
-            self.process = self._zygote.spawn(self.uid, self.limits)
+            self.process = ZYGOTE.spawn(self.slot, self.limits)
         except ZygoteFailed as exc:
             self._release_slot()
             raise SandboxDied(f"the sandbox could not start: {exc}", exc.log) from None
@@ -560,11 +529,10 @@ class Sandbox:
             self._release_slot()
 
     def _release_slot(self) -> None:
-        """Give the slot (its zygote) back; after this, nothing of this object touches that uid or cgroup."""
+        """Give the slot back; after this, nothing of this object touches that uid or cgroup."""
         if self._slot_fd is not None:
+            os.close(self._slot_fd)
             self._slot_fd = None
-            ZYGOTES.release(self.preferred_slot, self._zygote)
-
 
     def log(self) -> str:
         return b"".join(self._log).decode(errors="replace")[-4000:]

@@ -1,28 +1,28 @@
-"""Runs INSIDE a slot's outer sandbox, as root: the *zygote*, a parent with torch already imported that
-forks one fresh, isolated sandbox per submission.  It never runs student code and never reads what a
-sandbox sends: the sandbox's pipes go straight to the grader.
+"""Runs INSIDE an outer sandbox, as root: the *zygote*, a parent with torch already imported that forks
+one fresh, isolated sandbox per submission.  It never runs student code and never reads what a sandbox
+sends: the sandbox's pipes go straight to the grader.
 
-    python -m rlhf_course.grading.zygote      (started by :mod:`sandbox`, one per worker slot)
+    python -m rlhf_course.grading.zygote      (started by :mod:`sandbox`, one per grading process)
 
 The outer sandbox (bwrap, :func:`rlhf_course.grading.sandbox.zygote_command`) gives the zygote the
 view every submission gets: a read-only system, the Python environment and this package, no course
-directory, no network.  It keeps root and the capabilities needed to build, for each submission,
+directory, no network.  It keeps root and the few capabilities needed to build, for each submission, a
+process that is PID 1 of a new PID namespace (so that everything the submission leaves running dies
+with it) and, before any student code exists in it,
 
-1. a first process (``A``) that leaves every namespace the submissions could share: new mount, PID,
-   network, IPC and UTS namespaces; it mounts fresh size-limited tmpfs folders on ``/submission``,
-   ``/tmp`` and ``/dev/shm`` (nothing an earlier submission wrote is there), enters the slot's
-   cgroups, drops its view of them (a new cgroup namespace, the bound ``cgroup.procs`` unmounted)
-   and forks
-2. the sandbox's supervisor (``B``): PID 1 of the new PID namespace, so that every process the
-   submission leaves running dies with it.  It mounts its own ``/proc``, takes the rlimits, a new
-   session, the slot's unprivileged uid, an empty capability set (bounding, inheritable and ambient
-   too) and ``no_new_privs``, holds only the three pipes the grader passed (every other descriptor is
-   closed), and runs :func:`rlhf_course.grading.sandbox_runner.main`.
+* leaves every other namespace the submissions could share: new mount, network, IPC and UTS namespaces;
+* mounts fresh size-limited tmpfs folders on ``/submission``, ``/tmp`` and ``/dev/shm``, a new
+  ``/dev/pts`` and its own ``/proc`` (nothing an earlier submission wrote or started is there);
+* enters its slot's cgroups, then drops its view of them (the bound cgroup folders unmounted, a new
+  cgroup namespace);
+* takes the rlimits, a new session, the slot's unprivileged uid, empty capability sets (bounding,
+  inheritable and ambient too) and ``no_new_privs``, keeps only the three pipes the grader passed
+  (every other descriptor is closed) and runs :func:`rlhf_course.grading.sandbox_runner.main`.
 
-``A`` waits for ``B`` and hands the zygote a pidfd of ``B`` for the grader (to see it end and to kill
-it); ``B`` cannot see the zygote (another PID namespace), signal or trace it, and holds no descriptor of
-it.  Everything a submission imports, patches or leaves in memory lives in its own forked copy: the next
-submission forks from the zygote again.
+The zygote hands the grader a pidfd of that process (to see it end and to kill it).  The sandbox cannot
+see the zygote (another PID namespace), signal or trace it, and holds no descriptor of it.  Everything a
+submission imports, patches or leaves in memory lives in its own forked copy: the next submission forks
+from the zygote again.
 
 Requests (grader -> zygote) are JSON records on a ``SOCK_SEQPACKET`` socket, the three pipes attached
 (``SCM_RIGHTS``); each reply is ``{"ok": true}`` with the pidfd attached, or ``{"error": ...}``.
@@ -48,15 +48,16 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
-CGROUP_MOUNTS = "/run/rlhf-cgroup"  # the slot's cgroup.procs files, bound here for the first process only
+CGROUP_MOUNTS = "/run/rlhf-cgroup"  # the grading cgroups (a folder per hierarchy), unmounted in every sandbox
 FONT_MOUNTS = "/opt/rlhf-grader-fonts"  # the prebuilt matplotlib font list, bound read-only into each /tmp/matplotlib
-REQUEST_FIELDS = {"uid": int, "workspace_bytes": int, "memory_bytes": int, "cpu_seconds": int, "file_bytes": int,
+REQUEST_FIELDS = {"slot": int, "uid": int, "workspace_bytes": int, "memory_bytes": int, "cpu_seconds": int, "file_bytes": int,
                   "processes": int}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
@@ -99,60 +100,38 @@ def _last_capability() -> int:
 
 # ----------------------------------------------------------------------------- one sandbox
 
-def _first_process(request: dict, pipes: tuple[int, int, int], report: socket.socket, last_cap: int) -> None:
-    """``A``: new namespaces, fresh writable folders, the slot's cgroups; forks ``B`` and waits for it."""
+def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
+    """PID 1 of a new PID namespace: its own namespaces, folders, cgroups and limits, the slot's uid, no privilege."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's reaper is not the supervisor's
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote gone (the grader gone): so is this sandbox
-    stdin, stdout, stderr = pipes
-    for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+    for target, fd in zip((0, 1, 2), pipes):
         os.dup2(fd, target)
-    keep = report.fileno()
-    os.closerange(3, keep)  # the zygote's control socket and every other descriptor it holds
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's control socket and every other descriptor it holds
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the zygote's view
-    for target in ("/tmp", "/submission"):  # the zygote's own (empty) folders: replaced, not hidden
+    for target in ("/tmp", "/submission", "/dev/pts", "/proc"):  # the zygote's own: replaced, not hidden
         _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
     _fresh_tmpfs("/tmp", request["workspace_bytes"], 0o1777)
     _fresh_tmpfs("/submission", request["workspace_bytes"], 0o777)
     _fresh_tmpfs("/dev/shm", request["workspace_bytes"], 0o1777)
-    _check(_libc.umount2(b"/dev/pts", MNT_DETACH), "umount /dev/pts")
     _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this PID namespace's processes only
+    for name in ("sys", "sysrq-trigger", "irq", "bus"):  # read-only, as bwrap makes them
+        if os.path.exists(f"/proc/{name}"):
+            _bind_read_only(f"/proc/{name}", f"/proc/{name}")
     os.mkdir("/tmp/matplotlib")
     os.chmod("/tmp/matplotlib", 0o777)
     for name in sorted(os.listdir(FONT_MOUNTS)):
         open(f"/tmp/matplotlib/{name}", "w").close()
         _bind_read_only(f"{FONT_MOUNTS}/{name}", f"/tmp/matplotlib/{name}")
-    for name in sorted(os.listdir(CGROUP_MOUNTS)) if os.path.isdir(CGROUP_MOUNTS) else ():
-        with open(f"{CGROUP_MOUNTS}/{name}", "w") as handle:
+    hierarchies = sorted(os.listdir(CGROUP_MOUNTS)) if os.path.isdir(CGROUP_MOUNTS) else []
+    for name in hierarchies:
+        with open(f"{CGROUP_MOUNTS}/{name}/slot-{request['slot']}/cgroup.procs", "w") as handle:
             handle.write("0")  # this process, and so everything it starts, joins the slot's cgroup
+    for name in hierarchies:
         _check(_libc.umount2(f"{CGROUP_MOUNTS}/{name}".encode(), MNT_DETACH), "umount a cgroup")
     _check(_libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
-    pid = os.fork()
-    if pid == 0:
-        try:
-            report.close()
-            _supervisor(request, last_cap)
-        except BaseException:  # noqa: BLE001 - tell the grader's log, never return into the zygote
-            traceback.print_exc()
-            sys.stderr.flush()
-        os._exit(70)
-    pidfd = os.pidfd_open(pid)
-    socket.send_fds(report, [b"ok"], [pidfd])
-    os.close(pidfd)
-    report.close()
-    os.close(0)
-    os.close(1)
-    _, status = os.waitpid(pid, 0)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-
-
-def _supervisor(request: dict, last_cap: int) -> None:
-    """``B``, PID 1 of the submission's PID namespace: its own /proc, limits, the slot's uid, no privilege."""
-    _check(_libc.umount2(b"/proc", MNT_DETACH), "umount /proc")
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in ("sys", "sysrq-trigger", "irq", "bus"):  # as bwrap does
-        if os.path.exists(f"/proc/{name}"):
-            _bind_read_only(f"/proc/{name}", f"/proc/{name}")
     os.setsid()
     for name, value in (("RLIMIT_AS", request["memory_bytes"]), ("RLIMIT_CPU", request["cpu_seconds"]),
                         ("RLIMIT_FSIZE", request["file_bytes"]), ("RLIMIT_NPROC", request["processes"]),
@@ -169,11 +148,11 @@ def _supervisor(request: dict, last_cap: int) -> None:
     header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")  # and the inheritable one
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: the uid change cleared it
     with open("/proc/self/status") as handle:
         status = dict(line.split(":", 1) for line in handle if ":" in line)
-    if os.getresuid() != (uid,) * 3 or any(int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd",
-                                                                        "CapAmb")):
+    if os.getresuid() != (uid,) * 3 or os.getgroups() or any(
+            int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")):
         raise RuntimeError("the sandbox kept a privilege")
     random.seed()  # a fresh process would have drawn its own seed
     if "numpy" in sys.modules:
@@ -183,31 +162,27 @@ def _supervisor(request: dict, last_cap: int) -> None:
     os._exit(sandbox_runner.main())
 
 
-def spawn(request: dict, pipes: tuple[int, int, int], last_cap: int, seconds: float = 30.0) -> int:
-    """Fork one sandbox; return a pidfd of its supervisor."""
-    here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+def spawn(request: dict, pipes: tuple[int, int, int], last_cap: int, own_pid_namespace: int) -> int:
+    """Fork one sandbox, PID 1 of a new PID namespace; return a pidfd of it."""
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            here.close()
-            _first_process(request, pipes, there, last_cap)
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-            sys.stderr.flush()
-        os._exit(71)
-    there.close()
+    # No reaping between the fork and the pidfd: the pid must still be this child's.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    _check(_libc.unshare(CLONE_NEWPID), "unshare pid")  # for the next child only:
     try:
-        here.settimeout(seconds)
-        _, fds, _, _ = socket.recv_fds(here, 16, 1)
-    except OSError:
-        fds = []
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _sandbox(request, pipes, last_cap)
+            except BaseException:  # noqa: BLE001 - tell the grader's log, never return into the zygote
+                traceback.print_exc()
+                sys.stderr.flush()
+            os._exit(70)
     finally:
-        here.close()
-    if not fds:
-        os.kill(pid, signal.SIGKILL)
-        raise RuntimeError("the sandbox's first process failed (its log says why)")
-    return fds[0]
+        _check(_libc.setns(own_pid_namespace, CLONE_NEWPID), "setns pid")  # the zygote's next child is its own again
+    try:
+        return os.pidfd_open(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
 
 
 # ----------------------------------------------------------------------------- the zygote
@@ -225,11 +200,12 @@ def _reap() -> None:
 def _valid(request) -> bool:
     return (isinstance(request, dict) and set(request) == set(REQUEST_FIELDS)
             and all(type(request[k]) is kind for k, kind in REQUEST_FIELDS.items())
-            and request["uid"] > 0)
+            and request["uid"] > 0 and 0 <= request["slot"] < 1 << 16)
 
 
 def serve(control: socket.socket) -> None:
     last_cap = _last_capability()
+    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     while True:
         message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
         _reap()
@@ -239,7 +215,7 @@ def serve(control: socket.socket) -> None:
             request = json.loads(message)
             if not _valid(request) or len(fds) != 3:
                 raise ValueError("malformed request")
-            pidfd = spawn(request, tuple(fds), last_cap)
+            pidfd = spawn(request, tuple(fds), last_cap, own_pid_namespace)
             try:
                 socket.send_fds(control, [b'{"ok": true}'], [pidfd])
             finally:
@@ -290,6 +266,8 @@ def main() -> int:
     # `python -m` puts the working folder ("/") first on sys.path: nothing below / may shadow a module.
     sys.path[:] = [p for p in sys.path if p not in ("", "/", os.getcwd())]
     warm_up()
+    # A sandbox that ended is reaped at once: as a zombie it would still count against its uid's processes.
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
     control.send(b'{"ready": true}')
     serve(control)
     return 0

@@ -86,7 +86,7 @@ def test_nothing_of_a_submission_reaches_the_next_one_in_its_slot(tmp_path, monk
         return started
 
     monkeypatch.setattr(trusted.Sandbox, "start", recording_start)
-    zygotes_before = sandbox.ZYGOTES.started
+    zygotes_before = sandbox.ZYGOTE.starts
     results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, export=False)}
 
     polluter, honest = results["a_polluter"], results["b_honest"]
@@ -99,7 +99,7 @@ def test_nothing_of_a_submission_reaches_the_next_one_in_its_slot(tmp_path, monk
     assert "left behind:" not in (polluter.executed_notebook or "")
     assert [who for who, _, _ in starts] == ["a_polluter", "b_honest"], starts  # one sandbox each
     assert len({slot for _, slot, _ in starts}) == 1, starts  # the same slot ...
-    assert sandbox.ZYGOTES.started - zygotes_before == 1  # ... and the same zygote
+    assert sandbox.ZYGOTE.starts - zygotes_before == 1  # ... forked by the same zygote
     assert starts[1][2] == [], f"the polluter's processes were still running: {starts}"
     assert _marked_processes() == []
     assert leftover_sandbox_processes() == {}
