@@ -86,6 +86,7 @@ def test_nothing_of_a_submission_reaches_the_next_one_in_its_slot(tmp_path, monk
         return started
 
     monkeypatch.setattr(trusted.Sandbox, "start", recording_start)
+    sandbox.ZYGOTE.stop()  # one started by an earlier test in this process
     zygotes_before = sandbox.ZYGOTE.starts
     results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, export=False)}
 
