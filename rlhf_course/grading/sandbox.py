@@ -2,9 +2,9 @@
 
 Inside: no network (own network namespace), own PID namespace (everything dies with it), own IPC and
 UTS namespaces, a read-only view of the system, the Python environment and this package only (no
-course directory, gradebook, other students or environment secrets), three small size-limited tmpfs
-folders as the only writable places (``/submission``, ``/tmp`` and ``/dev/shm``, new for every
-submission: nothing the student writes ever reaches the host's disk or the next submission), an
+course directory, gradebook, other students or environment secrets), two small size-limited tmpfs
+folders as the only writable places (``/submission`` and ``/tmp``, new for every submission: nothing
+the student writes ever reaches the host's disk or the next submission), an
 unprivileged uid with no capability and ``no_new_privs``, and limits on memory, CPU and processes
 that hold for every process the student starts (a cgroup per worker slot where the kernel lets us
 create one, rlimits in any case).

@@ -11,8 +11,8 @@ process that is PID 1 of a new PID namespace (so that everything the submission 
 with it) and, before any student code exists in it,
 
 * leaves every other namespace the submissions could share: new mount, network, IPC and UTS namespaces;
-* mounts fresh size-limited tmpfs folders on ``/submission``, ``/tmp`` and ``/dev/shm``, a new
-  ``/dev/pts`` and its own ``/proc`` (nothing an earlier submission wrote or started is there);
+* mounts fresh size-limited tmpfs folders on ``/submission`` and ``/tmp`` (the only places it may
+  write), a new ``/dev/pts`` and its own ``/proc`` (nothing an earlier submission wrote or started is there);
 * enters its slot's cgroups, then drops its view of them (the bound cgroup folders unmounted, a new
   cgroup namespace);
 * takes the rlimits, a new session, the slot's unprivileged uid, empty capability sets (bounding,
@@ -114,7 +114,6 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
         _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
     _fresh_tmpfs("/tmp", request["workspace_bytes"], 0o1777)
     _fresh_tmpfs("/submission", request["workspace_bytes"], 0o777)
-    _fresh_tmpfs("/dev/shm", request["workspace_bytes"], 0o1777)
     _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this PID namespace's processes only
     for name in ("sys", "sysrq-trigger", "irq", "bus"):  # read-only, as bwrap makes them
