@@ -148,6 +148,8 @@ def grade_all(course_root: Path, workers: int | None = None, students: list[str]
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
+    if sandbox is Sandbox and not dask_address:  # torch's import in the zygote, while the batch gets ready
+        ZYGOTE.prestart()
     course = Course.at(course_root)
     if assignments is None:
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]

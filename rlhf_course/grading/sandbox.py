@@ -129,8 +129,16 @@ class Cgroups:
             return []
 
     def parents(self) -> list[Path]:
-        """The folders holding every slot's cgroups, one per hierarchy (those :meth:`prepare` made)."""
-        return [d.parent for d in self._dirs(0).values() if d.parent.is_dir()]
+        """The folders holding every slot's cgroups, one per hierarchy, made if need be (none without cgroups)."""
+        try:
+            parents = [d.parent for d in self._dirs(0).values()]
+            for parent in parents:
+                parent.mkdir(exist_ok=True)
+                if self.v2:
+                    (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+            return parents
+        except OSError:
+            return []
 
     def out_of_memory_events(self, slot: int) -> int:
         """How many times the slot's memory limit was hit (a counter; compare before and after)."""
@@ -374,27 +382,36 @@ class Zygote:
         self.process: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._log = None
+        self._ready = False
         self.starts = 0  # how many times a zygote was started (the tests count them)
 
-    def _start(self, limits: Limits) -> None:
+    def _launch(self) -> None:
+        """Start the zygote's process (bwrap dies with the thread that starts it: call from one that lasts)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile()
         self.starts += 1
+        self._ready = False
         try:
             self.process = subprocess.Popen(zygote_command(sandbox_env(), CGROUPS.parents()), stdin=theirs,
                                             stdout=self._log, stderr=self._log, start_new_session=True)
         finally:
             theirs.close()
         self._control = ours
-        ours.settimeout(limits.startup_seconds)
+
+    def _await_ready(self, limits: Limits) -> None:
+        self._control.settimeout(limits.startup_seconds)
         try:
-            ready = ours.recv(1 << 10)
+            ready = self._control.recv(1 << 10)
         except OSError:
             ready = b""
         if ready != b'{"ready": true}':
             log = self.log()
             self._stop()
             raise ZygoteFailed("the zygote did not start", log)
+        self._ready = True
+
+    def _running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def log(self) -> str:
         if self._log is None:
@@ -402,6 +419,14 @@ class Zygote:
         self._log.seek(0, os.SEEK_END)
         self._log.seek(max(0, self._log.tell() - 4000))
         return self._log.read().decode(errors="replace")
+
+    def prestart(self) -> None:
+        """Start the zygote's process now, if it is not running; it imports torch while the caller goes on
+        (the first sandbox waits until it is ready)."""
+        with self._lock:
+            if not self._running():
+                self._stop()
+                self._launch()
 
     def spawn(self, slot: int, limits: Limits) -> Supervisor:
         """A fresh sandbox for ``slot`` (its uid and cgroups, which the caller holds); its pipes come
@@ -414,9 +439,11 @@ class Zygote:
                    "file_bytes": limits.file_bytes, "processes": limits.processes}
         try:
             with self._lock:
-                if self.process is None or self.process.poll() is not None:
+                if not self._running():
                     self._stop()
-                    self._start(limits)
+                    self._launch()
+                if not self._ready:
+                    self._await_ready(limits)
                 self._control.settimeout(limits.startup_seconds)
                 try:
                     socket.send_fds(self._control, [json.dumps(request).encode()], [down_r, up_w, log_w])
