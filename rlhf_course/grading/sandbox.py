@@ -43,7 +43,7 @@ from rlhf_course.grading import protocol
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
-from rlhf_course.grading.zygote import CGROUP_MOUNTS, FONT_MOUNTS
+from rlhf_course.grading.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -237,9 +237,6 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
                       "--bounding-set=-all", "--no-new-privs", *program]
 
 
-# The capabilities the zygote keeps in its outer sandbox: namespaces and mounts (SYS_ADMIN), the slot's
-# uid and no groups (SETUID, SETGID), emptying the bounding set (SETPCAP).  Its sandboxes keep none.
-ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
 def zygote_command(env: dict[str, str], cgroup_parents: list[Path]) -> list[str]:
@@ -260,6 +257,7 @@ def zygote_command(env: dict[str, str], cgroup_parents: list[Path]) -> list[str]
     command += ["--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
         command += ["--setenv", key, value]
+    command += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability unless told otherwise
     for capability in ZYGOTE_CAPABILITIES:
         command += ["--cap-add", capability]
     return command + ["--chdir", "/", os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.zygote"]

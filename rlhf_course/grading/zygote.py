@@ -50,6 +50,9 @@ PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 CGROUP_MOUNTS = "/run/rlhf-cgroup"  # the grading cgroups (a folder per hierarchy), unmounted in every sandbox
 FONT_MOUNTS = "/opt/rlhf-grader-fonts"  # the prebuilt matplotlib font list, bound read-only into each /tmp/matplotlib
+# What the zygote keeps (by number): namespaces and mounts (SYS_ADMIN), the slot's uid and no groups (SETUID,
+# SETGID), emptying a sandbox's bounding set (SETPCAP).  Its sandboxes keep none.
+CAPABILITIES = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADMIN": 21}
 REQUEST_FIELDS = {"slot": int, "uid": int, "workspace_bytes": int, "memory_bytes": int, "cpu_seconds": int, "file_bytes": int,
                   "processes": int}
 
@@ -262,6 +265,10 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     _prctl(PR_SET_DUMPABLE, 0)
+    for cap in range(_last_capability() + 1):  # bwrap leaves root's whole bounding set
+        if cap not in CAPABILITIES.values():
+            _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # it executes nothing, but bwrap raises them
     # `python -m` puts the working folder ("/") first on sys.path: nothing below / may shadow a module.
     sys.path[:] = [p for p in sys.path if p not in ("", "/", os.getcwd())]
     warm_up()

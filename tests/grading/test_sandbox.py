@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from rlhf_course.grading.limits import Limits
 
@@ -102,3 +103,37 @@ def test_zygote_sandbox_view_and_limits(repo, monkeypatch):
     limits = Limits()
     assert report["limits"] == {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_CPU": limits.cpu_seconds,
                                 "RLIMIT_FSIZE": limits.file_bytes, "RLIMIT_NPROC": limits.processes}
+
+
+def test_the_zygote_keeps_four_capabilities_and_no_course():
+    """The zygote (root in its own bubblewrap sandbox) holds exactly the capabilities it needs to make sandboxes,
+    the sandbox's read-only view and no descriptor but its log, its control socket and its PID namespace."""
+    from rlhf_course.grading.limits import Limits
+    from rlhf_course.grading.sandbox import ZYGOTE
+    ZYGOTE.stop()
+    ZYGOTE.prestart()
+    try:
+        with ZYGOTE._lock:
+            ZYGOTE._await_ready(Limits())
+        bwrap = ZYGOTE.process.pid
+        [zygote] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == bwrap]
+        with open(f"/proc/{zygote}/status") as handle:
+            status = dict(line.split(":", 1) for line in handle if ":" in line)
+        wanted = sum(1 << n for n in (6, 7, 8, 21))  # CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN
+        assert {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd")} == dict.fromkeys(
+            ("CapEff", "CapPrm", "CapBnd"), wanted), status
+        assert int(status["CapAmb"], 16) == 0 and status["NoNewPrivs"].strip() == "1"
+        targets = sorted(os.readlink(f"/proc/{zygote}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote}/fd"))
+        assert targets[0] == "/dev/null" and all(t.startswith(("socket:", "pid:", "/tmp/#")) for t in targets[1:]), targets
+        root = f"/proc/{zygote}/root"
+        assert not os.path.exists(root + str(Path(__file__).resolve().parents[2] / "source"))
+    finally:
+        ZYGOTE.stop()
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return -1
