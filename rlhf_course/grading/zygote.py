@@ -16,7 +16,8 @@ with it) and, before any student code exists in it,
 * enters its slot's cgroups, then drops its view of them (the bound cgroup folders unmounted, a new
   cgroup namespace);
 * takes the rlimits, a new session, the slot's unprivileged uid, empty capability sets (bounding,
-  inheritable and ambient too) and ``no_new_privs``, keeps only the three pipes the grader passed
+  inheritable and ambient too) and ``no_new_privs``, empties the uid's kernel keyrings (kept per uid, not
+  per namespace: the previous sandbox of the slot may have left keys there), keeps only the three pipes the grader passed
   (every other descriptor is closed) and runs :func:`rlhf_course.grading.sandbox_runner.main`.
 
 The zygote hands the grader a pidfd of that process (to see it end and to kill it).  The sandbox cannot
@@ -53,6 +54,10 @@ FONT_MOUNTS = "/opt/rlhf-grader-fonts"  # the prebuilt matplotlib font list, bou
 # What the zygote keeps (by number): namespaces and mounts (SYS_ADMIN), the slot's uid and no groups (SETUID,
 # SETGID), emptying a sandbox's bounding set (SETPCAP).  Its sandboxes keep none.
 CAPABILITIES = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADMIN": 21}
+# Kernel keyrings are per uid, not per namespace: the slot's uid finds what the previous sandbox left there.
+KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311}  # keyctl(2)'s system call number
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_UNLINK, KEYCTL_GET_PERSISTENT = 1, 7, 9, 22
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -3, -4, -5
 REQUEST_FIELDS = {"slot": int, "uid": int, "workspace_bytes": int, "memory_bytes": int, "cpu_seconds": int, "file_bytes": int,
                   "processes": int}
 
@@ -94,6 +99,25 @@ def _prctl(option: int, value: int = 0) -> None:
 
 def _fresh_tmpfs(target: str, size: int, mode: int) -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+
+
+def _forget_keys() -> None:
+    """Empty the uid's kernel keyrings (user, user session, persistent) and join a new session keyring: keys
+    are kept per uid across processes, and this uid's previous sandbox may have left some."""
+    number = KEYCTL.get(os.uname().machine)
+    if number is None:
+        return  # an architecture we do not know the number for: the keyrings are not emptied
+
+    def keyctl(*args) -> int:
+        return _libc.syscall(number, *(ctypes.c_long(a) for a in args))
+
+    _check(0 if keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0) > 0 else -1, "join a new session keyring")
+    for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+        _check(keyctl(KEYCTL_CLEAR, keyring), "clear a keyring")
+    persistent = keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_SESSION_KEYRING)
+    if persistent > 0:  # none where the kernel has no persistent keyrings
+        _check(keyctl(KEYCTL_CLEAR, persistent), "clear the persistent keyring")
+        keyctl(KEYCTL_UNLINK, persistent, KEY_SPEC_SESSION_KEYRING)
 
 
 def _last_capability() -> int:
@@ -151,6 +175,7 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
     _check(_libc.capset(ctypes.byref(header), data), "capset")  # and the inheritable one
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: the uid change cleared it
+    _forget_keys()
     with open("/proc/self/status") as handle:
         status = dict(line.split(":", 1) for line in handle if ":" in line)
     if os.getresuid() != (uid,) * 3 or os.getgroups() or any(

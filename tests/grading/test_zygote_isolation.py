@@ -1,7 +1,7 @@
-"""Every submission is graded in a fresh sandbox forked from its slot's zygote: two submissions in a row in
-the same slot, the first leaving everything it can behind (files in /tmp and /submission, an
-IPython start-up file, a SysV shared memory segment, a sys.modules entry, a builtins change, patched torch
-functions, a background process and a thread that keep running); the second, honest, sees none of it and
+"""Every submission is graded in a fresh sandbox forked from the zygote: two submissions in a row in the same
+slot, the first leaving everything it can behind (files in /tmp and /submission, an IPython start-up file, a
+SysV shared memory segment, a key in the uid's kernel keyring, a sys.modules entry, a builtins change, patched
+torch functions, a background process and a thread that keep running); the second, honest, sees none of it and
 is graded correctly, and the first's processes are gone before the second starts."""
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ os.makedirs("/submission/.ipython/profile_default/startup", exist_ok=True)
 with open("/submission/.ipython/profile_default/startup/00-polluted.py", "w") as _handle:
     _handle.write("import builtins; builtins.polluted = True")
 ctypes.CDLL(None).shmget(0x5EED, 4096, 0o1000 | 0o666)  # IPC_CREAT
+_keyring_calls = {{"x86_64": (248, 249), "aarch64": (217, 218)}}.get(os.uname().machine)
+if _keyring_calls:  # add_key("user", ..., KEY_SPEC_USER_KEYRING): kept by the kernel for the uid
+    ctypes.CDLL(None).syscall(_keyring_calls[0], b"user", b"polluted", b"hidden inputs", 13, ctypes.c_long(-4))
 sys.modules["polluted_marker"] = types.ModuleType("polluted_marker")
 builtins.polluted = True
 torch.allclose = lambda *args, **kwargs: True
@@ -47,6 +50,10 @@ _seen += ["builtins"] if hasattr(_builtins, "polluted") else []
 _seen += ["torch.allclose"] if torch.allclose(torch.zeros(1), torch.ones(1)) else []
 _seen += ["torch.clamp"] if torch.clamp(torch.tensor([5.0]), 0.0, 1.0).item() != 1.0 else []
 _seen += ["sysv shm"] if _ctypes.CDLL(None).shmget(0x5EED, 0, 0) != -1 else []
+_keyctl = {{"x86_64": 250, "aarch64": 219}}.get(_os.uname().machine)
+if _keyctl and _ctypes.CDLL(None).syscall(_keyctl, _ctypes.c_long(10), _ctypes.c_long(-4), b"user", b"polluted",
+                                           _ctypes.c_long(0)) > 0:
+    _seen.append("a kernel key")  # keyctl(KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, ...)
 _seen += ["a thread"] if [t for t in _threading.enumerate() if t is not _threading.main_thread()
                            and "History" not in type(t).__name__] else []  # IPython's own history thread
 for _pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
