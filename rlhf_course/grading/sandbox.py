@@ -547,7 +547,13 @@ class Sandbox:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            self.process.close()
+            for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            if isinstance(self.process, Supervisor):  # (tests play the sandbox with a plain Popen)
+                self.process.close()
         if self._slot_fd is not None:
             CGROUPS.kill_all(self.slot)
             wait_until_gone(self.uid)
