@@ -1,4 +1,4 @@
-"""Stock ``nbgrader autograde`` against our trusted, sandboxed batch grader, and the floor, side by side.
+"""Stock ``nbgrader autograde`` against our trusted, sandboxed batch grader, and the old floor, side by side.
 
 Everything is measured in one run on the same machine (others may share its CPU: compare the
 figures of one run, and read the load averages printed with them):
@@ -8,7 +8,8 @@ figures of one run, and read the load averages printed with them):
       stock      nbgrader autograde; then + generate_feedback + export        (one at a time, as nbgrader does)
       trusted    python -m rlhf_course.grading grade --workers N              (sandboxed, parallel;
                  feedback pages, autograded copies, gradebook and grades.csv included)
-      floor      N fresh sandboxes (same bwrap, uids, cgroups, limits) that only start Python and import torch
+      old floor  N fresh bwrap sandboxes (same uids, cgroups, limits) that only start Python and import torch:
+                 what every submission paid before the zygote (issue #36) imported torch once a batch
     hostile      every ``ADVERSARIAL`` submission of the catalogue, timed separately per submission:
                  trusted (one batch; the seconds each took its worker) and stock (one ``autograde
                  --student`` each, with the course's cell timeout); attacks that would act on this
@@ -25,7 +26,8 @@ figures of one run, and read the load averages printed with them):
 
     python bench/grading.py [--size 24] [--workers 2] [--no-hostile | --hostile-only | --shaped-only]
 
-Targets (issue #16): trusted at most 1.3x the floor and at most 0.25x stock autograde alone.
+Targets (issue #36): trusted at most 0.5 s a submission and at most 0.15x stock autograde alone (issue #16's,
+1.3x the old floor and 0.25x stock, came before the zygote).
 """
 from __future__ import annotations
 
@@ -266,7 +268,7 @@ def honest(args, scratch: Path, nbgrader: list[str]) -> None:
     print(f"\nhonest mix: {size} submissions of the real assignment ({wrong} wrong-answer styles, 1 partly wrong, "
           f"1 empty, {size - wrong - 2} correct); trusted outcomes: "
           + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
-    print(f"{'':<46}{'total s':>9}{'s/sub':>8}{'x floor':>9}{'x stock ag':>11}  load (1/5/15 min)")
+    print(f"{'':<46}{'total s':>9}{'s/sub':>8}{'x old fl':>9}{'x stock ag':>11}  load (1/5/15 min)")
 
     def line(name: str, seconds: float, at_load: str = "") -> None:
         print(f"{name:<46}{seconds:>9.1f}{seconds / size:>8.2f}{seconds / floor:>9.2f}"
@@ -274,9 +276,10 @@ def honest(args, scratch: Path, nbgrader: list[str]) -> None:
     line("stock autograde alone (one at a time)", stock["autograde"])
     line("stock autograde + feedback + export", stock_all, load_stock)
     line(f"trusted, {args.workers} workers (feedback + export incl.)", ours, load_ours)
-    line(f"floor: sandboxes importing torch, {args.workers} at a time", floor, load_floor)
-    print(f"trusted / floor: {ours / floor:.2f}x (target <= 1.3)   trusted / stock autograde: "
-          f"{ours / stock['autograde']:.2f}x (target <= 0.25)   trusted / stock with feedback + export: "
+    line(f"old floor: bwrap + torch, {args.workers} at a time", floor, load_floor)
+    print(f"trusted: {ours / size:.2f} s a submission (target <= 0.5)   trusted / stock autograde: "
+          f"{ours / stock['autograde']:.2f}x (target <= 0.15)   trusted / old floor: {ours / floor:.2f}x   "
+          f"trusted / stock with feedback + export: "
           f"{ours / stock_all:.2f}x")
     print("one trusted submission, mean seconds per stage (worker time; the last two in the main process):")
     for stage, seconds in stage_breakdown(rows).items():

@@ -27,7 +27,7 @@ from rlhf_course.grading.gradebook import record_in_gradebook, require_assignmen
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
-from rlhf_course.grading.sandbox import Sandbox
+from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
 from rlhf_course.grading.settings import Course, NotReady
 from rlhf_course.grading.trusted import grade_submission
 
@@ -86,10 +86,13 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
         finally:
             slots.put(slot)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(grade, task) for task in tasks]
-        for future in as_completed(futures):
-            yield future.result()
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(grade, task) for task in tasks]
+            for future in as_completed(futures):
+                yield future.result()
+    finally:
+        ZYGOTE.stop()  # the zygote (torch imported once for the batch) ends with it
 
 
 def _grade_on_dask_worker(course: Course, task: Task, limits: Limits) -> dict:
@@ -147,6 +150,8 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
     limits = grading.limits() if limits is None else limits
     workers = workers or grading.workers or os.cpu_count() or 1
     dask_address = dask_address if dask_address is not None else grading.dask_address
+    if sandbox is Sandbox and not dask_address:
+        ZYGOTE.prestart(course.cache_directory)  # torch's import in the zygote, while the batch gets ready
     if assignments is None:
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]
     resolved = {name: resolve(course, name) for name in assignments}  # before any grading: what is missing stops it

@@ -1,12 +1,18 @@
-"""A bubblewrap sandbox for student code, and the trusted side of its pipe protocol.
+"""A fresh sandbox for each submission's student code, and the trusted side of its pipe protocol.
 
-Inside: no network (own network namespace), own PID namespace (everything dies with it), a
-read-only view of the system, the Python environment and this package only (no course
-directory, gradebook, other students or environment secrets), two small size-limited tmpfs
-folders as the only writable places (``/submission`` and ``/tmp``: nothing the student writes
-ever reaches the host's disk), an unprivileged uid, and limits on memory, CPU and processes that
-hold for every process the student starts (a cgroup per worker slot where the kernel lets us
+Inside: no network (own network namespace), own PID namespace (everything dies with it), own IPC and
+UTS namespaces, a read-only view of the system, the Python environment and this package only (no
+course directory, gradebook, other students or environment secrets), two small size-limited tmpfs
+folders as the only writable places (``/submission`` and ``/tmp``, new for every submission: nothing
+the student writes ever reaches the host's disk or the next submission), an
+unprivileged uid with no capability and ``no_new_privs``, and limits on memory, CPU and processes
+that hold for every process the student starts (a cgroup per worker slot where the kernel lets us
 create one, rlimits in any case).
+
+Each worker slot runs one *zygote* (:mod:`zygote`): a bubblewrap sandbox with that read-only view and
+torch imported once, which forks every sandbox of the slot into the fresh namespaces, folders, uid and
+limits above.  It never runs student code and nothing it forks can reach it; the sandbox's pipes
+come straight to this process.
 
 The trusted side treats every byte that comes back as hostile: a reply's length is checked
 against a cap *before* it is read, a reply of the wrong kind is refused, and observations come only
@@ -16,14 +22,19 @@ job goes in and the feedback notebook comes out over the pipe (:mod:`protocol`).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import fcntl
+import json
 import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +44,7 @@ from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
 from rlhf_course.grading.settings import DEFAULT_CACHE_DIRECTORY
+from rlhf_course.grading.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -114,6 +126,18 @@ class Cgroups:
                     (dirs["cpu"] / "cpu.cfs_period_us").write_text(str(period))
                     (dirs["cpu"] / "cpu.cfs_quota_us").write_text(str(quota))
             return [d / "cgroup.procs" for d in dirs.values()]
+        except OSError:
+            return []
+
+    def parents(self) -> list[Path]:
+        """The folders holding every slot's cgroups, one per hierarchy, made if need be (none without cgroups)."""
+        try:
+            parents = [d.parent for d in self._dirs(0).values()]
+            for parent in parents:
+                parent.mkdir(exist_ok=True)
+                if self.v2:
+                    (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
+            return parents
         except OSError:
             return []
 
@@ -216,6 +240,33 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
                       "--bounding-set=-all", "--no-new-privs", *program]
 
 
+
+
+def zygote_command(env: dict[str, str], cgroup_parents: list[Path],
+                   cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> list[str]:
+    """The outer sandbox of the zygote (:mod:`zygote`): the view every submission gets (the read-only
+    system, the environment and this package, no course directory, no network), as root with
+    :data:`ZYGOTE_CAPABILITIES`, and the slots' cgroups bound for its sandboxes to enter.  Its PID
+    namespace is the host's, so the grader can hold and kill each sandbox by a pidfd."""
+    size = str(1 << 20)  # the zygote writes nothing; each sandbox mounts its own folders over these
+    command = [BWRAP, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+               "--proc", "/proc", "--dev", "/dev",
+               "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+               *_read_only_binds(),
+               "--perms", "0777", "--size", size, "--tmpfs", "/submission"]
+    for path in matplotlib_cache(cache_directory).glob("fontlist-*.json"):
+        command += ["--ro-bind", str(path), f"{FONT_MOUNTS}/{path.name}"]
+    for index, path in enumerate(cgroup_parents):
+        command += ["--bind", str(path), f"{CGROUP_MOUNTS}/{index}"]
+    command += ["--remount-ro", "/", "--clearenv"]
+    for key, value in env.items():
+        command += ["--setenv", key, value]
+    command += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability unless told otherwise
+    for capability in ZYGOTE_CAPABILITIES:
+        command += ["--cap-add", capability]
+    return command + ["--chdir", "/", os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.zygote"]
+
+
 def limited_command(command: list[str], limits: Limits, cgroup_procs: list[Path]) -> list[str]:
     """``command`` entered into the slot's cgroups and started under rlimits, with no Python
     between fork and exec (``preexec_fn`` can deadlock in a threaded parent)."""
@@ -275,6 +326,179 @@ def wait_until_gone(uid: int, seconds: float = 10.0) -> None:
         pause = min(pause * 2, 0.05)
 
 
+# ----------------------------------------------------------------------------- zygotes
+
+class ZygoteFailed(Exception):
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class Supervisor:
+    """A sandbox's supervisor as the grader holds it: a pidfd and the three pipes (``Popen``'s names)."""
+
+    def __init__(self, pidfd: int, stdin: int, stdout: int, stderr: int):
+        self.pidfd = pidfd
+        self.stdin = open(stdin, "wb")
+        self.stdout, self.stderr = open(stdout, "rb", buffering=0), open(stderr, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """None while it runs; afterwards -1 (its exit status goes to the zygote, not to us)."""
+        if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
+            self.returncode = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self.pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("sandbox", timeout)
+            self.returncode = -1
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: it is PID 1 of the sandbox's PID namespace, so every process of the sandbox dies with it."""
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+class Zygote:
+    """The zygote of this grading process (:mod:`zygote`): torch imported once, one fresh sandbox forked
+    per submission, for every slot.  Started on the first request, restarted if it died; one request at
+    a time (a fork: milliseconds)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.process: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._log = None
+        self._ready = False
+        self.starts = 0  # how many times a zygote was started (the tests count them)
+        self.cache_directory: Path | None = None  # the font cache the running zygote binds
+
+    def _launch(self, cache_directory: Path) -> None:
+        """Start the zygote's process (bwrap dies with the thread that starts it: call from one that lasts)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._log = tempfile.TemporaryFile()
+        self.starts += 1
+        self._ready = False
+        try:
+            self.process = subprocess.Popen(zygote_command(sandbox_env(), CGROUPS.parents(), cache_directory), stdin=theirs,
+                                            stdout=self._log, stderr=self._log, start_new_session=True)
+        finally:
+            theirs.close()
+        self._control = ours
+        self.cache_directory = Path(cache_directory)
+
+    def _await_ready(self, limits: Limits) -> None:
+        self._control.settimeout(limits.startup_seconds)
+        try:
+            ready = self._control.recv(1 << 10)
+        except OSError:
+            ready = b""
+        if ready != b'{"ready": true}':
+            log = self.log()
+            self._stop()
+            raise ZygoteFailed("the zygote did not start", log)
+        self._ready = True
+
+    def _running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - 4000))
+        return self._log.read().decode(errors="replace")
+
+    def _current(self, cache_directory: Path) -> bool:
+        return self._running() and self.cache_directory == Path(cache_directory)
+
+    def prestart(self, cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> None:
+        """Start the zygote's process now, if it is not running; it imports torch while the caller goes on
+        (the first sandbox waits until it is ready).  ``cache_directory``: the course's
+        ``TrustedGrading.cache_directory``, whose font list every sandbox reads."""
+        with self._lock:
+            if not self._current(cache_directory):
+                self._stop()
+                self._launch(cache_directory)
+
+    def spawn(self, slot: int, limits: Limits, cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> Supervisor:
+        """A fresh sandbox for ``slot`` (its uid and cgroups, which the caller holds); its pipes come
+        straight to us, never through the zygote."""
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        log_r, log_w = os.pipe()
+        request = {"slot": slot, "uid": FIRST_UID + slot, "workspace_bytes": limits.workspace_bytes,
+                   "memory_bytes": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
+                   "file_bytes": limits.file_bytes, "processes": limits.processes}
+        try:
+            with self._lock:
+                if not self._current(cache_directory):  # none yet, died, or another course's cache
+                    self._stop()
+                    self._launch(cache_directory)
+                if not self._ready:
+                    self._await_ready(limits)
+                self._control.settimeout(limits.startup_seconds)
+                try:
+                    socket.send_fds(self._control, [json.dumps(request).encode()], [down_r, up_w, log_w])
+                    reply, fds, _, _ = socket.recv_fds(self._control, 1 << 12, 1)
+                except OSError as exc:
+                    log = self.log()
+                    self._stop()
+                    raise ZygoteFailed(f"the zygote did not answer ({exc})", log) from None
+        except BaseException:
+            for fd in (down_w, up_r, log_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (down_r, up_w, log_w):
+                os.close(fd)
+        if len(fds) != 1:
+            for fd in (*fds, down_w, up_r, log_r):
+                os.close(fd)
+            why = reply.decode(errors="replace")[:1000] or "it is gone"
+            raise ZygoteFailed(f"the zygote could not start a sandbox: {why}", self.log())
+        return Supervisor(fds[0], down_w, up_r, log_r)
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._control.close()  # the zygote reads the end and exits
+            self._control = None
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def stop(self) -> None:
+        """Stop the zygote (a later request starts a new one)."""
+        with self._lock:
+            self._stop()
+
+
+ZYGOTE = Zygote()
+atexit.register(ZYGOTE.stop)
+
+
 class Sandbox:
     """One sandboxed runner for one submission; use as a context manager.
 
@@ -289,7 +513,7 @@ class Sandbox:
         self.deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
         self.slot: int | None = None  # the slot actually claimed (see claim_slot), while claimed
         self._slot_fd: int | None = None
-        self.process: subprocess.Popen | None = None
+        self.process: Supervisor | None = None
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
         self._oom_before = 0
 
@@ -304,20 +528,20 @@ class Sandbox:
         return self
 
     def start(self) -> "Sandbox":
-        """Claim a slot, start the runner, hand it the job, wait until it is ready (torch imported)."""
+        """Claim a slot, fork a fresh sandbox for it from the zygote, hand it the job, wait until it is ready."""
         self.slot, self._slot_fd = claim_slot(self.preferred_slot)
         self.uid = FIRST_UID + self.slot
         try:
             wait_until_gone(self.uid)  # a grader that died without cleaning up leaves its slot's processes
-            command = limited_command(bwrap_command(self.uid, sandbox_env(), self.limits,
-                                                    cache_directory=self.cache_directory), self.limits,
-                                      CGROUPS.prepare(self.slot, self.limits))
+            CGROUPS.prepare(self.slot, self.limits)
             self._oom_before = CGROUPS.out_of_memory_events(self.slot)
+            self.process = ZYGOTE.spawn(self.slot, self.limits, self.cache_directory)
+        except ZygoteFailed as exc:
+            self._release_slot()
+            raise SandboxDied(f"the sandbox could not start: {exc}", exc.log) from None
         except BaseException:
             self._release_slot()
             raise
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, start_new_session=True)
         try:
             self.request(protocol.job_request(self.job), READY, 16, self.limits.startup_seconds, "startup")
         except BaseException:
@@ -330,17 +554,19 @@ class Sandbox:
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.process.kill()
         if self.process:
-            self.process.wait()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
             for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
                 try:
                     stream.close()
                 except OSError:
                     pass
+            if isinstance(self.process, Supervisor):  # (tests play the sandbox with a plain Popen)
+                self.process.close()
         if self._slot_fd is not None:
             CGROUPS.kill_all(self.slot)
             wait_until_gone(self.uid)
@@ -351,7 +577,6 @@ class Sandbox:
         if self._slot_fd is not None:
             os.close(self._slot_fd)
             self._slot_fd = None
-
 
     def log(self) -> str:
         return b"".join(self._log).decode(errors="replace")[-4000:]
@@ -402,7 +627,7 @@ class Sandbox:
         self._drain_log()
         code = self.process.poll()
         oom = self._slot_fd is not None and CGROUPS.out_of_memory_events(self.slot) > self._oom_before
-        why = "the sandbox closed its pipe" if code is None else f"the sandbox exited with status {code}"
+        why = "the sandbox closed its pipe" if code is None else "the sandbox ended"
         return SandboxDied(why + (" (memory limit)" if oom else ""), self.log(), out_of_memory=oom)
 
     def request(self, payload: bytes, kind: bytes, cap: int, seconds: float, budget: str = "call") -> bytes:

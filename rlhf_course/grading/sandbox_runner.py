@@ -1,12 +1,14 @@
 """Runs INSIDE the sandbox: the only place student code executes during trusted grading.
 
-    python -m rlhf_course.grading.sandbox_runner      (started by :mod:`sandbox`, cwd /submission)
+    :func:`main`, in a fresh sandbox forked by the slot's zygote (:mod:`zygote`; cwd /submission), or
+    python -m rlhf_course.grading.sandbox_runner      (in a sandbox of its own, :func:`sandbox.bwrap_command`)
 
-The process started by the sandbox is a small *supervisor* that never runs student code.  It
-holds the protocol pipes, makes itself non-dumpable (so no process of the same uid can open its
-file descriptors through ``/proc`` or ptrace it), imports torch once, and forks a child for each
-piece of student work; a child closes the protocol pipes before any student code runs and talks
-to the supervisor over a pipe of its own, whose replies the supervisor caps and relays.
+The sandbox's first process is a small *supervisor* that never runs student code.  It holds the
+protocol pipes, makes itself non-dumpable (so no process of the same uid can open its file
+descriptors through ``/proc`` or ptrace it), has torch imported (by the zygote it was forked from,
+once per slot), and forks a child for each piece of student work; a child closes the protocol pipes
+before any student code runs and talks to the supervisor over a pipe of its own, whose replies the
+supervisor caps and relays.
 
 1. ``job``: the setup cell, the student's answer cells and notebook arrive over the pipe
    (nothing the grader writes ever lies in a folder the student can write);
@@ -134,10 +136,14 @@ def execute_notebook(notebook_json: str) -> bytes:
     Plain JSON in and out (nbformat's schema machinery costs more than the run itself)."""
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
+    from traitlets.config import Config
 
     dumps = json.dumps  # bound before the student's cells can replace it
     nb = json.loads(notebook_json)
-    shell = InteractiveShell.instance()
+    config = Config()
+    # No history: cells run with store_history=False, and its SQLite file and saving thread cost more than the run.
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
     shell.showtraceback = lambda *args, **kwargs: None  # errors are recorded as error outputs below
     count = 0
     for cell in nb["cells"]:

@@ -215,7 +215,7 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
         try:
             clock = time.monotonic()
             sandbox = sandbox_class(job, slot, call_limits, deadline).start()
-            clock = result.timed("sandbox start (python, torch)", clock)
+            clock = result.timed("sandbox start (zygote fork)", clock)
             if feedback_pending:
                 feedback_pending = False
                 _run_feedback(sandbox, result, limits)

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from rlhf_course.grading.limits import Limits
 
@@ -53,3 +54,86 @@ def test_sandbox_view_and_limits(tmp_path, repo):
     limits = Limits()
     assert report["limits"] == {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_CPU": limits.cpu_seconds,
                                 "RLIMIT_FSIZE": limits.file_bytes, "RLIMIT_NPROC": limits.processes}
+
+
+ZYGOTE_PROBE = PROBE.replace("print(json.dumps(report))", r"""
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+report["privileges"] = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")}
+report["groups"] = os.getgroups()
+report["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+writable = []
+for line in open("/proc/self/mountinfo"):
+    point = line.split()[4]
+    if point.startswith(("/proc", "/dev/")):  # proc files, device nodes, ptys
+        continue
+    if os.access(point, os.W_OK):
+        writable.append(point)
+report["writable"] = sorted(set(writable))
+raise SystemExit(json.dumps(report))
+""")
+
+
+def test_zygote_sandbox_view_and_limits(repo, monkeypatch):
+    """The same view through the real path: a sandbox forked by the zygote, its probe run as an answer cell."""
+    from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
+    ZYGOTE.stop()
+    monkeypatch.setenv("RLHF_GRADER_SECRET", "do-not-leak")  # the zygote starts from this environment
+    job = {"setup": "", "answer_cells": {"probe": ZYGOTE_PROBE.replace("COURSE", repr(str(repo)))},
+           "notebook_name": "n.ipynb", "notebook_json": '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
+           "notebook_cap": 1 << 20, "reply_cap": 1 << 20}
+    try:
+        with Sandbox(job, slot=0).start() as box:
+            reply = box.define()["probe"]
+            slot = box.slot
+    finally:
+        ZYGOTE.stop()
+    assert reply.startswith("SystemExit: {"), reply
+    report = json.loads(reply.removeprefix("SystemExit: "))
+    assert report["uid"] == FIRST_UID + slot and report["groups"] == []
+    assert report["cwd"] == "/submission"
+    assert "RLHF_GRADER_SECRET" not in report["env"], report["env"]
+    assert not any(report["sees"].values()), report["sees"]
+    assert report["network"] in ("ConnectionRefusedError", "OSError")
+    assert report["/usr/evil"] != "written" and report["/tmp/../etc/evil"] != "written"
+    assert report["/submission/ok.txt"] == "written"
+    assert report["privileges"] == {"CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapBnd": "0" * 16,
+                                    "CapAmb": "0" * 16, "NoNewPrivs": "1"}
+    assert len(report["processes"]) == 2 and report["processes"][0] == 1, report["processes"]  # supervisor, child
+    assert report["writable"] == ["/submission", "/tmp"], report["writable"]
+    limits = Limits()
+    assert report["limits"] == {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_CPU": limits.cpu_seconds,
+                                "RLIMIT_FSIZE": limits.file_bytes, "RLIMIT_NPROC": limits.processes}
+
+
+def test_the_zygote_keeps_four_capabilities_and_no_course():
+    """The zygote (root in its own bubblewrap sandbox) holds exactly the capabilities it needs to make sandboxes,
+    the sandbox's read-only view and no descriptor but its log, its control socket and its PID namespace."""
+    from rlhf_course.grading.limits import Limits
+    from rlhf_course.grading.sandbox import ZYGOTE
+    ZYGOTE.stop()
+    ZYGOTE.prestart()
+    try:
+        with ZYGOTE._lock:
+            ZYGOTE._await_ready(Limits())
+        bwrap = ZYGOTE.process.pid
+        [zygote] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == bwrap]
+        with open(f"/proc/{zygote}/status") as handle:
+            status = dict(line.split(":", 1) for line in handle if ":" in line)
+        wanted = sum(1 << n for n in (6, 7, 8, 21))  # CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN
+        assert {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd")} == dict.fromkeys(
+            ("CapEff", "CapPrm", "CapBnd"), wanted), status
+        assert int(status["CapAmb"], 16) == 0 and status["NoNewPrivs"].strip() == "1"
+        targets = sorted(os.readlink(f"/proc/{zygote}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote}/fd"))
+        assert targets[0] == "/dev/null" and all(t.startswith(("socket:", "pid:", "/tmp/#")) for t in targets[1:]), targets
+        root = f"/proc/{zygote}/root"
+        assert not os.path.exists(root + str(Path(__file__).resolve().parents[2] / "source"))
+    finally:
+        ZYGOTE.stop()
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return -1

@@ -201,13 +201,16 @@ def test_every_trusted_grading_setting_reaches_where_it_acts(moved):
 
 
 def test_the_cache_directory_holds_the_font_list_every_sandbox_reads(tmp_path):
-    from rlhf_course.grading.sandbox import FIRST_UID, Sandbox, bwrap_command
+    from rlhf_course.grading.sandbox import FIRST_UID, Sandbox, bwrap_command, zygote_command
+    from rlhf_course.grading.zygote import FONT_MOUNTS
 
     fonts = tmp_path / "matplotlib" / "fontlist-v390.json"
     fonts.parent.mkdir()
     fonts.write_text("{}")  # built already: nothing is run
     command = bwrap_command(FIRST_UID, {}, Limits(), cache_directory=tmp_path)
     assert str(fonts) == command[command.index("/tmp/matplotlib/fontlist-v390.json") - 1]
+    zygote = zygote_command({}, [], tmp_path)  # what grading forks every sandbox from binds the same list
+    assert str(fonts) == zygote[zygote.index(f"{FONT_MOUNTS}/fontlist-v390.json") - 1]
     assert Sandbox({}, cache_directory=tmp_path).cache_directory == tmp_path
 
 
