@@ -122,7 +122,7 @@ def grade(course: Path, workers: int) -> None:
 
 def submission_ids(course: Path) -> dict[str, str]:
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.Course.at(course).db_url, "rlhf-course") as gradebook:
         return {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, s).id
                 for s in PAGES}
 

@@ -83,7 +83,7 @@ def graded(tmp_path_factory):
     results = {r.student: r for r in grade_in_process(course)}
     assert {s: r.state for s, r in results.items()} == {"ada": "failed tests", "lin": "failed tests"}
     from nbgrader.api import Gradebook
-    with Gradebook(settings.gradebook_url(course), "rlhf-course") as gradebook:
+    with Gradebook(settings.Course.at(course).db_url, "rlhf-course") as gradebook:
         submissions = {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), a, s)
                        for s, a in STUDENTS.items()}
         ids = {s: (n.id, len(n.grades)) for s, n in submissions.items()}
