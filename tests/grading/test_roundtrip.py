@@ -9,7 +9,7 @@ Stock autograde runs the same checks (the notebook's hidden cells call them, tes
 in a kernel per notebook: the suite sends a representative few through it (two of the correct-variant submissions,
 both tampered, and one mistake of each function); every catalogued correct variant and mistake is judged in-process
 (test_hidden_checks.py, test_pipeline_in_process.py) and in the real sandbox (test_batch.py).  The whole catalogue
-through stock autograde: ``python bench/stock_autograde.py`` (this file with RLHF_ROUNDTRIP_WHOLE_CATALOGUE=1).
+through stock autograde: ``python bench/catalogue.py`` (this file with RLHF_WHOLE_CATALOGUE=1).
 """
 import csv
 import os
@@ -26,7 +26,7 @@ from tests.support.course import cell_points, copy_course, release_course
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 POINTS = cell_points(ASSIGNMENT)  # what each grade cell is worth (the notebook's nbgrader.points)
 AUTOGRADED_TOTAL = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
-WHOLE_CATALOGUE = bool(os.environ.get("RLHF_ROUNDTRIP_WHOLE_CATALOGUE"))
+WHOLE_CATALOGUE = bool(os.environ.get("RLHF_WHOLE_CATALOGUE"))
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 if not WHOLE_CATALOGUE:  # a representative few: two correct-variant submissions, one mistake of each function
