@@ -1,6 +1,12 @@
 """Benchmark of the reward-hacking / frontier study: wall time, CPU time and peak memory.
 
-    python bench/frontier.py [--out results.json]
+    python bench/frontier.py [--out results.json] [--check]
+
+--check then judges the fresh sweep (exit status non-zero if any conclusion fails): the conclusions of
+the frontier study's tests (tests/test_frontier.py, asserted in the suite on the cached results), with the
+same tolerances, and its agreement with the cache within the seed spread - the test file run on these results
+(RLHF_FRONTIER_RESULTS names them), so that the conclusions are written once.  The suite runs the command on a
+tiny sweep only.
 
 The whole study: SFT, reward model, the bigram reference and its exact frontier (300 values of
 beta), then 25 runs (PPO at 5 KL coefficients, GRPO at 3 k3 weights and its KL-in-the-reward variant at 1,
@@ -38,6 +44,8 @@ print(json.dumps({"sweep_seconds": results["seconds"], "runs": len(results["runs
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="keep the results here (default: a temporary file)")
+    parser.add_argument("--check", action="store_true",
+                        help="then assert the study's conclusions on these results (exit status 1 if one fails)")
     args = parser.parse_args()
     import tempfile
     out = args.out or Path(tempfile.mkdtemp()) / "frontier_results.json"
@@ -53,7 +61,18 @@ def main() -> int:
     print(f"CPU: set-up {row['setup_cpu']:.1f} s, runs {row['jobs_cpu']:.1f} s; on {row['workers']} free cores about "
           f"{row['free_cores']:.0f} s + start-up; target under 60 s")
     print(f"peak memory: main process {row['peak_mb']:.0f} MB, largest worker {row['worker_peak_mb']:.0f} MB")
-    return 0
+    return check(out) if args.check else 0
+
+
+def check(results: Path) -> int:
+    """The frontier tests' conclusions and the agreement with the cache, on ``results`` (pytest's exit status)."""
+    [tests] = sorted(REPO.glob("tests/**/test_frontier.py"))  # wherever the suite keeps it
+    print(f"checking the conclusions of {tests.relative_to(REPO)} on {results}", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(tests), "-k", "fresh", "-p", "no:cacheprovider", "-q"],
+                          cwd=REPO, env=dict(os.environ, RLHF_FRONTIER_RESULTS=str(results.resolve())))
+    print("the fresh sweep reaches the study's conclusions" if proc.returncode == 0 else
+          f"the fresh sweep does NOT reach the study's conclusions (pytest exit status {proc.returncode})")
+    return 0 if proc.returncode == 0 else 1
 
 
 if __name__ == "__main__":

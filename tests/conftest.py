@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 import time
@@ -49,42 +50,44 @@ def _sandbox_required():
 
 
 # The slowest files first: `make test` gives each of its two workers one file at a time, so a long file that
-# starts last runs on alone at the end.  Files not named keep pytest's order after these; the order within a
-# file never changes.  Seconds of one worker in a fresh-clone CI run of 2026-12-04 (521 s in all):
-SLOWEST_FIRST = (
-    "tests/classroom/test_course_on_jupyterhub.py",  # 135 (`make hub` generates its own release)
-    "tests/grading/test_roundtrip.py",  # 106: stock nbgrader autograde of 17 notebooks; generates the shared release
-    "tests/grading/test_batch.py",  # 93
-    "tests/lab/test_frontier.py",  # 89: the fresh sweep
-    "tests/exchange/test_exchange_loop.py",  # 40-72
-    "tests/browser/test_explorers_in_lab.py",  # 59
-    "tests/browser/test_assignment_list.py",  # 57
-    "tests/grading/test_chinese_edition.py",  # 50
-    "tests/test_notebooks_execute.py",  # 47
-    "tests/grading/test_grader_attacks.py",  # 45
-    "tests/grading/test_scaling.py",  # 44
-    "tests/browser/test_formgrader_offline.py",  # 41
-    "tests/browser/test_lab_views.py",  # 33
-    "tests/grading/test_course_elsewhere.py",  # 30
-    "tests/test_release.py",  # 24
-    "tests/lab/test_ppo_dpo.py",  # 22
-    "tests/grading/test_gradebook_records.py",  # 14
-    "tests/grading/test_two_assignments.py",  # 12
-)
+# starts last runs on alone at the end.  Each file's seconds, measured (a whole run's wall seconds of its tests),
+# are in tests/durations.json: `RLHF_TEST_CPU_LOG=/tmp/cpu.jsonl make test && python bench/durations.py
+# /tmp/cpu.jsonl` writes it (run it again when a file's cost changes much).  A file found under another folder is
+# known by its name; a file it does not name yet (a new one) goes first, as if it were the slowest.  The order
+# within a file never changes.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def file_seconds() -> dict[str, float]:
+    """tests/durations.json: test file (path from the checkout) -> seconds."""
+    if not DURATIONS.exists():
+        return {}
+    return {path: measured["seconds"] for path, measured in json.loads(DURATIONS.read_text())["files"].items()}
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(SLOWEST_FIRST)))  # stable
+    seconds = file_seconds()
+    by_name: dict[str, list[float]] = {}
+    for path, value in seconds.items():
+        by_name.setdefault(Path(path).name, []).append(value)
+
+    def slowest_first(item) -> float:
+        path = item.nodeid.split("::", 1)[0]
+        if path in seconds:
+            return -seconds[path]
+        same_name = by_name.get(Path(path).name, [])
+        return -same_name[0] if len(same_name) == 1 else -float("inf")
+
+    items.sort(key=slowest_first)  # stable: the order within a file stays
 
 
 # Where the suite's CPU goes (the suite keeps both cores busy, so its time is its CPU): with
 # RLHF_TEST_CPU_LOG=path, each test appends a JSON line with its wall seconds and the CPU seconds of
 # its worker process and of the processes it started and waited for (kernels, nbgrader commands,
-# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran).
+# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran) and the machine's
+# 1-minute load average when it ended.  bench/durations.py makes tests/durations.json from it.
 _CPU_LOG = os.environ.get("RLHF_TEST_CPU_LOG")
 if _CPU_LOG:
-    import json
     import resource
 
     def _cpu_seconds() -> float:
@@ -98,4 +101,5 @@ if _CPU_LOG:
         with open(_CPU_LOG, "a") as log:
             log.write(json.dumps({"test": item.nodeid, "wall": round(time.perf_counter() - wall, 2),
                                   "cpu": round(_cpu_seconds() - cpu, 2),
-                                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}) + "\n")
+                                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                                  "load": round(os.getloadavg()[0], 2)}) + "\n")

@@ -63,9 +63,18 @@ def test_release_notebook_runs_until_first_todo(repo):
         assert not any(o.output_type == "error" for o in cell.outputs)
 
 
+@pytest.fixture(scope="module")
+def kl_penalty_source(repo):
+    """The English KL-penalty source, executed once for the file: its own test and the Chinese edition's
+    comparison read it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
+        return execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
+
+
 @pytest.mark.slow
-def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(repo, instructor_path):
-    nb = execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
+def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(kl_penalty_source):
+    nb = kl_penalty_source
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "k3 per token: [0.1931, 0.3069, 0.0]" in text
     assert text.count("passed: ") == 5
@@ -86,7 +95,7 @@ def test_kl_penalty_release_runs_until_its_todo(repo):
 
 
 @pytest.mark.slow
-def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path):
+def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, kl_penalty_source):
     """The Chinese KL-penalty edition's source: the English edition's printed numbers, and every hidden
     test reporting in Chinese (its set-up cell, found by grade id, sets the language)."""
     nb = execute(repo / "source" / "kl_penalty_zh" / "kl_penalty.ipynb")
@@ -95,7 +104,7 @@ def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instruct
     assert text.count("通过：") == 5 and "passed: " not in text
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "远：pi = [0.99, 0.01]" in text and "精确 KL" in text  # the demonstrations' labels too
-    english = execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
+    english = kl_penalty_source
     import re
     numbers = lambda notebook: [re.findall(r"-?\d+(?:\.\d+)?%?", o.get("text", ""))  # noqa: E731
                                 for c in notebook.cells

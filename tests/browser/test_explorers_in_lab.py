@@ -20,20 +20,32 @@ SLIDERS = [  # (explorer cell, slider description, new value)
 ]
 
 
-@pytest.fixture(params=[ASSIGNMENT, "rlhf_zh"])
-def lab(request, tmp_path, repo):
-    """The English release, then its Chinese edition (same code cells, Chinese prose and figures)."""
+EDITIONS = [ASSIGNMENT, "rlhf_zh"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, repo):
+    """One JupyterLab for the file: the English release and its Chinese edition (same code cells, Chinese prose and
+    figures), completed, each in its folder."""
+    tmp_path = tmp_path_factory.mktemp("explorers")
     workdir = tmp_path / "student"
-    workdir.mkdir()
     answers = examples.answers_for(repo, ())
-    completed = notebooks.fill_answers(notebooks.read(repo / "release" / request.param / NOTEBOOK), answers)
-    nbformat.write(completed, str(workdir / NOTEBOOK))
+    for edition in EDITIONS:
+        (workdir / edition).mkdir(parents=True)
+        completed = notebooks.fill_answers(notebooks.read(repo / "release" / edition / NOTEBOOK), answers)
+        nbformat.write(completed, str(workdir / edition / NOTEBOOK))
     # The lab's training is what tests/test_notebooks_execute.py checks; here it only has to run and plot
     # in the lab, so it trains a few steps (the quick run, about 40 s next to the other test worker).
     server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke"})
-    server.assignment = request.param
     yield server
     server.stop()
+
+
+@pytest.fixture(params=EDITIONS)
+def lab(request, server):
+    """The English release, then its Chinese edition, in the file's lab."""
+    server.assignment = request.param
+    return server
 
 
 def accept_dialog(dialog, artifacts) -> None:
@@ -90,13 +102,16 @@ def plot_source(cell) -> str:
 def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     artifacts = artifacts / lab.assignment
     artifacts.mkdir(exist_ok=True)
-    kernel = lab.start_kernel_for(NOTEBOOK)
+    notebook = f"{lab.assignment}/{NOTEBOOK}"
+    others = set(lab.kernel_ids())  # the other edition's, if it ran first
+    kernel = lab.start_kernel_for(notebook)
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, artifacts))
-    page.goto(lab.url(f"lab/tree/{NOTEBOOK}"))
+    # a workspace of its own: the lab opens this notebook alone, not the layout the other edition's page left
+    page.goto(lab.url(f"lab/workspaces/{lab.assignment}/tree/{notebook}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
-    assert lab.kernel_ids() == [kernel]  # the page joined the session's kernel and started no other
+    assert set(lab.kernel_ids()) == others | {kernel}  # the page joined the session's kernel and started no other
     try:
         run_all_cells(page)
         # five sliders appear, and the lab's summary once the training cell finishes
@@ -135,3 +150,4 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     texts = [errors.nth(i).inner_text()[:300] for i in range(errors.count())]
     assert not [t for t in texts if "Error" in t or "Traceback" in t], texts
+    page.close()  # the other edition's test shares the lab (and the browser)

@@ -142,13 +142,19 @@ class Steps:
         print(f"step {self.count} {label}: {time.time() - started:.1f} s")
 
 
-def login(browser, hub, name: str):
+def begin_login(browser, hub, name: str):
+    """Log in; the hub starts the user's server meanwhile (several users' at once: see finish_login)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.goto(f"{hub['url']}/hub/login")
     page.fill("#username_input", name)
     page.fill("#password_input", hub["passwords"][name])
     page.click("#login_submit")
+    return page
+
+
+def finish_login(page, name: str):
+    """The user's JupyterLab, once the hub has started their server and sent the browser there."""
     page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=120_000)
     page.locator(".jp-LabShell").wait_for(timeout=120_000)
     return page
@@ -162,8 +168,11 @@ def formgrader_action(page, hub, action: str, expected: str, assignment: str = A
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
 
 
-def assignment_list(page, hub, name: str) -> None:
-    page.goto(f"{hub['url']}/user/{name}/lab")
+def assignment_list(page, hub, name: str, reload: bool = True) -> None:
+    """Nbgrader > Assignment List; with ``reload``, in a freshly loaded lab (the panel lists what the exchange
+    holds when it opens: feedback released since needs a new one)."""
+    if reload:
+        page.goto(f"{hub['url']}/user/{name}/lab")
     page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
     page.get_by_role("menuitem", name="Assignment List", exact=True).click()
 
@@ -200,10 +209,11 @@ def quiet_lab_settings(user: User, locale: str | None = None) -> None:
 
 
 # Run as a student: subscribe to everything on this machine a ZMQ kernel could be listening on (every
-# loopback TCP port, every named Unix socket) and count what arrives.
+# loopback TCP port, every named Unix socket) and count what arrives, from "listening" until the test closes
+# standard input.
 OVERHEAR = r"""
 import json, sys, time, zmq
-seconds = float(sys.argv[1])
+seconds = float(sys.argv[1])  # at most; the test closes standard input when Alice is done
 targets = []
 for table, loopback in (("/proc/net/tcp", "0100007F"), ("/proc/net/tcp6", "00000000000000000000000001000000")):
     for line in open(table).read().splitlines()[1:]:
@@ -224,9 +234,14 @@ for target in targets:
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(target)
     poller.register(socket, zmq.POLLIN)
-heard, deadline = [], time.time() + seconds
-while time.time() < deadline:
+poller.register(sys.stdin, zmq.POLLIN)
+print("listening", flush=True)
+heard, deadline, done = [], time.time() + seconds, False
+while time.time() < deadline and not done:
     for socket, _ in poller.poll(200):
+        if socket in (sys.stdin, sys.stdin.fileno()):  # (zmq's poller names a file by its descriptor)
+            done = not sys.stdin.readline()  # closed: Alice is done
+            continue
         frames = socket.recv_multipart()
         if sum(map(len, frames)) < 2**18:  # status, code, text: a message's bytes, to check whose it is
             heard.append([frame.decode("latin-1") for frame in frames])
@@ -299,7 +314,11 @@ def test_the_course_on_a_jupyterhub(hub, repo):
         pages = steps.pages
 
         with steps.step("instructor_releases"):
-            pages["instructor"] = login(browser, hub, instructor)
+            # everyone logs in at once, as a class would: the students' servers start while the instructor releases
+            for student in (alice, bob):
+                quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
+            logging_in = {name: begin_login(browser, hub, name) for name in (instructor, alice, bob)}
+            pages["instructor"] = finish_login(logging_in[instructor], instructor)
             items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
             assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
             for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
@@ -309,14 +328,13 @@ def test_the_course_on_a_jupyterhub(hub, repo):
 
         with steps.step("students_fetch"):
             for student in (alice, bob):
-                quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
-                pages[student] = page = login(browser, hub, student)
+                pages[student] = page = finish_login(logging_in[student], student)
                 menus = page.locator(".lm-MenuBar").inner_text()
                 assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
                 items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
                 assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
                 page.keyboard.press("Escape")
-                assignment_list(page, hub, student)
+                assignment_list(page, hub, student, reload=False)  # the lab has just loaded
                 row = assignment_row(page, edition[student])
                 row.get_by_role("button", name="Fetch").click(timeout=60_000)
                 assignment_row(page, edition[student]).get_by_role("button", name="Submit").wait_for(timeout=60_000)
@@ -350,9 +368,10 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
             listener = subprocess.Popen(
                 ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
-                 f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "12"],
-                cwd=users[bob].home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(2)  # connected before Alice runs anything
+                 f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "120"],
+                cwd=users[bob].home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ready = listener.stdout.readline()  # connected before Alice runs anything
+            assert ready.strip() == "listening", ready + listener.stderr.read()[-3000:]
             page = pages[alice]
             for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
                 cell = page.locator(".jp-Notebook .jp-Cell").nth(index[alice][grade_id])
@@ -373,9 +392,9 @@ def test_the_course_on_a_jupyterhub(hub, repo):
                 arg=[explorer.element_handle(), before], timeout=60_000)
 
         with steps.step("kernels_private"):
-            out, err = listener.communicate(timeout=60)
+            out, err = listener.communicate(timeout=60)  # closes its standard input: Alice is done
             assert listener.returncode == 0, err[-3000:]
-            overheard = json.loads(out)
+            overheard = json.loads(out.splitlines()[-1])
             print(f"bob subscribed to {len(overheard['targets'])} sockets and heard {len(overheard['heard'])} messages")
             kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if "ipykernel" in cmd}
             assert kernels, "Alice's kernel is not running"
@@ -427,7 +446,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
             for student in (alice, bob):
                 page = pages[student]
                 page.keyboard.press("Escape")
-                assignment_list(page, hub, student)
+                assignment_list(page, hub, student, reload=False)  # it lists the fetched assignment, as when it opened
                 assignment_row(page, edition[student]).get_by_role("button", name="Submit").click(timeout=60_000)
                 deadline = time.time() + 60
                 while not list(inbound.glob(f"{student}+{edition[student]}+*")):

@@ -1,11 +1,19 @@
 """The reward-hacking / frontier study: what it concludes, in the cached results and in a fresh run.
 
+The conclusions need the whole study (about 100 CPU-seconds): they are asserted here on the cached results,
+and on a whole fresh sweep by ``python bench/frontier.py --check``, which runs the sweep and then this file's
+tests on it (``RLHF_FRONTIER_RESULTS`` names its results: the ``fresh`` parameters and the test of agreement
+with the cache).  The suite itself runs the command end to end on a tiny sweep (one seed, every method at one
+or two coefficients, a few iterations, the study's own set-up) and asserts what holds at any size.
+
 A fresh run is not bit-identical to the cache on another CPU (BLAS kernels, thread counts), so
 "regenerated" is tested as: the same conclusions, and every setting's numbers within the
 seed-to-seed spread measured with five seeds.
-The sweep runs once per test session (the ``fresh`` fixture) and every slow test shares it.
 """
+import dataclasses
 import json
+import os
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -37,17 +45,47 @@ def cached(repo):
     return json.loads((repo / "notebooks" / "frontier_results.json").read_text())
 
 
+# A whole fresh sweep's results, made and named by `python bench/frontier.py --check`.
+FRESH = os.environ.get("RLHF_FRONTIER_RESULTS")
+
+
 @pytest.fixture(scope="session")
-def fresh(tmp_path_factory):
-    """The whole sweep, once per test session, shared by every test that asks for it; GRPO at one k3 weight
-    and its variant (the cache has three weights: the rest of the sweep is the suite's longest test)."""
+def fresh():
+    return json.loads(Path(FRESH).read_text())
+
+
+@dataclasses.dataclass(frozen=True)
+class TinySweep(frontier.SweepConfig):
+    """The study at a test-time size: KL-free PPO and the largest coefficient, DPO at one beta, GRPO and its
+    variant at one weight, a few iterations; the set-up (SFT, reward model, bigram, exact curve, evaluation
+    batch) is the study's.  About 15 CPU-seconds, most of it the set-up."""
+    kl_coefs: tuple[float, ...] = (0.0, 0.2)
+    dpo_betas: tuple[float, ...] = (0.1,)
+    ppo_iterations: int = 10
+    dpo_steps: int = 20
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """`python -m rlhf_course.frontier --seeds 1 --grpo-kl-coefs 0.2` end to end (the reference notebooks'
+    functions, the forked workers, the results file and the printed report) with the sweep's defaults
+    made tiny."""
     out = tmp_path_factory.mktemp("frontier") / "results.json"
-    assert frontier.main(["--out", str(out), "--grpo-kl-coefs", "0.2"]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frontier, "SweepConfig", TinySweep)
+        assert frontier.main(["--out", str(out), "--seeds", "1", "--grpo-kl-coefs", "0.2"]) == 0
     return json.loads(out.read_text())
 
 
-@pytest.fixture(params=["cached", pytest.param("fresh", marks=pytest.mark.slow)])
+# The conclusions: the whole study's (the cache's, and a fresh one's under bench/frontier.py --check).
+@pytest.fixture(params=["cached", *(["fresh"] if FRESH else [])])
 def results(request):
+    return request.getfixturevalue(request.param)
+
+
+# What holds at any size: the tiny sweep's too.
+@pytest.fixture(params=["cached", pytest.param("tiny", marks=pytest.mark.slow), *(["fresh"] if FRESH else [])])
+def any_results(request):
     return request.getfixturevalue(request.param)
 
 
@@ -85,10 +123,11 @@ def test_larger_kl_coefficients_give_lower_kl(results):
             assert looser["min"] > tighter["max"], (method, looser, tighter)
 
 
-def test_every_run_lies_at_or_below_the_exact_curve(results):
+def test_every_run_lies_at_or_below_the_exact_curve(any_results):
     """Nothing beats the exact optimum: each run's distance below the curve is >= 0 up to its
     setting's seed spread (the points are estimates from finite samples).  Measured over five seeds:
     every run strictly below, by 0.005 to 0.42."""
+    results = any_results
     settings = frontier.summarise(results)["settings"]
     for key, s in settings.items():
         gap = s["gap_below_exact"]
@@ -125,11 +164,12 @@ def test_grpo_lands_further_below_the_curve_than_its_variant_with_ppos_objective
         assert settings["grpo@1"]["kl_to_reference"]["max"] < 1.0
 
 
-def test_distance_below_frontier_is_the_gap_to_the_exact_curve(results):
+def test_distance_below_frontier_is_the_gap_to_the_exact_curve(any_results):
     """Every setting's distance is its runs' mean gap below the exact curve, each at the run's own KL
     (recomputed here from the curve, not read from the stored gaps), for PPO and DPO alike; every DPO
     setting ends within 0.1 gold (of a range of about 1) below the curve, and not above it beyond
     the sampling noise the start point shows."""
+    results = any_results
     curve = frontier.exact_frontier(results)
     gaps = frontier.distance_below_frontier(results)
     assert set(gaps) == set(frontier.summarise(results)["settings"])
@@ -143,8 +183,9 @@ def test_distance_below_frontier_is_the_gap_to_the_exact_curve(results):
     assert all(-2 * FLOOR["gold"] <= gap < 0.1 for gap in dpo.values()), dpo
 
 
-def test_dpo_trains_on_the_reward_models_pairs(results):
+def test_dpo_trains_on_the_reward_models_pairs(any_results):
     """Like for like: DPO's pairs are the reward model's training pairs (it orders them exactly as it did)."""
+    results = any_results
     assert results["reward_model_accuracy_on_dpo_pairs"] == results["reward_model_train_accuracy"]
     assert results["preference_pairs"] == 2000
 
@@ -152,6 +193,7 @@ def test_dpo_trains_on_the_reward_models_pairs(results):
 # ----------------------------------------------------------------------------- regenerating
 
 @pytest.mark.slow
+@pytest.mark.skipif(not FRESH, reason="judges a whole fresh sweep: python bench/frontier.py --check")
 def test_a_fresh_run_agrees_with_the_cache_within_the_seed_spread(fresh, cached):
     """Same runs; every setting's mean gold reward and mean log KL within four seed standard deviations
     of the cache's; KL-free PPO's mean end point likewise; the exact curve (from a refitted bigram) to 0.02.
@@ -170,6 +212,43 @@ def test_a_fresh_run_agrees_with_the_cache_within_the_seed_spread(fresh, cached)
     np.testing.assert_allclose(fresh["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"], atol=0.02)
     np.testing.assert_allclose(fresh["exact_frontier"]["kl_to_reference"], cached["exact_frontier"]["kl_to_reference"],
                                rtol=0.05, atol=0.05)
+
+
+@pytest.mark.slow
+def test_the_tiny_sweep_runs_every_job_and_writes_what_the_notebook_reads(tiny, cached):
+    """Every (method, setting, seed) of the sweep ran once, in the forked workers; the results have the
+    cache's layout (what the notebook, the plots and the report read); KL-free PPO kept its history and
+    its samples before and after."""
+    sweep = tiny["sweep"]
+    assert sweep["seeds"] == sweep["hacking_seeds"] == [1] and sweep["grpo_kl_coefs"] == [0.2]
+    assert sweep["ppo_iterations"] == TinySweep.ppo_iterations and tiny["workers"] == 2
+    expected = ({("ppo", kl, 1) for kl in sweep["kl_coefs"]} | {("grpo", 0.2, 1)}
+                | {("grpo_kl_in_reward_unscaled", kl, 1) for kl in sweep["grpo_variant_kl_coefs"]}
+                | {("dpo", beta, 1) for beta in sweep["dpo_betas"]})
+    ran = [(r["method"], r["setting"], r["seed"]) for r in tiny["runs"]]
+    assert sorted(ran) == sorted(expected)
+    assert tiny.keys() == cached.keys() and tiny["bigram"].keys() == cached["bigram"].keys()
+    assert all(run.keys() == cached["runs"][0].keys() for run in tiny["runs"])
+    assert tiny["sft"].keys() == cached["sft"].keys() == tiny["bigram"]["start"].keys()
+    assert [run["seed"] for run in tiny["kl_free_ppo"]] == [1]
+    [hacking] = tiny["kl_free_ppo"]
+    assert [row["iteration"] for row in hacking["history"]] == list(range(sweep["ppo_iterations"]))
+    assert hacking["history"][0].keys() == cached["kl_free_ppo"][0]["history"][0].keys()
+    assert len(hacking["samples"]["before"]) == len(hacking["samples"]["after"]) > 0
+    assert frontier.summarise(tiny)["settings"].keys() == {f"{m}@{s:g}" for m, s, _ in expected}
+    assert "below the exact curve" in frontier.report(tiny)
+
+
+@pytest.mark.slow
+def test_the_tiny_sweeps_set_up_is_the_studys(tiny, cached):
+    """The set-up does not depend on the sweep's size: the exact curve (from a refitted bigram) agrees with
+    the cache's as a whole fresh sweep must (to 0.02 gold), and the reference policy starts on it."""
+    np.testing.assert_allclose(tiny["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"], atol=0.02)
+    np.testing.assert_allclose(tiny["exact_frontier"]["kl_to_reference"], cached["exact_frontier"]["kl_to_reference"],
+                               rtol=0.05, atol=0.05)
+    assert tiny["bigram"]["start"]["kl_to_reference"] == pytest.approx(0.0, abs=1e-6)
+    assert abs(tiny["bigram"]["start"]["gap_below_exact"]) <= 2 * FLOOR["gold"]
+    assert tiny["preference_pairs"] == cached["preference_pairs"]
 
 
 def test_the_cached_curve_is_the_exact_optimum_of_the_cached_bigram(cached):
