@@ -44,7 +44,7 @@ from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
 from rlhf_course.grading.settings import DEFAULT_CACHE_DIRECTORY
-from rlhf_course.grading.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS
+from rlhf_course.grading.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS, KEPT_ENV, KEPT_MOUNTS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -242,6 +242,13 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
 
 
 
+def under_tmp() -> list[str]:
+    """The read-only folders of every sandbox's view (:func:`_read_only_binds`) that lie under /tmp, which
+    each sandbox replaces by a fresh tmpfs: an environment in a checkout under /tmp (a CI clone)."""
+    folders = [p for p in dict.fromkeys([sys.base_prefix, sys.prefix]) if Path(p).exists()]
+    return [p for p in folders if Path(p).is_relative_to("/tmp")]
+
+
 def zygote_command(env: dict[str, str], cgroup_parents: list[Path],
                    cache_directory: Path = DEFAULT_CACHE_DIRECTORY) -> list[str]:
     """The outer sandbox of the zygote (:mod:`zygote`): the view every submission gets (the read-only
@@ -256,10 +263,13 @@ def zygote_command(env: dict[str, str], cgroup_parents: list[Path],
                "--perms", "0777", "--size", size, "--tmpfs", "/submission"]
     for path in matplotlib_cache(cache_directory).glob("fontlist-*.json"):
         command += ["--ro-bind", str(path), f"{FONT_MOUNTS}/{path.name}"]
+    kept = under_tmp()
+    for index, path in enumerate(kept):
+        command += ["--ro-bind", path, f"{KEPT_MOUNTS}/{index}"]
     for index, path in enumerate(cgroup_parents):
         command += ["--bind", str(path), f"{CGROUP_MOUNTS}/{index}"]
     command += ["--remount-ro", "/", "--clearenv"]
-    for key, value in env.items():
+    for key, value in {**env, KEPT_ENV: json.dumps(kept)}.items():
         command += ["--setenv", key, value]
     command += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability unless told otherwise
     for capability in ZYGOTE_CAPABILITIES:

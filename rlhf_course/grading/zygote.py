@@ -51,6 +51,12 @@ PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 CGROUP_MOUNTS = "/run/rlhf-cgroup"  # the grading cgroups (a folder per hierarchy), unmounted in every sandbox
 FONT_MOUNTS = "/opt/rlhf-grader-fonts"  # the prebuilt matplotlib font list, bound read-only into each /tmp/matplotlib
+# Read-only folders of the view that lie under /tmp (an environment in a checkout under /tmp, as CI clones one):
+# a sandbox's fresh /tmp would hide them, so the zygote also has each at KEPT_MOUNTS/<i> and every sandbox binds
+# it back at its path (RLHF_ZYGOTE_KEPT: a JSON list of those paths, in that order).
+KEPT_MOUNTS = "/opt/rlhf-grader-kept"
+KEPT_ENV = "RLHF_ZYGOTE_KEPT"
+_KEPT: list[str] = []
 # What the zygote keeps (by number): namespaces and mounts (SYS_ADMIN), the slot's uid and no groups (SETUID,
 # SETGID), emptying a sandbox's bounding set (SETPCAP).  Its sandboxes keep none.
 CAPABILITIES = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADMIN": 21}
@@ -141,6 +147,9 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
         _check(_libc.umount2(target.encode(), MNT_DETACH), f"umount {target}")
     _fresh_tmpfs("/tmp", request["workspace_bytes"], 0o1777)
     _fresh_tmpfs("/submission", request["workspace_bytes"], 0o777)
+    for index, path in enumerate(_KEPT):  # the environment's folders under /tmp, back where they were, read-only
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _bind_read_only(f"{KEPT_MOUNTS}/{index}", path)
     _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this PID namespace's processes only
     for name in ("sys", "sysrq-trigger", "irq", "bus"):  # read-only, as bwrap makes them
@@ -283,6 +292,8 @@ def warm_up() -> None:
 
 
 def main() -> int:
+    import json
+    _KEPT[:] = json.loads(os.environ.pop(KEPT_ENV, "[]"))
     control = socket.socket(fileno=os.dup(0))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
