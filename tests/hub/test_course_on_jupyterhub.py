@@ -342,7 +342,10 @@ def test_the_course_on_a_jupyterhub(hub, repo):
         with steps.step("students_answer"):
             for student in (alice, bob):
                 page = pages[student]
-                page.goto(f"{hub['url']}/user/{student}/lab/tree/{edition[student]}/{NOTEBOOK}")
+                # from the Assignment List, as a student opens it: the assignment's notebooks, then this one
+                row = assignment_row(page, edition[student])
+                row.locator("a.assignment-notebooks-link").click(timeout=60_000)
+                row.locator(".collapse a", has_text=NOTEBOOK.removesuffix(".ipynb")).click(timeout=60_000)
                 page.locator(".jp-Notebook").wait_for(timeout=60_000)
                 page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
                 for grade_id in ANSWER_CELLS:
@@ -509,7 +512,7 @@ def test_the_course_on_a_jupyterhub(hub, repo):
         with steps.step("students_read_feedback"):
             for student, other in ((alice, bob), (bob, alice)):
                 page = pages[student]
-                assignment_list(page, hub, student)
+                assignment_list(page, hub, student, reload=False)  # it lists the submission, since Submit
                 page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)  # one submitted assignment each
                 page.get_by_text("(view feedback)").wait_for(timeout=60_000)
                 [feedback] = list((users[student].home / edition[student] / "feedback").glob(
