@@ -11,6 +11,7 @@ RLHF_WHOLE_CATALOGUE=1).
 import os
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -43,11 +44,24 @@ AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_check
 LIMITS = Limits(call_seconds=2.0, feedback_seconds=3.0)
 
 
+def _owner_of_peer(port: int, peer_port: int) -> int | None:
+    """The uid owning the loopback socket connected from ``peer_port`` to ``port`` (None: gone, or not found)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if local == peer_port and remote == port and fields[9] != "0":  # a live socket, not an orphan
+                return int(fields[7])
+    return None
+
+
 class Listener:
-    """A loopback server that records any connection a submission manages to make."""
+    """A loopback server that records any connection a submission manages to make.  A connection from a process
+    known not to be a sandbox's (another test on this machine probing every loopback port: the hub test's student
+    does) is kept apart; one from a sandbox's uid, or whose owner is gone, counts."""
 
     def __init__(self, port: int = 47123):
-        self.connections = 0
+        self.port, self.connections, self.others = port, 0, []
         self.server = socket.socket()
         self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.server.bind(("127.0.0.1", port))
@@ -58,13 +72,20 @@ class Listener:
         self.thread.start()
 
     def _serve(self):
+        from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT
         while self.running:
             try:
-                conn, _ = self.server.accept()
-                self.connections += 1
-                conn.close()
+                conn, (_, peer_port) = self.server.accept()
             except OSError:
-                pass
+                continue
+            try:
+                owner = _owner_of_peer(self.port, peer_port)
+                if owner is None or FIRST_UID <= owner < FIRST_UID + SLOT_COUNT:
+                    self.connections += 1
+                else:
+                    self.others.append(owner)
+            finally:
+                conn.close()
 
     def close(self):
         self.running = False
@@ -170,7 +191,7 @@ def test_nothing_outside_the_grader_outputs_changed(graded):
 
 def test_no_network_and_no_process_left_behind(graded):
     _, _, _, listener = graded
-    assert listener.connections == 0
+    assert listener.connections == 0, f"{listener.connections} connections (and from other uids: {listener.others})"
     assert leftover_sandbox_processes() == {}
 
 
