@@ -29,6 +29,7 @@ from tests.support.submissions import add_cells, tree_digest
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
 CANARY, BYSTANDER = "canary_correct", "bystander_correct"
+SLOW = "a_slow_calls_and_busy_forks"  # first in order of name
 BUDGET_SECONDS = 20  # 2x the slowest other attack here in a loaded CI run (8.9 s; 3.9 s alone); the busy forks burn a core until it ends
 GRADER_PEAK_MB = 1500  # measured about 700 MB: torch, nbconvert and the judges
 
@@ -150,8 +151,10 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return torch.empty(log_p_w.shape, device="meta")
 '''},
         },
-        # 6. No total budget: slow calls and busy processes.
-        "slow_calls_and_busy_forks": {
+        # 6. No total budget: slow calls and busy processes.  Named to be graded first (the grader takes the
+        #    students in order of name): its busy forks spin while the others, the canary among them, are graded,
+        #    and its budget runs beside their grading rather than after it, alone, at the end of the batch.
+        SLOW: {
             "answers": {**ref, "ppo_answer": ref["ppo_answer"] + '''
 import os, time
 for _ in range(58):
@@ -249,6 +252,7 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
         assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
         assert examples.cell_scores(settings.gradebook_url(course), student)
+    assert min(report) == SLOW  # graded first: its forks are busy while the canary is graded
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
 
 
@@ -313,7 +317,7 @@ def test_an_unusable_value_fails_its_checks_and_never_breaks_the_grader(attacked
 
 
 def test_the_submission_budget_ends_slow_submissions(attacked):
-    row = attacked["report"]["slow_calls_and_busy_forks"]
+    row = attacked["report"][SLOW]
     assert row["state"] == "timed out" and "total time budget" in row["detail"], row
     assert float(row["seconds"]) < BUDGET_SECONDS + 15, row
 
