@@ -153,15 +153,20 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
         },
         # 6. No total budget: slow calls and busy processes.  Named to be graded first (the grader takes the
         #    students in order of name): its busy forks spin while the others, the canary among them, are graded,
-        #    and its budget runs beside their grading rather than after it, alone, at the end of the batch.
+        #    and its budget runs beside their grading rather than after it, alone, at the end of the batch.  The
+        #    forks spin for their first 8 s (the canary's grading takes about 2), then sleep until the budget
+        #    ends them: a core for the whole budget would be the suite's, not the grader's, cost.
         SLOW: {
             "answers": {**ref, "ppo_answer": ref["ppo_answer"] + '''
 import os, time
+_busy_until = time.monotonic() + 8
 for _ in range(58):
     try:
         if os.fork() == 0:
-            while True:
+            while time.monotonic() < _busy_until:
                 pass
+            while True:
+                time.sleep(1)
     except OSError:
         break
 _reference_ppo = ppo_clipped_objective
