@@ -306,9 +306,9 @@ class Scenario:
         self.course = Path(hub["course"])
         source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
         written = notebooks.written_solutions(source)
-        self.answers = {self.alice: {**examples.answers_for(repo, ()), **written},
+        self.answers = {self.alice: {**examples.answers_for(repo, ()), **written},  # a written answer may be Chinese:
                         self.bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
-                                   "lab_question_2": "多样性：它反复说同几个正面的词。"}}  # a written answer may be Chinese
+                                   "lab_question_2": "多样性：它反复说同几个正面的词。"}}
         # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
         self.edition = {self.alice: ASSIGNMENT, self.bob: ZH}
         self.index = {student: {notebooks.grade_id(cell): i for i, cell in
@@ -318,7 +318,7 @@ class Scenario:
         self.pages = self.steps.pages
         self.logging_in, self.listener = {}, None  # what one step leaves the next
 
-    def names(self):
+    def all(self):
         return (self.hub, self.browser, self.server, self.users, self.instructor, self.alice, self.bob, self.course,
                 self.answers, self.edition, self.index, self.steps, self.pages)
 
@@ -337,7 +337,7 @@ def scenario(hub, repo):
 
 
 def test_01_instructor_releases(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("instructor_releases"):
         # everyone logs in at once, as a class would: the students' servers start while the instructor releases
         for student in (alice, bob):
@@ -353,7 +353,7 @@ def test_01_instructor_releases(scenario):
 
 
 def test_02_students_fetch(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_fetch"):
         for student in (alice, bob):
             pages[student] = page = finish_login(scenario.logging_in[student], student)
@@ -371,7 +371,7 @@ def test_02_students_fetch(scenario):
 
 
 def test_03_students_answer(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_answer"):
         for student in (alice, bob):
             page = pages[student]
@@ -400,7 +400,7 @@ def test_03_students_answer(scenario):
 
 
 def test_04_slider(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("slider"):
         # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
         listener = scenario.listener = subprocess.Popen(
@@ -430,7 +430,7 @@ def test_04_slider(scenario):
 
 
 def test_05_kernels_private(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("kernels_private"):
         listener = scenario.listener
         out, err = listener.communicate(timeout=60)  # closes its standard input: Alice is done
@@ -474,7 +474,7 @@ def test_05_kernels_private(scenario):
 
 
 def test_06_validate(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("validate"):
         for student in (alice, bob):  # both validate at once, as a class would
             pages[student].get_by_role("button", name="Validate").first.click()
@@ -487,7 +487,7 @@ def test_06_validate(scenario):
 
 
 def test_07_students_submit(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_submit"):
         inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
         for student in (alice, bob):
@@ -502,7 +502,7 @@ def test_07_students_submit(scenario):
 
 
 def test_08_instructor_collects_and_grades(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("instructor_collects_and_grades"):
         page = pages["instructor"]
         for assignment in (ASSIGNMENT, ZH):
@@ -524,7 +524,7 @@ def test_08_instructor_collects_and_grades(scenario):
 
 
 def test_09_instructor_grades_a_written_answer(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("instructor_grades_a_written_answer"):
         page = pages["instructor"]  # Manual Grading: Alice's first written answer, full points and a comment
         page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
@@ -558,7 +558,7 @@ def test_09_instructor_grades_a_written_answer(scenario):
 
 
 def test_10_instructor_releases_feedback(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("instructor_releases_feedback"):
         for assignment in (ASSIGNMENT, ZH):
             formgrader_action(pages["instructor"], hub, "release-feedback",
@@ -566,7 +566,7 @@ def test_10_instructor_releases_feedback(scenario):
 
 
 def test_11_students_read_feedback(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_read_feedback"):
         for student, other in ((alice, bob), (bob, alice)):
             page = pages[student]
@@ -593,7 +593,7 @@ def test_11_students_read_feedback(scenario):
 
 
 def test_12_students_refused(scenario):
-    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.names()
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_refused"):
         page = pages[alice]
         refusals = {  # what Alice tries -> the status she gets
