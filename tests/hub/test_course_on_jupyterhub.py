@@ -547,9 +547,11 @@ def test_09_instructor_grades_a_written_answer(scenario):
             page.reload()
             row = page.locator("tr").filter(has_text=alice)
         assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
-        # `make grade` again refreshes the feedback pages with the person's score; it never overwrites it
+        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score; it
+        # never overwrites it (so does grading again after a score set through nbgrader's API: tests/grading/test_batch.py)
         grading = subprocess.run(
-            [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
+            [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--student", alice,
+             "--course-root", str(course)],
             cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
         assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
         page.reload()
