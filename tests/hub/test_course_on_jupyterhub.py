@@ -548,7 +548,7 @@ def test_09_instructor_grades_a_written_answer(scenario):
             row = page.locator("tr").filter(has_text=alice)
         assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
         # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score; it
-        # never overwrites it (so does grading again after a score set through nbgrader's API: tests/grading/test_batch.py)
+        # never overwrites it (nor after a score set through nbgrader's API: tests/grading/test_batch.py)
         grading = subprocess.run(
             [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--student", alice,
              "--course-root", str(course)],
