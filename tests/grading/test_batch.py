@@ -1,10 +1,11 @@
 """Trusted batch grading against a class of correct, wrong, adversarial and broken submissions:
 each gets exactly the score and state it deserves, and nothing outside a submission changes.
 
-Every adversarial submission goes through the real sandbox here; of the honest catalogue a representative
-few (one correct-variant submission, one holding a mistake of each function, the guide's PPO slip among them):
-every correct variant and mistake is judged through the same pipeline in-process
-(tests/grading/test_pipeline_in_process.py; the sandbox runs the same code, tests/support/in_process_sandbox.py).
+Every adversarial submission whose code attacks goes through the real sandbox here; of the honest catalogue a
+representative few (one correct-variant submission, one holding a mistake of each function, the guide's PPO slip
+among them): every correct variant and mistake, and every notebook tampered with but answered honestly, is judged
+through the same pipeline in-process (tests/grading/test_pipeline_in_process.py; the sandbox runs the same code,
+tests/support/in_process_sandbox.py).
 The whole catalogue through the real sandbox: ``python bench/catalogue.py`` (this file with
 RLHF_WHOLE_CATALOGUE=1).
 """
@@ -32,9 +33,14 @@ CORRECT = ("ada_correct", "zoe_correct")
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 GUIDE_BUG = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]  # the feedback page's example
+ADVERSARIAL = answer_catalogue.ADVERSARIAL
 if not os.environ.get("RLHF_WHOLE_CATALOGUE"):  # a representative few
     CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:1])
     MISTAKE_CLASSES = {GUIDE_BUG: MISTAKE_CLASSES[GUIDE_BUG]}
+    # A notebook file tampered with, its answers the reference's, is judged before any sandbox runs (intake puts
+    # the release's cells and points back): each is graded through the same pipeline in-process, its state, score
+    # and flag checked (test_pipeline_in_process.py).  Here the one that never reaches a sandbox.
+    ADVERSARIAL = [attack for attack in ADVERSARIAL if attack.answers or attack.tamper == "invalid_json"]
 MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
 AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
@@ -104,7 +110,7 @@ def graded(tmp_path_factory):
     _answer_in_writing(course, "ada_correct")  # zoe_correct leaves the written answers as released
     for student, mistakes in MISTAKE_CLASSES.items():
         examples.write_submission(course, student, examples.answers_for(course, mistakes))
-    for attack in answer_catalogue.ADVERSARIAL:
+    for attack in ADVERSARIAL:
         answers = {**examples.answers_for(course, ()), **attack.answers}
         folder = examples.write_submission(course, attack.name, answers)
         if attack.tamper:
@@ -173,7 +179,7 @@ def test_trusted_scores_agree_with_the_catalogue(graded, wrong):
     assert {g for g in lost(result) if rlhf_hidden_checks.CHECKS[g].function == function} == set(wrong.loses)
 
 
-@pytest.mark.parametrize("attack", answer_catalogue.ADVERSARIAL, ids=lambda a: a.name)
+@pytest.mark.parametrize("attack", ADVERSARIAL, ids=lambda a: a.name)
 def test_each_attack_gets_the_state_and_score_it_deserves(graded, attack):
     _, results, _, _ = graded
     result = results[attack.name]
