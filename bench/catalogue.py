@@ -6,10 +6,11 @@ The suite sends a representative few of instructor/answer_catalogue.py's submiss
 (tests/grading/test_roundtrip.py: the reference with written answers, the untouched release, a correct answer
 printing a warning, two correct-variant submissions that tamper with the notebook, one mistake of each function)
 and through the real sandbox (tests/grading/test_batch.py: one correct-variant submission and one mistake of each
-function, with every adversarial submission); every correct variant and every mistake is judged in-process by
-other tests (test_hidden_checks.py, test_pipeline_in_process.py).  This runs those two test files on the whole
-catalogue (RLHF_WHOLE_CATALOGUE=1: every correct-variant submission, every mistake, at most one per function in a
-notebook): every correct variant full marks, every mistake exactly its cells, in both graders.  Prints the wall
+function, with every adversarial submission whose code attacks); every correct variant, every mistake and every
+notebook tampered with but answered honestly is judged in-process by other tests (test_hidden_checks.py,
+test_pipeline_in_process.py).  This runs those two test files on the whole catalogue (RLHF_WHOLE_CATALOGUE=1: every
+correct-variant submission, every mistake, at most one per function in a notebook, every adversarial submission):
+every correct variant full marks, every mistake exactly its cells, every attack its state, in both graders.  Prints the wall
 time of each; exit status non-zero if one does not hold.
 """
 import argparse

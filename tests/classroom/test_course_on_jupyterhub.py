@@ -15,7 +15,9 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
    port and every Unix socket subscribed to), its runtime files are unreadable, and it runs in its user's
    cgroup under the classroom's limits.
 
-A screenshot of every open page lands in test-artifacts/hub/ at each step, and on the first failure.
+Each step is a test of its own (test_01_... to test_12_..., in this order) on one hub and one browser: the
+first failure names its step, and the steps after it are skipped.  A screenshot of every open page lands in
+test-artifacts/hub/ at each step, and on the first failure.
 Needs root (accounts, setuid spawning), chromium, npm (the proxy) and bubblewrap (trusted grading).
 """
 import contextlib
@@ -116,13 +118,14 @@ def _exists(name: str) -> bool:
 
 
 class Steps:
-    """Screenshots of every open page after each step, and at the first failure."""
+    """Screenshots of every open page after each step, and at the first failure; after a failed step the later
+    steps are skipped (each is a test of its own: the first failure names its step)."""
 
     def __init__(self):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         for old in ARTIFACTS.glob("*.png"):
             old.unlink()
-        self.pages, self.count = {}, 0
+        self.pages, self.count, self.failed = {}, 0, None
 
     def shoot(self, label: str) -> None:
         for who, page in self.pages.items():
@@ -131,11 +134,14 @@ class Steps:
 
     @contextlib.contextmanager
     def step(self, label: str):
+        if self.failed:
+            pytest.skip(f"the scenario stopped at step {self.failed!r}")
         self.count += 1
         started = time.time()
         try:
             yield
         except BaseException:
+            self.failed = label
             self.shoot(f"{label}_FAILED")
             raise
         self.shoot(label)
@@ -289,271 +295,328 @@ def tcp_listeners(pid: int) -> list[int]:
     return ports
 
 
-def test_the_course_on_a_jupyterhub(hub, repo):
-    from playwright.sync_api import sync_playwright
-    server = ServerEnv.__new__(ServerEnv)  # the classroom's environment, for commands run as its users
-    server.python, server.path = hub["python"], hub["path"]
-    users = {name: User(name, Path(hub["homes"][name]), server) for name in hub["homes"]}
-    instructor = hub["instructor"]
-    alice, bob = hub["students"]
-    course = Path(hub["course"])
-    source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    written = solutions.written_solutions(source)
-    answers = {alice: {**examples.answers_for(repo, ()), **written},
-               bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
-                     "lab_question_2": "多样性：它反复说同几个正面的词。"}}  # a written answer may be Chinese
-    edition = {alice: ASSIGNMENT, bob: ZH}  # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
-    index = {student: {notebooks.grade_id(cell): i for i, cell in
-                       enumerate(notebooks.read(repo / "release" / edition[student] / NOTEBOOK).cells)}
-             for student in (alice, bob)}
-    steps = Steps()
-    started = time.time()
+class Scenario:
+    """What the steps share: the hub, its users and their answers, one Chromium with a page per person."""
 
+    def __init__(self, hub, repo, browser):
+        self.hub, self.browser = hub, browser
+        self.server = ServerEnv.__new__(ServerEnv)  # the classroom's environment, for commands run as its users
+        self.server.python, self.server.path = hub["python"], hub["path"]
+        self.users = {name: User(name, Path(hub["homes"][name]), self.server) for name in hub["homes"]}
+        self.instructor = hub["instructor"]
+        self.alice, self.bob = hub["students"]
+        self.course = Path(hub["course"])
+        source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
+        written = solutions.written_solutions(source)
+        self.answers = {self.alice: {**examples.answers_for(repo, ()), **written},  # a written answer may be Chinese:
+                        self.bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
+                                   "lab_question_2": "多样性：它反复说同几个正面的词。"}}
+        # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
+        self.edition = {self.alice: ASSIGNMENT, self.bob: ZH}
+        self.index = {student: {notebooks.grade_id(cell): i for i, cell in
+                                enumerate(notebooks.read(repo / "release" / self.edition[student] / NOTEBOOK).cells)}
+                      for student in (self.alice, self.bob)}
+        self.steps = Steps()
+        self.pages = self.steps.pages
+        self.logging_in, self.listener = {}, None  # what one step leaves the next
+
+    def all(self):
+        return (self.hub, self.browser, self.server, self.users, self.instructor, self.alice, self.bob, self.course,
+                self.answers, self.edition, self.index, self.steps, self.pages)
+
+
+@pytest.fixture(scope="module")
+def scenario(hub, repo):
+    """The course on the hub, step by step: each step below is a test, in this order, on the state the steps
+    before it left (a failed step skips the rest)."""
+    from playwright.sync_api import sync_playwright
+    started = time.time()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        pages = steps.pages
-
-        with steps.step("instructor_releases"):
-            # everyone logs in at once, as a class would: the students' servers start while the instructor releases
-            for student in (alice, bob):
-                quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
-            logging_in = {name: begin_login(browser, hub, name) for name in (instructor, alice, bob)}
-            pages["instructor"] = finish_login(logging_in[instructor], instructor)
-            items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
-            assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
-            for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
-                formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{assignment}'.",
-                                  assignment)
-                assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / assignment / NOTEBOOK).is_file()
-
-        with steps.step("students_fetch"):
-            for student in (alice, bob):
-                pages[student] = page = finish_login(logging_in[student], student)
-                menus = page.locator(".lm-MenuBar").inner_text()
-                assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
-                items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
-                assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
-                page.keyboard.press("Escape")
-                assignment_list(page, hub, student, reload=False)  # the lab has just loaded
-                row = assignment_row(page, edition[student])
-                row.get_by_role("button", name="Fetch").click(timeout=60_000)
-                assignment_row(page, edition[student]).get_by_role("button", name="Submit").wait_for(timeout=60_000)
-                fetched = users[student].home / edition[student] / NOTEBOOK
-                assert fetched.is_file() and fetched.stat().st_uid == users[student].uid
-
-        with steps.step("students_answer"):
-            for student in (alice, bob):
-                page = pages[student]
-                page.goto(f"{hub['url']}/user/{student}/lab/tree/{edition[student]}/{NOTEBOOK}")
-                page.locator(".jp-Notebook").wait_for(timeout=60_000)
-                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
-                for grade_id in ANSWER_CELLS:
-                    type_into_cell(page, index[student][grade_id], answers[student][grade_id],
-                                   markdown=grade_id.startswith("lab_question"))
-                page.keyboard.press("Control+s")
-            for student in (alice, bob):  # what the lab saved is what the student typed
-                deadline = time.time() + 30
-                while True:
-                    try:  # the lab may be writing it right now: an empty or partial file is read again
-                        saved = notebooks.cells_by_grade_id(
-                            notebooks.read(users[student].home / edition[student] / NOTEBOOK))
-                    except (ValueError, nbformat.reader.NotJSONError):
-                        saved = {}
-                    if saved and all(saved[g].source.strip() == answers[student][g].strip() for g in ANSWER_CELLS):
-                        break
-                    assert time.time() < deadline, f"{student}'s typed answers were not saved"
-                    time.sleep(0.5)
-
-        with steps.step("slider"):
-            # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
-            listener = subprocess.Popen(
-                ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
-                 f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "120"],
-                cwd=users[bob].home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            ready = listener.stdout.readline()  # connected before Alice runs anything
-            assert ready.strip() == "listening", ready + listener.stderr.read()[-3000:]
-            page = pages[alice]
-            for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
-                cell = page.locator(".jp-Notebook .jp-Cell").nth(index[alice][grade_id])
-                cell.scroll_into_view_if_needed()
-                cell.locator(".cm-content").click()
-                page.keyboard.press("Shift+Enter")
-            explorer = page.locator(".jp-Notebook .jp-Cell").nth(index[alice]["ppo_explorer"])
-            explorer.locator(".jp-OutputArea-output img").first.wait_for(timeout=120_000)
-            before = explorer.locator(".jp-OutputArea-output img").first.get_attribute("src")
-            slider = explorer.locator(".widget-slider").filter(has_text="epsilon").first
-            slider.locator(".widget-readout").click()
-            page.keyboard.press("Control+A")
-            page.keyboard.type("0.45")
-            page.keyboard.press("Enter")
-            page.wait_for_function(
-                "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
-                " return img && img.getAttribute('src') !== before; }",
-                arg=[explorer.element_handle(), before], timeout=60_000)
-
-        with steps.step("kernels_private"):
-            out, err = listener.communicate(timeout=60)  # closes its standard input: Alice is done
-            assert listener.returncode == 0, err[-3000:]
-            overheard = json.loads(out.splitlines()[-1])
-            print(f"bob subscribed to {len(overheard['targets'])} sockets and heard {len(overheard['heard'])} messages")
-            kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if "ipykernel" in cmd}
-            assert kernels, "Alice's kernel is not running"
-            # Other tests on this machine may run kernels of root's over TCP (Bob hears those): what counts is a
-            # message of Alice's, one signed with her kernel's key
-            keys = [json.loads(Path(cmd.split(" -f ")[1].split()[0]).read_text())["key"] for cmd in kernels.values()]
-            assert not [m for m in overheard["heard"] if signed_with(m, keys)], "Bob heard Alice's kernel"
-            for pid, cmd in kernels.items():
-                connection = Path(cmd.split(" -f ")[1].split()[0])
-                assert connection.parent == Path("/run/rlhf-classroom") / alice, connection
-                assert json.loads(connection.read_text())["transport"] == "ipc"
-                assert f"ipc://{connection.parent}" in " ".join(overheard["targets"])  # Bob tried its sockets
-                # ipykernel's pipe for forked subprocesses' output stays on loopback TCP: a PULL socket (it
-                # sends nothing) that drops messages without the kernel's random key.  Bob tried it too.
-                for port in tcp_listeners(pid):
-                    assert f"tcp://127.0.0.1:{port}" in overheard["targets"], port
-                assert len(tcp_listeners(pid)) <= 1, cmd
-                probe = users[bob].python(f"import os\ntry:\n    open({str(connection)!r}).read()\n    print('READ')\n"
-                                          "except PermissionError:\n    print('denied')")
-                assert probe.stdout.strip() == "denied"
-                # the kernel runs in Alice's cgroup, under the classroom's limits
-                assert f"rlhf-classroom/{alice}" in Path(f"/proc/{pid}/cgroup").read_text()
-                limits = Path(f"/proc/{pid}/limits").read_text()
-                assert re.search(r"Max processes\s+256\s+256", limits), limits
-                assert re.search(r"Max file size\s+1073741824\s+1073741824", limits), limits
-            # every user's server, the instructor's too, reads the config that makes its kernels private
-            for name in (instructor, alice, bob):
-                [server_pid] = [pid for pid, cmd in processes(users[name].uid).items() if "jupyterhub.singleuser" in cmd]
-                environ = dict(item.split("=", 1) for item in
-                               Path(f"/proc/{server_pid}/environ").read_text().split("\0") if "=" in item)
-                folders = [Path(f) for f in environ["JUPYTER_CONFIG_PATH"].split(":")]
-                assert any(json.loads((f / "jupyter_config.json").read_text()).get("KernelManager", {}).get(
-                    "transport") == "ipc" for f in folders if (f / "jupyter_config.json").exists()), (name, folders)
-                assert environ["JUPYTER_RUNTIME_DIR"] == f"/run/rlhf-classroom/{name}", name
-                assert f"rlhf-classroom/{name}" in Path(f"/proc/{server_pid}/cgroup").read_text()
-
-        with steps.step("validate"):
-            for student in (alice, bob):  # both validate at once, as a class would
-                pages[student].get_by_role("button", name="Validate").first.click()
-            pages[alice].locator(".jp-Dialog").get_by_text(
-                "Success! Your notebook passes all the tests.").wait_for(timeout=180_000)
-            failure = pages[bob].locator(".jp-Dialog")
-            failure.get_by_text("failed", exact=False).first.wait_for(timeout=180_000)
-            assert "Success!" not in failure.inner_text()
-            assert "ppo_clipped_objective" in failure.inner_text() or "ppo" in failure.inner_text().lower()
-
-        with steps.step("students_submit"):
-            inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
-            for student in (alice, bob):
-                page = pages[student]
-                page.keyboard.press("Escape")
-                assignment_list(page, hub, student, reload=False)  # it lists the fetched assignment, as when it opened
-                assignment_row(page, edition[student]).get_by_role("button", name="Submit").click(timeout=60_000)
-                deadline = time.time() + 60
-                while not list(inbound.glob(f"{student}+{edition[student]}+*")):
-                    assert time.time() < deadline, f"{student}'s submission never reached the exchange"
-                    time.sleep(0.5)
-
-        with steps.step("instructor_collects_and_grades"):
-            page = pages["instructor"]
-            for assignment in (ASSIGNMENT, ZH):
-                formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{assignment}'.",
-                                  assignment)
-            # `sudo make grade` in the course directory: trusted, sandboxed, as root
-            grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
-                cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
-            assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-            scores = {}
-            for student in (alice, bob):
-                page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{edition[student]}/"
-                          f"{NOTEBOOK.removesuffix('.ipynb')}")
-                row = page.locator("tr").filter(has_text=student)
-                scores[student] = row.locator("td.code-score").inner_text(timeout=60_000).strip()
-            assert scores[alice] == "44 / 44", scores
-            assert re.fullmatch(r"\d+(\.\d+)? / 44", scores[bob]) and float(scores[bob].split("/")[0]) < 44, scores
-
-        with steps.step("instructor_grades_a_written_answer"):
-            page = pages["instructor"]  # Manual Grading: Alice's first written answer, full points and a comment
-            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
-            page.locator("tr").filter(has_text=alice).locator("a.name-hidden").click(timeout=60_000)
-            # the page binds its inputs once it has fetched the grades and comments: typing before is lost
-            page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
-                                   " && formgrader.comments && formgrader.comments.loaded", timeout=60_000)
-            for field, text, api in ((f"input.score#{WRITTEN}", "2", "/api/grade/"),
-                                     (f"textarea#{WRITTEN}-comment", WRITTEN_COMMENT, "/api/comment/")):
-                with page.expect_response(lambda r: api in r.url and r.request.method == "PUT", timeout=60_000):
-                    page.locator(field).fill(text)
-                    page.locator(field).press("Tab")  # the Formgrader saves on change
-            steps.shoot("written_answer_graded")
-            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
-            row = page.locator("tr").filter(has_text=alice)
-            deadline = time.time() + 30
-            while row.locator("td.written-score").inner_text(timeout=60_000).strip() != "2 / 6":
-                assert time.time() < deadline, row.inner_text()
-                time.sleep(1)
-                page.reload()
-                row = page.locator("tr").filter(has_text=alice)
-            assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
-            # `make grade` again refreshes the feedback pages with the person's score; it never overwrites it
-            grading = subprocess.run(
-                [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
-                cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
-            assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-            page.reload()
-            row = page.locator("tr").filter(has_text=alice)
-            assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
-
-        with steps.step("instructor_releases_feedback"):
-            for assignment in (ASSIGNMENT, ZH):
-                formgrader_action(pages["instructor"], hub, "release-feedback",
-                                  f"Successfully released feedback of '{assignment}'.", assignment)
-
-        with steps.step("students_read_feedback"):
-            for student, other in ((alice, bob), (bob, alice)):
-                page = pages[student]
-                assignment_list(page, hub, student)
-                page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)  # one submitted assignment each
-                page.get_by_text("(view feedback)").wait_for(timeout=60_000)
-                [feedback] = list((users[student].home / edition[student] / "feedback").glob(
-                    f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
-                relative = feedback.relative_to(users[student].home)
-                page.goto(f"{hub['url']}/user/{student}/files/{relative}")
-                text = page.locator("body").inner_text(timeout=60_000)
-                if student == alice:
-                    assert "Tests: 44 / 44." in text and f"{ASSIGNMENT}: 46 / 50" in text
-                    assert WRITTEN_COMMENT in text
-                else:  # Bob's page is Chinese: the outcome, the table, what went wrong
-                    assert re.search(r"测试得分：\d+(\.\d+)? / 44。", text) and "测试得分：44 / 44。" not in text, text[:2000]
-                    assert "问题所在" in text and "What went wrong" not in text
-                    steps.shoot("chinese_feedback")
-                content = page.content()
-                assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content
-                assert other not in content
-                if student == bob:
-                    assert WRITTEN_COMMENT not in content  # the comment was on Alice's answer only
-
-        with steps.step("students_refused"):
-            page = pages[alice]
-            refusals = {  # what Alice tries -> the status she gets
-                f"/user/{bob}/lab": 403, f"/user/{bob}/api/contents/{ASSIGNMENT}": 403,  # Bob's server
-                f"/user/{instructor}/formgrader": 403, f"/user/{instructor}/lab": 403,  # the instructor's
-                f"/user/{alice}/formgrader": 404,  # not on a student's server at all
-                f"/user/{alice}/formgrader/api/assignments": 404,
-                f"/user/{alice}/files/..%2F{instructor}%2Fcourse%2Fnbgrader_config.py": 403,  # the course
-                f"/user/{alice}/api/contents/..%2F{instructor}%2Fcourse": 404,
-            }
-            got = {}
-            for number, url in enumerate(refusals):
-                response = page.goto(hub["url"] + url)
-                got[url] = response.status
-                page.screenshot(path=str(ARTIFACTS / f"{steps.count:02d}_refused_{number}.png"))
-                assert page.locator(".jp-LabShell").count() == 0, url
-                assert "Manage Assignments" not in page.content() and "c.CourseDirectory" not in page.content(), url
-            assert got == refusals, got
-            student = users[alice]
-            probe = student.python(f"import os\ntry:\n    os.listdir({str(course)!r})\n    print('ALLOWED')\n"
-                                   "except PermissionError:\n    print('denied')")
-            assert probe.stdout.strip() == "denied"
-
+        yield Scenario(hub, repo, browser)
         browser.close()
     print(f"the whole course on the hub: {time.time() - started:.0f} s")
+
+
+def test_01_instructor_releases(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("instructor_releases"):
+        # everyone logs in at once, as a class would: the students' servers start while the instructor releases
+        for student in (alice, bob):
+            quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
+        scenario.logging_in = {name: begin_login(browser, hub, name) for name in (instructor, alice, bob)}
+        pages["instructor"] = finish_login(scenario.logging_in[instructor], instructor)
+        items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
+        assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
+        for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
+            formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{assignment}'.",
+                              assignment)
+            assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / assignment / NOTEBOOK).is_file()
+
+
+def test_02_students_fetch(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("students_fetch"):
+        for student in (alice, bob):
+            pages[student] = page = finish_login(scenario.logging_in[student], student)
+            menus = page.locator(".lm-MenuBar").inner_text()
+            assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
+            items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
+            assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
+            page.keyboard.press("Escape")
+            assignment_list(page, hub, student, reload=False)  # the lab has just loaded
+            row = assignment_row(page, edition[student])
+            row.get_by_role("button", name="Fetch").click(timeout=60_000)
+            assignment_row(page, edition[student]).get_by_role("button", name="Submit").wait_for(timeout=60_000)
+            fetched = users[student].home / edition[student] / NOTEBOOK
+            assert fetched.is_file() and fetched.stat().st_uid == users[student].uid
+
+
+def test_03_students_answer(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("students_answer"):
+        for student in (alice, bob):
+            page = pages[student]
+            # from the Assignment List, as a student opens it: the assignment's notebooks, then this one
+            row = assignment_row(page, edition[student])
+            row.locator("a.assignment-notebooks-link").click(timeout=60_000)
+            row.locator(".collapse a", has_text=NOTEBOOK.removesuffix(".ipynb")).click(timeout=60_000)
+            page.locator(".jp-Notebook").wait_for(timeout=60_000)
+            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+            for grade_id in ANSWER_CELLS:
+                type_into_cell(page, index[student][grade_id], answers[student][grade_id],
+                               markdown=grade_id.startswith("lab_question"))
+            page.keyboard.press("Control+s")
+        for student in (alice, bob):  # what the lab saved is what the student typed
+            deadline = time.time() + 30
+            while True:
+                try:  # the lab may be writing it right now: an empty or partial file is read again
+                    saved = notebooks.cells_by_grade_id(
+                        notebooks.read(users[student].home / edition[student] / NOTEBOOK))
+                except (ValueError, nbformat.reader.NotJSONError):
+                    saved = {}
+                if saved and all(saved[g].source.strip() == answers[student][g].strip() for g in ANSWER_CELLS):
+                    break
+                assert time.time() < deadline, f"{student}'s typed answers were not saved"
+                time.sleep(0.5)
+
+
+def test_04_slider(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("slider"):
+        # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
+        listener = scenario.listener = subprocess.Popen(
+            ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
+             f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "120"],
+            cwd=users[bob].home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready = listener.stdout.readline()  # connected before Alice runs anything
+        assert ready.strip() == "listening", ready + listener.stderr.read()[-3000:]
+        page = pages[alice]
+        for grade_id in ("setup", "ppo_answer", "ppo_explorer"):
+            cell = page.locator(".jp-Notebook .jp-Cell").nth(index[alice][grade_id])
+            cell.scroll_into_view_if_needed()
+            cell.locator(".cm-content").click()
+            page.keyboard.press("Shift+Enter")
+        explorer = page.locator(".jp-Notebook .jp-Cell").nth(index[alice]["ppo_explorer"])
+        explorer.locator(".jp-OutputArea-output img").first.wait_for(timeout=120_000)
+        before = explorer.locator(".jp-OutputArea-output img").first.get_attribute("src")
+        slider = explorer.locator(".widget-slider").filter(has_text="epsilon").first
+        slider.locator(".widget-readout").click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type("0.45")
+        page.keyboard.press("Enter")
+        page.wait_for_function(
+            "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
+            " return img && img.getAttribute('src') !== before; }",
+            arg=[explorer.element_handle(), before], timeout=60_000)
+
+
+def test_05_kernels_private(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("kernels_private"):
+        listener = scenario.listener
+        out, err = listener.communicate(timeout=60)  # closes its standard input: Alice is done
+        assert listener.returncode == 0, err[-3000:]
+        overheard = json.loads(out.splitlines()[-1])
+        print(f"bob subscribed to {len(overheard['targets'])} sockets and heard {len(overheard['heard'])} messages")
+        kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if "ipykernel" in cmd}
+        assert kernels, "Alice's kernel is not running"
+        # Other tests on this machine may run kernels of root's over TCP (Bob hears those): what counts is a
+        # message of Alice's, one signed with her kernel's key
+        keys = [json.loads(Path(cmd.split(" -f ")[1].split()[0]).read_text())["key"] for cmd in kernels.values()]
+        assert not [m for m in overheard["heard"] if signed_with(m, keys)], "Bob heard Alice's kernel"
+        for pid, cmd in kernels.items():
+            connection = Path(cmd.split(" -f ")[1].split()[0])
+            assert connection.parent == Path("/run/rlhf-classroom") / alice, connection
+            assert json.loads(connection.read_text())["transport"] == "ipc"
+            assert f"ipc://{connection.parent}" in " ".join(overheard["targets"])  # Bob tried its sockets
+            # ipykernel's pipe for forked subprocesses' output stays on loopback TCP: a PULL socket (it
+            # sends nothing) that drops messages without the kernel's random key.  Bob tried it too.
+            for port in tcp_listeners(pid):
+                assert f"tcp://127.0.0.1:{port}" in overheard["targets"], port
+            assert len(tcp_listeners(pid)) <= 1, cmd
+            probe = users[bob].python(f"import os\ntry:\n    open({str(connection)!r}).read()\n    print('READ')\n"
+                                      "except PermissionError:\n    print('denied')")
+            assert probe.stdout.strip() == "denied"
+            # the kernel runs in Alice's cgroup, under the classroom's limits
+            assert f"rlhf-classroom/{alice}" in Path(f"/proc/{pid}/cgroup").read_text()
+            limits = Path(f"/proc/{pid}/limits").read_text()
+            assert re.search(r"Max processes\s+256\s+256", limits), limits
+            assert re.search(r"Max file size\s+1073741824\s+1073741824", limits), limits
+        # every user's server, the instructor's too, reads the config that makes its kernels private
+        for name in (instructor, alice, bob):
+            [server_pid] = [pid for pid, cmd in processes(users[name].uid).items() if "jupyterhub.singleuser" in cmd]
+            environ = dict(item.split("=", 1) for item in
+                           Path(f"/proc/{server_pid}/environ").read_text().split("\0") if "=" in item)
+            folders = [Path(f) for f in environ["JUPYTER_CONFIG_PATH"].split(":")]
+            assert any(json.loads((f / "jupyter_config.json").read_text()).get("KernelManager", {}).get(
+                "transport") == "ipc" for f in folders if (f / "jupyter_config.json").exists()), (name, folders)
+            assert environ["JUPYTER_RUNTIME_DIR"] == f"/run/rlhf-classroom/{name}", name
+            assert f"rlhf-classroom/{name}" in Path(f"/proc/{server_pid}/cgroup").read_text()
+
+
+def test_06_validate(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("validate"):
+        for student in (alice, bob):  # both validate at once, as a class would
+            pages[student].get_by_role("button", name="Validate").first.click()
+        pages[alice].locator(".jp-Dialog").get_by_text(
+            "Success! Your notebook passes all the tests.").wait_for(timeout=180_000)
+        failure = pages[bob].locator(".jp-Dialog")
+        failure.get_by_text("failed", exact=False).first.wait_for(timeout=180_000)
+        assert "Success!" not in failure.inner_text()
+        assert "ppo_clipped_objective" in failure.inner_text() or "ppo" in failure.inner_text().lower()
+
+
+def test_07_students_submit(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("students_submit"):
+        inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
+        for student in (alice, bob):
+            page = pages[student]
+            page.keyboard.press("Escape")
+            assignment_list(page, hub, student, reload=False)  # it lists the fetched assignment, as when it opened
+            assignment_row(page, edition[student]).get_by_role("button", name="Submit").click(timeout=60_000)
+            deadline = time.time() + 60
+            while not list(inbound.glob(f"{student}+{edition[student]}+*")):
+                assert time.time() < deadline, f"{student}'s submission never reached the exchange"
+                time.sleep(0.5)
+
+
+def test_08_instructor_collects_and_grades(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("instructor_collects_and_grades"):
+        page = pages["instructor"]
+        for assignment in (ASSIGNMENT, ZH):
+            formgrader_action(page, hub, "collect", f"Successfully collected submissions of '{assignment}'.",
+                              assignment)
+        # `sudo make grade` in the course directory: trusted, sandboxed, as root
+        grading = subprocess.run(
+            [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, ZH, "--course-root", str(course)],
+            cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
+        assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
+        scores = {}
+        for student in (alice, bob):
+            page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{edition[student]}/"
+                      f"{NOTEBOOK.removesuffix('.ipynb')}")
+            row = page.locator("tr").filter(has_text=student)
+            scores[student] = row.locator("td.code-score").inner_text(timeout=60_000).strip()
+        assert scores[alice] == "44 / 44", scores
+        assert re.fullmatch(r"\d+(\.\d+)? / 44", scores[bob]) and float(scores[bob].split("/")[0]) < 44, scores
+
+
+def test_09_instructor_grades_a_written_answer(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("instructor_grades_a_written_answer"):
+        page = pages["instructor"]  # Manual Grading: Alice's first written answer, full points and a comment
+        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+        page.locator("tr").filter(has_text=alice).locator("a.name-hidden").click(timeout=60_000)
+        # the page binds its inputs once it has fetched the grades and comments: typing before is lost
+        page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded"
+                               " && formgrader.comments && formgrader.comments.loaded", timeout=60_000)
+        for field, text, api in ((f"input.score#{WRITTEN}", "2", "/api/grade/"),
+                                 (f"textarea#{WRITTEN}-comment", WRITTEN_COMMENT, "/api/comment/")):
+            with page.expect_response(lambda r: api in r.url and r.request.method == "PUT", timeout=60_000):
+                page.locator(field).fill(text)
+                page.locator(field).press("Tab")  # the Formgrader saves on change
+        steps.shoot("written_answer_graded")
+        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+        row = page.locator("tr").filter(has_text=alice)
+        deadline = time.time() + 30
+        while row.locator("td.written-score").inner_text(timeout=60_000).strip() != "2 / 6":
+            assert time.time() < deadline, row.inner_text()
+            time.sleep(1)
+            page.reload()
+            row = page.locator("tr").filter(has_text=alice)
+        assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
+        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score; it
+        # never overwrites it (nor after a score set through nbgrader's API: tests/grading/test_batch.py)
+        grading = subprocess.run(
+            [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--student", alice,
+             "--course-root", str(course)],
+            cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
+        assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
+        page.reload()
+        row = page.locator("tr").filter(has_text=alice)
+        assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
+
+
+def test_10_instructor_releases_feedback(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("instructor_releases_feedback"):
+        for assignment in (ASSIGNMENT, ZH):
+            formgrader_action(pages["instructor"], hub, "release-feedback",
+                              f"Successfully released feedback of '{assignment}'.", assignment)
+
+
+def test_11_students_read_feedback(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("students_read_feedback"):
+        for student, other in ((alice, bob), (bob, alice)):
+            page = pages[student]
+            assignment_list(page, hub, student, reload=False)  # it lists the submission, since Submit
+            page.get_by_role("button", name="Fetch Feedback").click(timeout=60_000)  # one submitted assignment each
+            page.get_by_text("(view feedback)").wait_for(timeout=60_000)
+            [feedback] = list((users[student].home / edition[student] / "feedback").glob(
+                f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
+            relative = feedback.relative_to(users[student].home)
+            page.goto(f"{hub['url']}/user/{student}/files/{relative}")
+            text = page.locator("body").inner_text(timeout=60_000)
+            if student == alice:
+                assert "Tests: 44 / 44." in text and f"{ASSIGNMENT}: 46 / 50" in text
+                assert WRITTEN_COMMENT in text
+            else:  # Bob's page is Chinese: the outcome, the table, what went wrong
+                assert re.search(r"测试得分：\d+(\.\d+)? / 44。", text) and "测试得分：44 / 44。" not in text, text[:2000]
+                assert "问题所在" in text and "What went wrong" not in text
+                steps.shoot("chinese_feedback")
+            content = page.content()
+            assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content
+            assert other not in content
+            if student == bob:
+                assert WRITTEN_COMMENT not in content  # the comment was on Alice's answer only
+
+
+def test_12_students_refused(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("students_refused"):
+        page = pages[alice]
+        refusals = {  # what Alice tries -> the status she gets
+            f"/user/{bob}/lab": 403, f"/user/{bob}/api/contents/{ASSIGNMENT}": 403,  # Bob's server
+            f"/user/{instructor}/formgrader": 403, f"/user/{instructor}/lab": 403,  # the instructor's
+            f"/user/{alice}/formgrader": 404,  # not on a student's server at all
+            f"/user/{alice}/formgrader/api/assignments": 404,
+            f"/user/{alice}/files/..%2F{instructor}%2Fcourse%2Fnbgrader_config.py": 403,  # the course
+            f"/user/{alice}/api/contents/..%2F{instructor}%2Fcourse": 404,
+        }
+        got = {}
+        for number, url in enumerate(refusals):
+            response = page.goto(hub["url"] + url)
+            got[url] = response.status
+            page.screenshot(path=str(ARTIFACTS / f"{steps.count:02d}_refused_{number}.png"))
+            assert page.locator(".jp-LabShell").count() == 0, url
+            assert "Manage Assignments" not in page.content() and "c.CourseDirectory" not in page.content(), url
+        assert got == refusals, got
+        student = users[alice]
+        probe = student.python(f"import os\ntry:\n    os.listdir({str(course)!r})\n    print('ALLOWED')\n"
+                               "except PermissionError:\n    print('denied')")
+        assert probe.stdout.strip() == "denied"

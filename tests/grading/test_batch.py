@@ -1,16 +1,18 @@
 """Trusted batch grading against a class of correct, wrong, adversarial and broken submissions:
 each gets exactly the score and state it deserves, and nothing outside a submission changes.
 
-Every adversarial submission goes through the real sandbox here; of the honest catalogue a representative
-few (one correct-variant submission, one holding a mistake of each function, the guide's PPO slip among them):
-every correct variant and mistake is judged through the same pipeline in-process
-(tests/grading/test_pipeline_in_process.py; the sandbox runs the same code, tests/support/in_process_sandbox.py).
+Every adversarial submission whose code attacks goes through the real sandbox here; of the honest catalogue a
+representative few (one correct-variant submission, one holding a mistake of each function, the guide's PPO slip
+among them): every correct variant and mistake, and every notebook tampered with but answered honestly, is judged
+through the same pipeline in-process (tests/grading/test_pipeline_in_process.py; the sandbox runs the same code,
+tests/support/in_process_sandbox.py).
 The whole catalogue through the real sandbox: ``python bench/catalogue.py`` (this file with
 RLHF_WHOLE_CATALOGUE=1).
 """
 import os
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -31,9 +33,14 @@ CORRECT = ("ada_correct", "zoe_correct")
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 GUIDE_BUG = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]  # the feedback page's example
+ADVERSARIAL = answer_catalogue.ADVERSARIAL
 if not os.environ.get("RLHF_WHOLE_CATALOGUE"):  # a representative few
     CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:1])
     MISTAKE_CLASSES = {GUIDE_BUG: MISTAKE_CLASSES[GUIDE_BUG]}
+    # A notebook file tampered with, its answers the reference's, is judged before any sandbox runs (intake puts
+    # the release's cells and points back): each is graded through the same pipeline in-process, its state, score
+    # and flag checked (test_pipeline_in_process.py).  Here the one that never reaches a sandbox.
+    ADVERSARIAL = [attack for attack in ADVERSARIAL if attack.answers or attack.tamper == "invalid_json"]
 MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
 AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
@@ -43,11 +50,24 @@ AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_check
 LIMITS = Limits(call_seconds=2.0, feedback_seconds=3.0)
 
 
+def _owner_of_peer(port: int, peer_port: int) -> int | None:
+    """The uid owning the loopback socket connected from ``peer_port`` to ``port`` (None: gone, or not found)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if local == peer_port and remote == port and fields[9] != "0":  # a live socket, not an orphan
+                return int(fields[7])
+    return None
+
+
 class Listener:
-    """A loopback server that records any connection a submission manages to make."""
+    """A loopback server that records any connection a submission manages to make.  A connection from a process
+    known not to be a sandbox's (another test on this machine probing every loopback port: the hub test's student
+    does) is kept apart; one from a sandbox's uid, or whose owner is gone, counts."""
 
     def __init__(self, port: int = 47123):
-        self.connections = 0
+        self.port, self.connections, self.others = port, 0, []
         self.server = socket.socket()
         self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.server.bind(("127.0.0.1", port))
@@ -58,13 +78,20 @@ class Listener:
         self.thread.start()
 
     def _serve(self):
+        from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT
         while self.running:
             try:
-                conn, _ = self.server.accept()
-                self.connections += 1
-                conn.close()
+                conn, (_, peer_port) = self.server.accept()
             except OSError:
-                pass
+                continue
+            try:
+                owner = _owner_of_peer(self.port, peer_port)
+                if owner is None or FIRST_UID <= owner < FIRST_UID + SLOT_COUNT:
+                    self.connections += 1
+                else:
+                    self.others.append(owner)
+            finally:
+                conn.close()
 
     def close(self):
         self.running = False
@@ -83,7 +110,7 @@ def graded(tmp_path_factory):
     _answer_in_writing(course, "ada_correct")  # zoe_correct leaves the written answers as released
     for student, mistakes in MISTAKE_CLASSES.items():
         examples.write_submission(course, student, examples.answers_for(course, mistakes))
-    for attack in answer_catalogue.ADVERSARIAL:
+    for attack in ADVERSARIAL:
         answers = {**examples.answers_for(course, ()), **attack.answers}
         folder = examples.write_submission(course, attack.name, answers)
         if attack.tamper:
@@ -152,7 +179,7 @@ def test_trusted_scores_agree_with_the_catalogue(graded, wrong):
     assert {g for g in lost(result) if rlhf_hidden_checks.CHECKS[g].function == function} == set(wrong.loses)
 
 
-@pytest.mark.parametrize("attack", answer_catalogue.ADVERSARIAL, ids=lambda a: a.name)
+@pytest.mark.parametrize("attack", ADVERSARIAL, ids=lambda a: a.name)
 def test_each_attack_gets_the_state_and_score_it_deserves(graded, attack):
     _, results, _, _ = graded
     result = results[attack.name]
@@ -170,7 +197,7 @@ def test_nothing_outside_the_grader_outputs_changed(graded):
 
 def test_no_network_and_no_process_left_behind(graded):
     _, _, _, listener = graded
-    assert listener.connections == 0
+    assert listener.connections == 0, f"{listener.connections} connections (and from other uids: {listener.others})"
     assert leftover_sandbox_processes() == {}
 
 

@@ -30,6 +30,7 @@ from tests.support.submissions import add_cells, tree_digest
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
 CANARY, BYSTANDER = "canary_correct", "bystander_correct"
+SLOW = "a_slow_calls_and_busy_forks"  # first in order of name
 BUDGET_SECONDS = 20  # 2x the slowest other attack here in a loaded CI run (8.9 s; 3.9 s alone); the busy forks burn a core until it ends
 GRADER_PEAK_MB = 1500  # measured about 700 MB: torch, nbconvert and the judges
 
@@ -151,15 +152,22 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return torch.empty(log_p_w.shape, device="meta")
 '''},
         },
-        # 6. No total budget: slow calls and busy processes.
-        "slow_calls_and_busy_forks": {
+        # 6. No total budget: slow calls and busy processes.  Named to be graded first (the grader takes the
+        #    students in order of name): its busy forks spin while the others, the canary among them, are graded,
+        #    and its budget runs beside their grading rather than after it, alone, at the end of the batch.  The
+        #    forks spin for their first 8 s (the canary's grading takes about 2), then sleep until the budget
+        #    ends them: a core for the whole budget would be the suite's, not the grader's, cost.
+        SLOW: {
             "answers": {**ref, "ppo_answer": ref["ppo_answer"] + '''
 import os, time
+_busy_until = time.monotonic() + 8
 for _ in range(58):
     try:
         if os.fork() == 0:
-            while True:
+            while time.monotonic() < _busy_until:
                 pass
+            while True:
+                time.sleep(1)
     except OSError:
         break
 _reference_ppo = ppo_clipped_objective
@@ -250,6 +258,7 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
         assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
         assert examples.cell_scores(gradebook_url(course), student)
+    assert min(report) == SLOW  # graded first: its forks are busy while the canary is graded
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
 
 
@@ -314,7 +323,7 @@ def test_an_unusable_value_fails_its_checks_and_never_breaks_the_grader(attacked
 
 
 def test_the_submission_budget_ends_slow_submissions(attacked):
-    row = attacked["report"]["slow_calls_and_busy_forks"]
+    row = attacked["report"][SLOW]
     assert row["state"] == "timed out" and "total time budget" in row["detail"], row
     assert float(row["seconds"]) < BUDGET_SECONDS + 15, row
 

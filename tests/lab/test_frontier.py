@@ -243,7 +243,8 @@ def test_the_tiny_sweep_runs_every_job_and_writes_what_the_notebook_reads(tiny, 
 def test_the_tiny_sweeps_set_up_is_the_studys(tiny, cached):
     """The set-up does not depend on the sweep's size: the exact curve (from a refitted bigram) agrees with
     the cache's as a whole fresh sweep must (to 0.02 gold), and the reference policy starts on it."""
-    np.testing.assert_allclose(tiny["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"], atol=0.02)
+    np.testing.assert_allclose(tiny["exact_frontier"]["gold_reward"], cached["exact_frontier"]["gold_reward"],
+                               atol=0.02)
     np.testing.assert_allclose(tiny["exact_frontier"]["kl_to_reference"], cached["exact_frontier"]["kl_to_reference"],
                                rtol=0.05, atol=0.05)
     assert tiny["bigram"]["start"]["kl_to_reference"] == pytest.approx(0.0, abs=1e-6)
