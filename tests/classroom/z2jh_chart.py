@@ -24,6 +24,7 @@ import yaml
 CHART_VERSION = "4.4.0"
 # chart 4.4.0's values.yaml, for the keys the mapping below reads and config.yaml does not set
 CHART_DEFAULTS = {
+    "hub": {"config": {"JupyterHub": {"admin_access": True, "authenticator_class": "dummy"}}},
     "singleuser": {"storage": {"dynamic": {"volumeNameTemplate": "volume-{user_server}", "pvcNameTemplate": None}}},
 }
 
