@@ -5,9 +5,11 @@ version changes, with a checkout of the chart's source at that version (the mach
     git clone --branch 4.4.0 --depth 1 <zero-to-jupyterhub-k8s repository> /tmp/z2jh
     .venv/bin/python deploy/z2jh/compare_with_chart.py /tmp/z2jh
 
-It renders a student's and an instructor's pod from both and prints every difference in the pods: the
-chart's scheduling, labels and cloud-metadata init container, which the reproduction leaves out (the test
-asserts none of them), and nothing else.  Exit status 1 when anything the test asserts differs.
+First it validates config.yaml, merged with the chart's values.yaml, against the chart's values schema (what
+`helm install` checks before rendering: a misspelt key is refused).  Then it renders a student's and an
+instructor's pod from both configurations and prints every difference in the pods: the chart's scheduling,
+labels and cloud-metadata init container, which the reproduction leaves out (the test asserts none of them),
+and nothing else.  Exit status 1 when the schema refuses the values or anything the test asserts differs.
 """
 from __future__ import annotations
 
@@ -71,8 +73,18 @@ def differences(a, b, path=""):
         yield path, a, b
 
 
+def schema_errors(chart: Path, values_file: Path) -> list[str]:
+    import jsonschema
+    schema = yaml.safe_load((chart / "jupyterhub" / "values.schema.yaml").read_text())
+    values = z2jh_chart.merged(yaml.safe_load((chart / "jupyterhub" / "values.yaml").read_text()),
+                               yaml.safe_load(values_file.read_text()))
+    return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(values)]
+
+
 def main(chart: Path) -> int:
     values_file = REPO / "deploy" / "z2jh" / "config.yaml"
+    errors = schema_errors(chart, values_file)
+    print(*errors or ["config.yaml is valid for the chart's values schema"], sep="\n")
     work = Path(tempfile.mkdtemp(prefix="z2jh-chart-"))
     try:
         real = chart_config(chart, values_file, work)
@@ -87,7 +99,7 @@ def main(chart: Path) -> int:
         pods_real, pods_ours = render(real, names, kubeconfig), render(ours, names, kubeconfig)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    status = 0
+    status = int(bool(errors))
     for name in names:
         for path, mine, theirs in differences(pods_ours[name], pods_real[name]):
             expected = any(path == p or path.startswith(p + ".") for p in NOT_REPRODUCED)
