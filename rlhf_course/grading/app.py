@@ -2,6 +2,7 @@
 
     python -m rlhf_course.grading release                 # source/ (+ i18n/) -> release/, recorded in the gradebook
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
+    python -m rlhf_course.grading report [ASSIGNMENT ...] # the class report: class_report/<assignment>.html and .csv
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
@@ -26,7 +27,7 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import batch, deadlines, editions, examples, release
+from rlhf_course.grading import batch, class_report, deadlines, editions, examples, release
 from rlhf_course.grading.report import REPORT, format_table
 from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
@@ -69,8 +70,30 @@ class GradeCommand(CourseCommand):
         print(format_table(results))
         print(f"gradebook: {shown_url(self.course.db_url)}; report: {self.course.root / REPORT}; "
               f"feedback: {self.course.folder('feedback')}")
+        print(f"class report: {self.course.root / class_report.FOLDER}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"grader peak memory: {peak:.0f} MB")
+
+
+class ReportCommand(CourseCommand):
+    name = "rlhf-grader report"
+    description = ("Write the class report of the named assignments (default: every one in the gradebook): "
+                   "class_report/<assignment>.html, one self-contained page (scores, manual grading to do, each "
+                   "hidden test's pass rate and discrimination, misconceptions, lateness, each student's feedback), "
+                   "and class_report/<assignment>.csv, the same numbers.  A language edition is reported with its "
+                   "assignment.  `grade` writes them too.")
+
+    def start(self):
+        try:
+            written = class_report.write_reports(self.course, self.extra_args or None)
+        except class_report.ReportError as exc:
+            print(f"no report written: {exc}", file=sys.stderr)
+            self.exit(2)
+        if not written:
+            print("no assignment in the gradebook: nothing to report (run `make release` first)", file=sys.stderr)
+            self.exit(2)
+        for done in written:
+            print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")
 
 
 class ReleaseCommand(CourseCommand):
@@ -172,6 +195,7 @@ class RlhfGrader(Application):
     subcommands = {
         "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
         "grade": (_fresh(GradeCommand), GradeCommand.description),
+        "report": (_fresh(ReportCommand), ReportCommand.description),
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),
