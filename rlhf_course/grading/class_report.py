@@ -43,7 +43,9 @@ from rlhf_course.grading import editions, misconception_record, notebooks, sprea
 from rlhf_course.grading.settings import Course
 
 FOLDER = "class_report"
-NEGATIVE_DISCRIMINATION = -0.1  # r_pb below this is flagged (its standard error is about 1/sqrt(n): 0.13 at 60)
+# r_pb below this is flagged: its standard error is about 1/sqrt(n) (0.13 for 60 students), so a slightly
+# negative r is noise; -0.2 is where "better students fail it more often" starts to be worth a look
+NEGATIVE_DISCRIMINATION = -0.2
 MIN_STUDENTS = 5  # fewer submissions: no discrimination at all
 COLLECT_REPORT = "collect_report.csv"  # StrictExchangeCollect.report_name's default
 CSV_COLUMNS = ["assignment", "section", "edition", "item", "measure", "value"]
@@ -287,11 +289,22 @@ def _collect_rows(course: Course, group: list[str]) -> list[dict]:
             and (row.get("status") == "refused" or row.get("flag"))]
 
 
+def _english_names(course: Course, assignment: str) -> dict[str, str]:
+    """Catalogue entry -> the misconception's English name (the record keeps the name the student read)."""
+    from rlhf_course.grading.misconceptions import catalogue
+    try:
+        found = catalogue(course.root, assignment)
+    except Exception:  # a catalogue that does not load: the recorded names stay
+        return {}
+    return {entry: m.name.get("en", "") for entry, m in found[1].items()} if found else {}
+
+
 def build(course: Course, assignment: str, group: list[str], report_folder: Path | None = None) -> ClassReport:
     """The numbers of one base assignment (``group``: it and its editions, as in the gradebook)."""
     rows, info, max_score = _gradebook_rows(course, group)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     record = misconception_record.read(course.root)
+    english = _english_names(course, assignment)
     misconceptions: dict[str, dict] = {}
     not_named = []
     for row in rows:
@@ -300,6 +313,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
             not_named.append(row.student)
             continue
         for m in row.misconceptions:
+            m["name"] = english.get(m["entry"], m["name"])  # named in the student's language; the report is English
             entry = misconceptions.setdefault(m["entry"], {"name": m["name"], "function": m["function"],
                                                              "students": []})
             entry["students"].append(row.student)
@@ -392,7 +406,7 @@ def distribution_plot(report: ClassReport) -> str | None:
     if not report.rows:
         return None
     from matplotlib.figure import Figure
-    figure = Figure(figsize=(7.5, 3.2))
+    figure = Figure(figsize=(7.5, 3.2), layout="constrained")
     ax = figure.add_subplot()
     top = max(report.max_score, max(r.score for r in report.rows), 1.0)
     bins = [top * i / 20 for i in range(21)]
@@ -413,7 +427,7 @@ def tests_plot(report: ClassReport) -> str | None:
         return None
     from matplotlib.figure import Figure
     n = len(report.tests)
-    figure = Figure(figsize=(7.5, 0.8 + 0.28 * n))
+    figure = Figure(figsize=(7.5, 0.8 + 0.28 * n), layout="constrained")
     rates, discs = figure.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": (1, 1)})
     ys = list(range(n))[::-1]
     colours = ["#c44e52" if t.flags else "#4c72b0" for t in report.tests]
