@@ -433,7 +433,11 @@ def tests_plot(report: ClassReport) -> str | None:
     colours = ["#c44e52" if t.flags else "#4c72b0" for t in report.tests]
     rates.barh(ys, [t.pass_rate or 0.0 for t in report.tests], color=colours)
     rates.set_yticks(ys, [t.grade_id for t in report.tests], fontsize=8)
+    for y, t in zip(ys, report.tests):
+        if not t.pass_rate:
+            rates.text(0.02, y, "nobody passes", va="center", fontsize=7, color="#c44e52")
     rates.set_xlim(0, 1)
+    rates.set_ylim(-0.6, n - 0.4)
     rates.set_xlabel("pass rate")
     discs.barh(ys, [t.discrimination or 0.0 for t in report.tests], color=colours)
     for y, t in zip(ys, report.tests):
