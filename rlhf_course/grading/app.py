@@ -77,7 +77,7 @@ class GradeCommand(CourseCommand):
 
 class ReportCommand(CourseCommand):
     name = "rlhf-grader report"
-    description = ("Write the class report of the named assignments (default: every one in the gradebook): "
+    description = ("Write the class report of the named assignments (default: each with submissions): "
                    "class_report/<assignment>.html, one self-contained page (scores, manual grading to do, each "
                    "hidden test's pass rate and discrimination, misconceptions, lateness, each student's feedback), "
                    "and class_report/<assignment>.csv, the same numbers.  A language edition is reported with its "
@@ -90,7 +90,8 @@ class ReportCommand(CourseCommand):
             print(f"no report written: {exc}", file=sys.stderr)
             self.exit(2)
         if not written:
-            print("no assignment in the gradebook: nothing to report (run `make release` first)", file=sys.stderr)
+            print("no submission in the gradebook: nothing to report (name an assignment to report it empty)",
+                  file=sys.stderr)
             self.exit(2)
         for done in written:
             print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")

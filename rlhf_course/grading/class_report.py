@@ -175,16 +175,20 @@ def test_cell(grade_id: str, rows: list[StudentRow]) -> TestCell:
     return TestCell(grade_id, points, n, sum(passed), mean, r_pb, flags)
 
 
-def base_assignments(course: Course) -> dict[str, list[str]]:
-    """Base assignment -> the gradebook's assignments that are it or its editions, for every assignment
-    the gradebook knows."""
+def base_assignments(course: Course) -> tuple[dict[str, list[str]], set[str]]:
+    """Base assignment -> the gradebook's assignments that are it or its editions (the base first), for every
+    assignment the gradebook knows; and the base assignments with at least one submission."""
     from nbgrader.api import Gradebook
     base = {e.assignment: e.base for e in editions.editions(course.root)}
     grouped: dict[str, list[str]] = {}
+    submitted = set()
     with Gradebook(course.db_url) as gb:
         for assignment in gb.assignments:
-            grouped.setdefault(base.get(assignment.name, assignment.name), []).append(assignment.name)
-    return {name: sorted(group, key=lambda a: (a != name, a)) for name, group in sorted(grouped.items())}
+            name = base.get(assignment.name, assignment.name)
+            grouped.setdefault(name, []).append(assignment.name)
+            if assignment.num_submissions:
+                submitted.add(name)
+    return {name: sorted(group, key=lambda a: (a != name, a)) for name, group in sorted(grouped.items())}, submitted
 
 
 def _cell_order(course: Course, assignment: str) -> list[str]:
@@ -478,9 +482,9 @@ class Written:
 
 def write_reports(course: Course | Path, assignments: list[str] | None = None) -> list[Written]:
     """The page and CSV of each named assignment (a base assignment or one of its editions: its base's;
-    default: every assignment in the gradebook), in ``class_report/``."""
+    default: every assignment of the gradebook with a submission), in ``class_report/``."""
     course = Course.of(course)
-    groups = base_assignments(course)
+    groups, submitted = base_assignments(course)
     if assignments:
         by_name = {name: base for base, group in groups.items() for name in group}
         unknown = [a for a in assignments if a not in by_name]
@@ -489,7 +493,7 @@ def write_reports(course: Course | Path, assignments: list[str] | None = None) -
                               f"{', '.join(sorted(by_name)) or 'none'})")
         wanted = list(dict.fromkeys(by_name[a] for a in assignments))
     else:
-        wanted = list(groups)
+        wanted = [base for base in groups if base in submitted]
     folder = course.root / FOLDER
     folder.mkdir(exist_ok=True)
     written = []
