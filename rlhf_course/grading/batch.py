@@ -137,12 +137,13 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
 def grade_all(course: Course | Path, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits | None = None, export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None,
-              sandbox: type = Sandbox) -> list[SubmissionResult]:
+              sandbox: type = Sandbox, class_reports: bool = True) -> list[SubmissionResult]:
     """Grade every notebook of ``assignments`` (default: each released one with submissions) for
     ``students`` (default: everyone who submitted it); record, write feedback, report and export.
     ``course``: the :class:`Course` the command built (a folder: its configuration files are read).
     ``workers``, ``dask_address``, ``limits``: the course's ``TrustedGrading`` settings unless given.
-    ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`)."""
+    ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`).
+    ``class_reports``: write the class report of each assignment graded (with ``export``; :mod:`class_report`)."""
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
@@ -184,7 +185,7 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)
             EditionsCsvExport(config=course.config, to=str(course.root / "grades.csv"),
                               course_root=str(course.root)).export(gb)
-    if export:
+    if export and class_reports:
         write_class_reports(course, assignments)
     hand_back_outputs(course)
     return results

@@ -401,7 +401,7 @@ EDITION_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
 
 def _png(figure) -> str:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=110)  # constrained layout: no second (tight) layout pass
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

@@ -28,6 +28,8 @@ def graded_class(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("class") / "course")
     release_course(root)
     plans = synthetic_class.build(root, answer_catalogue)
+    graded_by_the_batch = (root / class_report.FOLDER / f"{ASSIGNMENT}.csv").read_text()
+    assert ",student,rlhf_zh,r_ben,score," in graded_by_the_batch and ",student,rlhf,s00," not in graded_by_the_batch
     written = class_report.write_reports(root, [ASSIGNMENT])
     return root, plans, written[0]
 

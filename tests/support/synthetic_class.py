@@ -113,7 +113,8 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
                     gb.update_or_create_student(plan.student)
                 deadlines.grant_extension(the_course, plan.student, plan.edition, hours=plan.extension_hours,
                                           now=DUE - dt.timedelta(days=1))
-        grade_in_process(course, students=[p.student for p in graded], assignments=list(EDITIONS), export=False)
+        # as `make grade` does: the gradebook, feedback pages, grades.csv, the class report (of these four)
+        grade_in_process(course, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
     else:
         found = [p for p in found if not p.real]
     write_directly(the_course, [p for p in found if not p.real])
