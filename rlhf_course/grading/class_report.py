@@ -203,7 +203,7 @@ def _stamp(moment: dt.datetime | None) -> str:
     return moment.isoformat() if moment else ""
 
 
-def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow], dict, float]:
+def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow], dt.datetime | None, float]:
     """Every counted submission of the group's assignments (the latest per student), read in three queries;
     the due date and the points of the base assignment."""
     from nbgrader.api import (Assignment, Grade, GradeCell, Gradebook, Notebook, Student, SubmittedAssignment,
@@ -241,11 +241,13 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
     by_submission: dict[str, list] = {}
     for grade in grades:
         by_submission.setdefault(grade[0], []).append(grade[1:])
+    def when(submission) -> tuple:  # the latest counts, as in grades.csv; undated ones count least
+        return submission[3] is not None, submission[3] or dt.datetime.min
     latest: dict[str, tuple] = {}
-    for row in submissions:
-        key = (row[3] is not None, row[3] or dt.datetime.min)
-        if row[2] not in latest or key > (latest[row[2]][3] is not None, latest[row[2]][3] or dt.datetime.min):
-            latest[row[2]] = row
+    for submission in submissions:
+        student = submission[2]
+        if student not in latest or when(submission) > when(latest[student]):
+            latest[student] = submission
     rows = []
     for submission_id, edition, student, timestamp, duedate, extension in latest.values():
         row = StudentRow(student, edition, timestamp, duedate, extension or None, 0.0,
@@ -261,18 +263,20 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
                 row.to_do.append(name)
         row.feedback = [f"{edition}/{name}" for name in sorted(notebooks_of.get(submission_id, []))]
         rows.append(row)
-    return sorted(rows, key=lambda r: r.student), {"due": due}, max_score
+    return sorted(rows, key=lambda r: r.student), due, max_score
 
 
 def _feedback_links(course: Course, rows: list[StudentRow], report_folder: Path) -> None:
     """Each row's feedback pages that exist, as URLs relative to the report's folder (each part quoted: an id
     is the student's)."""
+    feedback = course.folder("feedback").resolve()
     for row in rows:
         links = []
         for where in row.feedback:
             edition, notebook = where.split("/", 1)
             page = course.folder("feedback", row.student, edition) / f"{notebook}.html"
-            if page.is_file():
+            # an id is only a folder name inside feedback/: one that would lead out of it gets no link
+            if page.resolve().is_relative_to(feedback) and page.is_file():
                 relative = os.path.relpath(page, report_folder)
                 links.append("/".join(urllib.parse.quote(part) for part in Path(relative).parts))
         row.feedback = links
@@ -305,7 +309,7 @@ def _english_names(course: Course, assignment: str) -> dict[str, str]:
 
 def build(course: Course, assignment: str, group: list[str], report_folder: Path | None = None) -> ClassReport:
     """The numbers of one base assignment (``group``: it and its editions, as in the gradebook)."""
-    rows, info, max_score = _gradebook_rows(course, group)
+    rows, due, max_score = _gradebook_rows(course, group)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     record = misconception_record.read(course.root)
     english = _english_names(course, assignment)
@@ -330,7 +334,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
             to_do.setdefault(gid, []).append(row.student)
     distributions = [distribution(ALL, [r.score for r in rows])]
     distributions += [distribution(e, [r.score for r in rows if r.edition == e]) for e in group]
-    return ClassReport(assignment, group, info["due"], max_score, rows, distributions, tests,
+    return ClassReport(assignment, group, due, max_score, rows, distributions, tests,
                        dict(sorted(to_do.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))),
                        dict(sorted(misconceptions.items(), key=lambda kv: -len(kv[1]["students"]))),
                        not_named, _collect_rows(course, group), dt.datetime.now(dt.timezone.utc))
