@@ -4,8 +4,8 @@ of the two editions), every grade cell scored, written answers partly left to gr
 One scratch course (this checkout's course files, a fresh release), its gradebook written through nbgrader's API
 as trusted grading would (scores drawn per student ability, a fixed seed: not timed), then
 ``class_report.write_reports`` for the three assignments, ``--repeat`` times (the first in a fresh process pays
-matplotlib's import and font cache).  Prints each time with the machine's load averages and core count (others may
-share the machine: compare the figures of one run).
+matplotlib's import and font cache).  Prints each time, wall and this process's CPU (the steadier figure on a shared
+machine), with the machine's load averages and core count (compare the figures of one run).
 
     python bench/report.py [--students 300] [--repeat 3] [--keep]
 """
@@ -110,18 +110,20 @@ def main() -> int:
         start = time.perf_counter()
         counts = write_class(course, args.students)
         print(f"gradebook written in {time.perf_counter() - start:.1f} s: {counts} (load {load()})", flush=True)
-        times = []
+        times, cpu = [], []
         for run in range(args.repeat):
             before = load()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             written = class_report.write_reports(course)
             times.append(time.perf_counter() - start)
-            print(f"run {run + 1}: {times[-1]:.2f} s for {len(written)} reports "
+            cpu.append(time.process_time() - start_cpu)
+            print(f"run {run + 1}: {times[-1]:.2f} s ({cpu[-1]:.2f} s CPU) for {len(written)} reports "
                   f"({', '.join(f'{w.assignment} {w.students}' for w in written)}); load {before} before, "
                   f"{load()} after", flush=True)
         sizes = ", ".join(f"{w.html.name} {w.html.stat().st_size / 1024:.0f} kB" for w in written)
         print(f"class of {args.students}, 3 assignments: first {times[0]:.2f} s, best {min(times):.2f} s, "
-              f"median {statistics.median(times):.2f} s; pages {sizes}")
+              f"median {statistics.median(times):.2f} s; CPU first {cpu[0]:.2f} s, best {min(cpu):.2f} s; "
+              f"pages {sizes}")
         if args.keep:
             print("course kept:", root)
     finally:
