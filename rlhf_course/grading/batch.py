@@ -181,7 +181,10 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
             result.timed("feedback page (HTML)", clock)
             results.append(result)
         write_report(course.root / REPORT, results)
-        misconception_record.record(course.root, results, stamps, grading.name_misconceptions)
+        try:  # the scores are in: a damaged record is said, and stops nothing
+            misconception_record.record(course.root, results, stamps, grading.name_misconceptions)
+        except (OSError, ValueError) as exc:
+            print(f"misconceptions not recorded for the class report: {exc}", file=sys.stderr, flush=True)
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)
             EditionsCsvExport(config=course.config, to=str(course.root / "grades.csv"),
                               course_root=str(course.root)).export(gb)

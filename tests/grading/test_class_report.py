@@ -155,3 +155,26 @@ def test_the_report_command_writes_an_editions_base_and_refuses_an_unknown_assig
     assert "no assignment 'rlhf_final' in the gradebook" in capsys.readouterr().err
     assert not (written.html.parent / "rlhf_final.html").exists() and written.csv.read_bytes() != b""
     assert len(before) > 1000
+
+
+def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_named(tmp_path):
+    from rlhf_course.grading import misconception_record
+    from rlhf_course.grading.results import CRASHED, GRADED, NamedMisconception, SubmissionResult
+    named = SubmissionResult("ada", GRADED, ASSIGNMENT, NOTEBOOK,
+                             misconceptions=[NamedMisconception("ppo_no_clipping", "ppo_clipped_objective", "No clipping",
+                                                                "", "")])
+    crashed = SubmissionResult("ben", CRASHED, ASSIGNMENT, NOTEBOOK)
+    stamps = {(ASSIGNMENT, "ada"): "2026-12-18T10:00:00", (ASSIGNMENT, "ben"): "2026-12-18T11:00:00"}
+    misconception_record.record(tmp_path, [named, crashed], stamps, named_by_course=True)
+    record = misconception_record.read(tmp_path)
+    assert misconception_record.named_for(record, ASSIGNMENT, "ada", "2026-12-18T10:00:00") == [
+        {"entry": "ppo_no_clipping", "function": "ppo_clipped_objective", "name": "No clipping"}]
+    assert misconception_record.named_for(record, ASSIGNMENT, "ada", "2026-12-19T09:00:00") is None  # stock since
+    assert misconception_record.named_for(record, ASSIGNMENT, "ben", "2026-12-18T11:00:00") is None  # not scored
+    assert misconception_record.named_for(record, ASSIGNMENT, "cleo", "") is None  # never graded by us
+    misconception_record.record(tmp_path, [named], stamps, named_by_course=False)  # the course turned naming off
+    assert misconception_record.named_for(misconception_record.read(tmp_path), ASSIGNMENT, "ada",
+                                          "2026-12-18T10:00:00") is None
+    (tmp_path / misconception_record.RECORD).write_text("[1, 2")
+    with pytest.raises(ValueError, match="is not the misconception record trusted grading writes"):
+        misconception_record.read(tmp_path)
