@@ -105,7 +105,7 @@ class Distribution:
 
 
 @dataclass
-class TestCell:
+class HiddenTest:
     grade_id: str
     points: float
     students: int
@@ -127,7 +127,7 @@ class ClassReport:
     max_score: float
     rows: list[StudentRow]
     distributions: list[Distribution]
-    tests: list[TestCell]
+    tests: list[HiddenTest]
     to_do: dict[str, list[str]]  # grade id -> students whose grade needs a person
     misconceptions: dict[str, dict]  # catalogue entry -> {"name", "function", "students"}
     not_named: list[str]  # students for whom nothing was named
@@ -157,7 +157,7 @@ def point_biserial(passed: list[int], rest: list[float]) -> float | None:
     return sxy / math.sqrt(sxx * syy)
 
 
-def test_cell(grade_id: str, rows: list[StudentRow]) -> TestCell:
+def hidden_test(grade_id: str, rows: list[StudentRow]) -> HiddenTest:
     scored = [r for r in rows if grade_id in r.cells]
     points = max((r.cells[grade_id][1] for r in scored), default=0.0)
     passed = [int(r.cells[grade_id][0] >= r.cells[grade_id][1]) for r in scored]
@@ -172,7 +172,7 @@ def test_cell(grade_id: str, rows: list[StudentRow]) -> TestCell:
     if r_pb is not None and r_pb < NEGATIVE_DISCRIMINATION:
         flags.append("negative discrimination")
     mean = statistics.fmean(r.cells[grade_id][0] for r in scored) if scored else None
-    return TestCell(grade_id, points, n, sum(passed), mean, r_pb, flags)
+    return HiddenTest(grade_id, points, n, sum(passed), mean, r_pb, flags)
 
 
 def base_assignments(course: Course) -> tuple[dict[str, list[str]], set[str]]:
@@ -325,9 +325,11 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
             entry = misconceptions.setdefault(m["entry"], {"name": m["name"], "function": m["function"],
                                                              "students": []})
             entry["students"].append(row.student)
-    order = _cell_order(course, assignment)
-    cells = {gid for row in rows for gid in row.cells}
-    tests = [test_cell(gid, rows) for gid in sorted(cells, key=lambda g: (order.index(g) if g in order else len(order), g))]
+    order = {gid: index for index, gid in enumerate(_cell_order(course, assignment))}
+
+    def in_order(gid: str) -> tuple:  # as the notebook has them; a cell it does not have (any more) last
+        return order.get(gid, len(order)), gid
+    tests = [hidden_test(gid, rows) for gid in sorted({gid for row in rows for gid in row.cells}, key=in_order)]
     to_do: dict[str, list[str]] = {}
     for row in rows:
         for gid in row.to_do:
@@ -335,7 +337,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     distributions = [distribution(ALL, [r.score for r in rows])]
     distributions += [distribution(e, [r.score for r in rows if r.edition == e]) for e in group]
     return ClassReport(assignment, group, due, max_score, rows, distributions, tests,
-                       dict(sorted(to_do.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))),
+                       {gid: to_do[gid] for gid in sorted(to_do, key=in_order)},
                        dict(sorted(misconceptions.items(), key=lambda kv: -len(kv[1]["students"]))),
                        not_named, _collect_rows(course, group), dt.datetime.now(dt.timezone.utc))
 
