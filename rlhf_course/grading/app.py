@@ -53,7 +53,8 @@ class GradeCommand(CourseCommand):
     name = "rlhf-grader grade"
     description = ("Grade every submission of the named assignments (default: each released one with "
                    "submissions) in sandboxes, judged outside the student's process; record the scores in "
-                   "nbgrader's gradebook and write feedback, grading_report.csv and grades.csv.  Runs as root.")
+                   "nbgrader's gradebook and write feedback, grading_report.csv, grades.csv and the class report "
+                   "(class_report/).  Runs as root.")
     students = List(Unicode(), help="Grade only these students.").tag(config=True)
     aliases = {**CourseCommand.aliases, "workers": "TrustedGrading.workers", "dask": "TrustedGrading.dask_address",
                "student": "GradeCommand.students",
