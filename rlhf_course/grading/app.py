@@ -3,6 +3,7 @@
     python -m rlhf_course.grading release                 # source/ (+ i18n/) -> release/, recorded in the gradebook
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
     python -m rlhf_course.grading report [ASSIGNMENT ...] # the class report: class_report/<assignment>.html and .csv
+    python -m rlhf_course.grading report --language=zh-CN # ... in Chinese (or c.ClassReportSettings.language)
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
@@ -38,7 +39,7 @@ class CourseCommand(Application):
     course_root = Unicode("", help="The course directory (default: the current directory, as for nbgrader)."
                           ).tag(config=True)
     aliases = {"course-root": "CourseCommand.course_root", "log-level": "Application.log_level"}
-    classes = [CourseDirectory, RlhfCourse, TrustedGrading]
+    classes = [CourseDirectory, RlhfCourse, TrustedGrading, class_report.ClassReportSettings]
 
     def initialize(self, argv=None):
         super().initialize(argv)
@@ -82,7 +83,9 @@ class ReportCommand(CourseCommand):
                    "class_report/<assignment>.html, one self-contained page (scores, manual grading to do, each "
                    "hidden test's pass rate and discrimination, misconceptions, lateness, each student's feedback), "
                    "and class_report/<assignment>.csv, the same numbers.  A language edition is reported with its "
-                   "assignment.  `grade` writes them too.")
+                   "assignment.  `grade` writes them too.  --language=zh-CN: in Chinese.")
+
+    aliases = {**CourseCommand.aliases, "language": "ClassReportSettings.language"}
 
     def start(self):
         try:

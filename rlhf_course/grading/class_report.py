@@ -39,8 +39,12 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traitlets import Unicode
+from traitlets.config import Configurable
+
 from rlhf_course.grading import editions, misconception_record, notebooks, spreadsheet
 from rlhf_course.grading.settings import Course
+from rlhf_course.i18n import CHINESE, ENGLISH, TABLES, cjk_font, t
 
 FOLDER = "class_report"
 # r_pb below this is flagged: its standard error is about 1/sqrt(n) (0.13 for 60 students), so a slightly
@@ -50,6 +54,13 @@ MIN_STUDENTS = 5  # fewer submissions: no discrimination at all
 COLLECT_REPORT = "collect_report.csv"  # StrictExchangeCollect.report_name's default
 CSV_COLUMNS = ["assignment", "section", "edition", "item", "measure", "value"]
 ALL = "all"
+
+
+class ClassReportSettings(Configurable):
+    """The class report (``python -m rlhf_course.grading report``, and after every ``grade``)."""
+
+    language = Unicode(ENGLISH, help="The report's language: 'en' or 'zh-CN' (its sentences, headings and plot "
+                                     "labels, and the misconceptions' names).").tag(config=True)
 
 
 class ReportError(ValueError):
@@ -297,22 +308,24 @@ def _collect_rows(course: Course, group: list[str]) -> list[dict]:
             and (row.get("status") == "refused" or row.get("flag"))]
 
 
-def _english_names(course: Course, assignment: str) -> dict[str, str]:
-    """Catalogue entry -> the misconception's English name (the record keeps the name the student read)."""
+def _names_in(course: Course, assignment: str, language: str) -> dict[str, str]:
+    """Catalogue entry -> the misconception's name in ``language`` (the record keeps the name the student read)."""
     from rlhf_course.grading.misconceptions import catalogue
     try:
         found = catalogue(course.root, assignment)
-    except Exception:  # a catalogue that does not load: the recorded names stay
+    except Exception:  # a catalogue that does not load (grading said so): the recorded names stay
         return {}
-    return {entry: m.name.get("en", "") for entry, m in found[1].items()} if found else {}
+    return {entry: m.name.get(language) or m.name.get(ENGLISH, "") for entry, m in found[1].items()} if found else {}
 
 
-def build(course: Course, assignment: str, group: list[str], report_folder: Path | None = None) -> ClassReport:
-    """The numbers of one base assignment (``group``: it and its editions, as in the gradebook)."""
+def build(course: Course, assignment: str, group: list[str], report_folder: Path | None = None,
+          language: str = ENGLISH) -> ClassReport:
+    """The numbers of one base assignment (``group``: it and its editions, as in the gradebook); the
+    misconceptions named in ``language``."""
     rows, due, max_score = _gradebook_rows(course, group)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     record = misconception_record.read(course.root)
-    english = _english_names(course, assignment)
+    names = _names_in(course, assignment, language)
     misconceptions: dict[str, dict] = {}
     not_named = []
     for row in rows:
@@ -321,7 +334,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
             not_named.append(row.student)
             continue
         for m in row.misconceptions:
-            m["name"] = english.get(m["entry"], m["name"])  # named in the student's language; the report is English
+            m["name"] = names.get(m["entry"], m["name"])  # recorded in the student's language
             entry = misconceptions.setdefault(m["entry"], {"name": m["name"], "function": m["function"],
                                                              "students": []})
             entry["students"].append(row.student)
@@ -358,12 +371,12 @@ def csv_rows(report: ClassReport) -> list[list]:
             out.append([a, "distribution", d.edition, "score", {"low": "min", "high": "max"}.get(measure, measure),
                         value if measure == "students" else _number(value)])
     out.append([a, "distribution", ALL, "score", "max_score", _number(report.max_score)])
-    for t in report.tests:
-        for measure, value in (("points", t.points), ("students", t.students), ("passed", t.passed),
-                               ("pass_rate", t.pass_rate), ("mean_score", t.mean_score),
-                               ("discrimination", t.discrimination)):
-            out.append([a, "test", ALL, t.grade_id, measure, value if measure in ("students", "passed") else _number(value)])
-        out.append([a, "test", ALL, t.grade_id, "flags", "; ".join(t.flags)])
+    for test in report.tests:
+        for measure, value in (("points", test.points), ("students", test.students), ("passed", test.passed),
+                               ("pass_rate", test.pass_rate), ("mean_score", test.mean_score),
+                               ("discrimination", test.discrimination)):
+            out.append([a, "test", ALL, test.grade_id, measure, value if measure in ("students", "passed") else _number(value)])
+        out.append([a, "test", ALL, test.grade_id, "flags", "; ".join(test.flags)])
     out.append([a, "manual", ALL, "", "to_do", sum(len(s) for s in report.to_do.values())])
     for gid, students in report.to_do.items():
         out.append([a, "manual", ALL, gid, "to_do", len(students)])
@@ -411,10 +424,28 @@ def _png(figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def distribution_plot(report: ClassReport) -> str | None:
+def _plot_style(language: str) -> dict:
+    """matplotlib settings for a report in ``language``: a CJK font first for Chinese labels (DejaVu Sans behind it
+    for the Latin glyphs); none for English, or when no CJK font is installed (the labels are English then)."""
+    if language == ENGLISH or cjk_font() is None:
+        return {}
+    return {"font.family": "sans-serif", "font.sans-serif": [cjk_font(), "DejaVu Sans"], "axes.unicode_minus": False}
+
+
+def _plot_language(language: str) -> str:
+    return ENGLISH if language == ENGLISH or cjk_font() is None else language
+
+
+def distribution_plot(report: ClassReport, language: str = ENGLISH) -> str | None:
     """Histogram of the scores after penalty, stacked by edition."""
     if not report.rows:
         return None
+    import matplotlib
+    with matplotlib.rc_context(_plot_style(language)):
+        return _distribution_plot(report, _plot_language(language))
+
+
+def _distribution_plot(report: ClassReport, language: str) -> str:
     from matplotlib.figure import Figure
     figure = Figure(figsize=(7.5, 3.2), layout="constrained")
     ax = figure.add_subplot()
@@ -423,56 +454,65 @@ def distribution_plot(report: ClassReport) -> str | None:
     scores = [[r.score for r in report.rows if r.edition == e] for e in report.editions]
     ax.hist(scores, bins=bins, stacked=True, color=EDITION_COLOURS[:len(scores)],
             label=[f"{e} ({len(s)})" for e, s in zip(report.editions, scores)], edgecolor="white")
-    ax.set_xlabel(f"score after late penalty (of {report.max_score:g})")
-    ax.set_ylabel("students")
+    ax.set_xlabel(t("score after late penalty (of {points})", language, points=f"{report.max_score:g}"))
+    ax.set_ylabel(t("students", language))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(frameon=False)
-    ax.set_title("Score distribution, by edition")
+    ax.set_title(t("Score distribution, by edition", language))
     return _png(figure)
 
 
-def tests_plot(report: ClassReport) -> str | None:
+def tests_plot(report: ClassReport, language: str = ENGLISH) -> str | None:
     """Each hidden test's pass rate and discrimination side by side; flagged tests in red."""
     if not report.tests:
         return None
+    import matplotlib
+    with matplotlib.rc_context(_plot_style(language)):
+        return _tests_plot(report, _plot_language(language))
+
+
+def _tests_plot(report: ClassReport, language: str) -> str:
     from matplotlib.figure import Figure
     n = len(report.tests)
     figure = Figure(figsize=(7.5, 0.8 + 0.28 * n), layout="constrained")
     rates, discs = figure.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": (1, 1)})
     ys = list(range(n))[::-1]
-    colours = ["#c44e52" if t.flags else "#4c72b0" for t in report.tests]
-    rates.barh(ys, [t.pass_rate or 0.0 for t in report.tests], color=colours)
-    rates.set_yticks(ys, [t.grade_id for t in report.tests], fontsize=8)
-    for y, t in zip(ys, report.tests):
-        if not t.pass_rate:
-            rates.text(0.02, y, "nobody passes", va="center", fontsize=7, color="#c44e52")
+    colours = ["#c44e52" if test.flags else "#4c72b0" for test in report.tests]
+    rates.barh(ys, [test.pass_rate or 0.0 for test in report.tests], color=colours)
+    rates.set_yticks(ys, [test.grade_id for test in report.tests], fontsize=8)
+    for y, test in zip(ys, report.tests):
+        if not test.pass_rate:
+            rates.text(0.02, y, t("nobody passes", language), va="center", fontsize=7, color="#c44e52")
     rates.set_xlim(0, 1)
     rates.set_ylim(-0.6, n - 0.4)
-    rates.set_xlabel("pass rate")
-    discs.barh(ys, [t.discrimination or 0.0 for t in report.tests], color=colours)
-    for y, t in zip(ys, report.tests):
-        if t.discrimination is None:
-            discs.text(0.02, y, "undefined", va="center", fontsize=7, color="#666")
+    rates.set_xlabel(t("pass rate", language))
+    discs.barh(ys, [test.discrimination or 0.0 for test in report.tests], color=colours)
+    for y, test in zip(ys, report.tests):
+        if test.discrimination is None:
+            discs.text(0.02, y, t("undefined", language), va="center", fontsize=7, color="#666")
     discs.axvline(0, color="black", linewidth=0.8)
     discs.axvline(NEGATIVE_DISCRIMINATION, color="#c44e52", linewidth=0.8, linestyle="--")
     discs.set_xlim(-1, 1)
-    discs.set_xlabel("discrimination (point-biserial r)")
-    figure.suptitle("Hidden tests (red: flagged)", fontsize=10)
+    discs.set_xlabel(t("discrimination (point-biserial r)", language))
+    figure.suptitle(t("Hidden tests (red: flagged)", language), fontsize=10)
     return _png(figure)
 
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def render_html(report: ClassReport) -> str:
+def render_html(report: ClassReport, language: str = ENGLISH) -> str:
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates" / "class_report"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v, digits=2: "" if v is None else f"{v:.{digits}f}"
     env.filters["when"] = lambda v: f"{v:%Y-%m-%d %H:%M} UTC" if v else "-"
+    env.filters["translated"] = lambda text: t(text, language)
+    env.globals["_"] = lambda text, **fields: t(text, language, **fields)
     return env.get_template("index.html.j2").render(
-        report=report, csp=CONTENT_SECURITY_POLICY, distribution_png=distribution_plot(report),
-        tests_png=tests_plot(report), negative=NEGATIVE_DISCRIMINATION, min_students=MIN_STUDENTS,
+        report=report, csp=CONTENT_SECURITY_POLICY, language=language,
+        distribution_png=distribution_plot(report, language), tests_png=tests_plot(report, language),
+        negative=NEGATIVE_DISCRIMINATION, min_students=MIN_STUDENTS,
         late=[r for r in report.rows if r.hours_late > 0 or r.penalty > 0 or r.extension])
 
 
@@ -486,10 +526,15 @@ class Written:
     students: int
 
 
-def write_reports(course: Course | Path, assignments: list[str] | None = None) -> list[Written]:
+def write_reports(course: Course | Path, assignments: list[str] | None = None,
+                  language: str | None = None) -> list[Written]:
     """The page and CSV of each named assignment (a base assignment or one of its editions: its base's;
-    default: every assignment of the gradebook with a submission), in ``class_report/``."""
+    default: every assignment of the gradebook with a submission), in ``class_report/``; the page in ``language``
+    (default: ``c.ClassReportSettings.language``; the CSV's names are identifiers, the same in every language)."""
     course = Course.of(course)
+    language = language or ClassReportSettings(config=course.config).language
+    if language != ENGLISH and language not in TABLES:
+        raise ReportError(f"no class report in {language!r}: {ENGLISH} or {CHINESE}")
     groups, submitted = base_assignments(course)
     if assignments:
         by_name = {name: base for base, group in groups.items() for name in group}
@@ -504,9 +549,9 @@ def write_reports(course: Course | Path, assignments: list[str] | None = None) -
     folder.mkdir(exist_ok=True)
     written = []
     for base in wanted:
-        report = build(course, base, groups[base], folder)
+        report = build(course, base, groups[base], folder, language)
         html_path, csv_path = folder / f"{base}.html", folder / f"{base}.csv"
-        html_path.write_text(render_html(report), encoding="utf-8")
+        html_path.write_text(render_html(report, language), encoding="utf-8")
         write_csv(csv_path, report)
         written.append(Written(base, html_path, csv_path, len(report.rows)))
     return written
