@@ -178,3 +178,18 @@ def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_na
     (tmp_path / misconception_record.RECORD).write_text("[1, 2")
     with pytest.raises(ValueError, match="is not the misconception record trusted grading writes"):
         misconception_record.read(tmp_path)
+
+
+def test_the_chinese_report_says_the_same_numbers_in_chinese(graded_class, tmp_path):
+    root, plans, written = graded_class
+    english = written.csv.read_bytes()
+    [chinese] = class_report.write_reports(root, [ASSIGNMENT], language="zh-CN")
+    try:
+        page = chinese.html.read_text()
+        assert written.csv.read_bytes() == english  # the numbers and identifiers are the same in every language
+        assert '<html lang="zh-CN">' in page and "班级报告：rlhf" in page and "点二列相关系数" in page
+        assert "双重裁剪" in page  # r_dev's misconception, named in Chinese from the catalogue
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    finally:
+        class_report.write_reports(root, [ASSIGNMENT])  # the English page back for the other tests
+    assert app.main(["report", "--course-root", str(root), "--language=fr", ASSIGNMENT]) == 2
