@@ -193,3 +193,19 @@ def test_the_chinese_report_says_the_same_numbers_in_chinese(graded_class, tmp_p
     finally:
         class_report.write_reports(root, [ASSIGNMENT])  # the English page back for the other tests
     assert app.main(["report", "--course-root", str(root), "--language=fr", ASSIGNMENT]) == 2
+
+
+def test_every_sentence_of_the_report_has_its_chinese():
+    """A sentence added to the page or its plots without a translation would reach a Chinese report in English."""
+    import ast
+
+    from rlhf_course import i18n
+    module = Path(class_report.__file__)
+    template = (module.parent / "templates" / "class_report" / "index.html.j2").read_text()
+    sentences = set(re.findall(r'_\("((?:[^"\\]|\\.)*)"', template)) | set(re.findall(r"_\('([^']*)'", template))
+    sentences |= {node.args[0].value for node in ast.walk(ast.parse(module.read_text()))
+                  if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "t"
+                  and node.args and isinstance(node.args[0], ast.Constant)}
+    sentences |= {"nobody passes", "everybody passes", "negative discrimination"}  # the flags, translated in the page
+    assert len(sentences) > 60
+    assert sorted(sentences - set(i18n.ZH)) == []
