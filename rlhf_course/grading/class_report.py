@@ -22,7 +22,8 @@ trusted grading keeps (:mod:`misconception_record`) and the strict collect's ``c
   refused entries and flagged times;
 * one row per student, linking their feedback page (a path relative to the report, into ``feedback/``).
 
-The page has no script and asks no host for anything: its plots are PNGs inside it (matplotlib, Agg), and a
+The page is in English, or Chinese (``--language=zh-CN``, ``c.ClassReportSettings.language``); the CSV is the same
+in both.  The page has no script and asks no host for anything: its plots are PNGs inside it (matplotlib, Agg), and a
 Content-Security-Policy forbids anything else.  Student ids and every text a student shaped are data: the
 template escapes them (Jinja's autoescape), the CSV makes them inert for a spreadsheet (:mod:`spreadsheet`).
 """
