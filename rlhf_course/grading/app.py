@@ -90,7 +90,7 @@ class ReportCommand(CourseCommand):
     def start(self):
         try:
             written = class_report.write_reports(self.course, self.extra_args or None)
-        except class_report.ReportError as exc:
+        except ValueError as exc:  # an unknown assignment or language, a damaged misconceptions.json
             print(f"no report written: {exc}", file=sys.stderr)
             self.exit(2)
         if not written:
