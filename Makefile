@@ -18,11 +18,13 @@ $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json
 	touch $@
 
 ## The main job: build the student release, grade the example class, print a summary,
-## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo).
+## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo),
+## and end with the example class's report for the instructor (class_report/rlhf.html: its path is printed).
 demo: $(STAMP)
 	$(PY) -m rlhf_course.grading examples
 	$(PY) -m rlhf_course.lab.ppo_dpo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 	$(PY) -m rlhf_course.lab.grpo source/grpo/grpo.ipynb --out $(OUT)/demo
+	$(PY) -m rlhf_course.grading report rlhf
 
 ## The whole test suite, one test file per worker process at a time (TEST_WORKERS=0: all in this process;
 ## files share no state: sandbox slots, ports and accounts are claimed per run).

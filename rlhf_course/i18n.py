@@ -256,6 +256,52 @@ ZH = {
     "PPO samples after:": "PPO 训练后的样本：",
     "(RM {rm:+.2f}, gold {gold:+.2f})": "（奖励模型 {rm:+.2f}，真实奖励 {gold:+.2f}）",
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
+    # the instructor's class report (rlhf_course/grading/class_report.py, templates/class_report/)
+    "Class report: {assignment}": "班级报告：{assignment}",
+    "Editions: {editions}. Due {due}. {n} student(s) submitted. Written {written} from the gradebook.":
+        "版本：{editions}。截止时间 {due}。{n} 名学生已提交。{written} 根据成绩簿生成。",
+    "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "常见误解",
+    "Lateness": "迟交", "Students": "学生", "Score distribution": "成绩分布",
+    "The score after the late penalty, of {points} points (autograded tests and written answers).":
+        "扣除迟交罚分后的成绩，满分 {points}（自动评分的测试与书面回答）。",
+    "edition": "版本", "students": "学生数", "mean": "平均", "median": "中位数", "sd": "标准差", "min": "最低",
+    "max": "最高", "all": "全部",
+    "Score distribution, by edition": "成绩分布（按版本）",
+    "score after late penalty (of {points})": "扣除迟交罚分后的成绩（满分 {points}）",
+    "Manual grading still to do": "尚待人工评分",
+    "{n} grade(s) need a person (nbgrader's 'needs manual grade': written answers without a score, and the cells of "
+    "submissions that could not be scored). Grade them in the Formgrader.":
+        "{n} 项成绩需要人工评定（nbgrader 的“needs manual grade”：尚未打分的书面回答，以及无法评分的提交中的单元格）。"
+        "请在 Formgrader 中评分。",
+    "grade cell": "评分单元格", "to do": "待评", "None: every grade has its score.": "无：每项成绩都已评定。",
+    "Pass: full points. Discrimination is the point-biserial correlation r between passing the test (1/0) and the "
+    "rest of the student's score (the raw score before the late penalty, minus this test's points), over every "
+    "counted submission; it is left out below {min} submissions and when everyone or no one passes.":
+        "通过：得到满分。区分度是通过该测试（1/0）与学生其余得分（扣除迟交罚分前的原始分减去本测试的分数）之间的"
+        "点二列相关系数 r，按所有计入的提交计算；提交少于 {min} 份、或所有人都通过或都未通过时不计算。",
+    "Flags:": "标记：", "nobody passes": "无人通过", "everybody passes": "全部通过", "negative discrimination": "负区分度",
+    "(r < {threshold}: better students fail it more often, usually a broken test or an unclear instruction).":
+        "（r < {threshold}：成绩越好的学生越常未通过，通常是测试有误或说明不清）。",
+    "Hidden tests (red: flagged)": "隐藏测试（红色：有标记）", "pass rate": "通过率",
+    "discrimination (point-biserial r)": "区分度（点二列相关 r）", "undefined": "无定义",
+    "mean score": "平均得分", "discrimination r": "区分度 r", "flags": "标记",
+    "Misconceptions named": "识别出的常见误解", "misconception": "误解", "function": "函数", "who": "学生",
+    "Misconceptions were not named for {n} of {total} submission(s): trusted grading (make grade) names them; stock "
+    "nbgrader autograde does not, nor does trusted grading for a submission it could not score or with "
+    "c.TrustedGrading.name_misconceptions = False.":
+        "{total} 份提交中有 {n} 份未识别误解：可信评分（make grade）会识别；原版 nbgrader autograde 不会，"
+        "可信评分对无法评分的提交或设置了 c.TrustedGrading.name_misconceptions = False 时也不会。",
+    "None named: no submission's lost tests match a catalogued mistake exactly.":
+        "未识别出误解：没有提交失分的测试恰好与目录中的错误一致。",
+    "Due {due}. {late} submission(s) late (after the due date plus any extension), {penalised} penalised, {extended} "
+    "with an extension.":
+        "截止时间 {due}。{late} 份提交迟交（晚于截止时间加延期），{penalised} 份被扣分，{extended} 份有延期。",
+    "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "hours late": "迟交小时数",
+    "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
+    "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
+    "None in collect_report.csv.": "collect_report.csv 中没有。",
+    "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
+    "not named": "未识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
     # what the student's function did instead of returning (rlhf_course/grading/observe.py, sandbox_runner.py)

@@ -2,6 +2,8 @@
 
     python -m rlhf_course.grading release                 # source/ (+ i18n/) -> release/, recorded in the gradebook
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
+    python -m rlhf_course.grading report [ASSIGNMENT ...] # the class report: class_report/<assignment>.html and .csv
+    python -m rlhf_course.grading report --language=zh-CN # ... in Chinese (or c.ClassReportSettings.language)
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
@@ -26,7 +28,7 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import batch, deadlines, editions, examples, release
+from rlhf_course.grading import batch, class_report, deadlines, editions, examples, release
 from rlhf_course.grading.report import REPORT, format_table
 from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
@@ -37,7 +39,7 @@ class CourseCommand(Application):
     course_root = Unicode("", help="The course directory (default: the current directory, as for nbgrader)."
                           ).tag(config=True)
     aliases = {"course-root": "CourseCommand.course_root", "log-level": "Application.log_level"}
-    classes = [CourseDirectory, RlhfCourse, TrustedGrading]
+    classes = [CourseDirectory, RlhfCourse, TrustedGrading, class_report.ClassReportSettings]
 
     def initialize(self, argv=None):
         super().initialize(argv)
@@ -52,7 +54,8 @@ class GradeCommand(CourseCommand):
     name = "rlhf-grader grade"
     description = ("Grade every submission of the named assignments (default: each released one with "
                    "submissions) in sandboxes, judged outside the student's process; record the scores in "
-                   "nbgrader's gradebook and write feedback, grading_report.csv and grades.csv.  Runs as root.")
+                   "nbgrader's gradebook and write feedback, grading_report.csv, grades.csv and the class report "
+                   "(class_report/).  Runs as root.")
     students = List(Unicode(), help="Grade only these students.").tag(config=True)
     aliases = {**CourseCommand.aliases, "workers": "TrustedGrading.workers", "dask": "TrustedGrading.dask_address",
                "student": "GradeCommand.students",
@@ -69,8 +72,33 @@ class GradeCommand(CourseCommand):
         print(format_table(results))
         print(f"gradebook: {shown_url(self.course.db_url)}; report: {self.course.root / REPORT}; "
               f"feedback: {self.course.folder('feedback')}")
+        print(f"class report: {self.course.root / class_report.FOLDER}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"grader peak memory: {peak:.0f} MB")
+
+
+class ReportCommand(CourseCommand):
+    name = "rlhf-grader report"
+    description = ("Write the class report of the named assignments (default: each with submissions): "
+                   "class_report/<assignment>.html, one self-contained page (scores, manual grading to do, each "
+                   "hidden test's pass rate and discrimination, misconceptions, lateness, each student's feedback), "
+                   "and class_report/<assignment>.csv, the same numbers.  A language edition is reported with its "
+                   "assignment.  `grade` writes them too.  --language=zh-CN: in Chinese.")
+
+    aliases = {**CourseCommand.aliases, "language": "ClassReportSettings.language"}
+
+    def start(self):
+        try:
+            written = class_report.write_reports(self.course, self.extra_args or None)
+        except ValueError as exc:  # an unknown assignment or language, a damaged misconceptions.json
+            print(f"no report written: {exc}", file=sys.stderr)
+            self.exit(2)
+        if not written:
+            print("no submission in the gradebook: nothing to report (name an assignment to report it empty)",
+                  file=sys.stderr)
+            self.exit(2)
+        for done in written:
+            print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")
 
 
 class ReleaseCommand(CourseCommand):
@@ -172,6 +200,7 @@ class RlhfGrader(Application):
     subcommands = {
         "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
         "grade": (_fresh(GradeCommand), GradeCommand.description),
+        "report": (_fresh(ReportCommand), ReportCommand.description),
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),

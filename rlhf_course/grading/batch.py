@@ -20,6 +20,7 @@ from queue import Queue
 from sqlalchemy.engine import make_url
 from tqdm.auto import tqdm
 
+from rlhf_course.grading import class_report, misconception_record
 from rlhf_course.grading.assignment import Assignment, resolve
 from rlhf_course.grading.export import EditionsCsvExport
 from rlhf_course.grading.feedback import write_feedback
@@ -136,12 +137,13 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
 def grade_all(course: Course | Path, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits | None = None, export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None,
-              sandbox: type = Sandbox) -> list[SubmissionResult]:
+              sandbox: type = Sandbox, class_reports: bool = True) -> list[SubmissionResult]:
     """Grade every notebook of ``assignments`` (default: each released one with submissions) for
     ``students`` (default: everyone who submitted it); record, write feedback, report and export.
     ``course``: the :class:`Course` the command built (a folder: its configuration files are read).
     ``workers``, ``dask_address``, ``limits``: the course's ``TrustedGrading`` settings unless given.
-    ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`)."""
+    ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`).
+    ``class_reports``: write the class report of each assignment graded (with ``export``; :mod:`class_report`)."""
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
@@ -162,12 +164,15 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
     from nbgrader.api import Gradebook
 
     results = []
+    stamps = {}  # (assignment, student) -> the submission's timestamp, for the misconception record
     policy = course.late_policy()
     with Gradebook(course.db_url) as gb:  # the only writer
         for result in tqdm(source, total=len(tasks), desc="grading", disable=not show_progress):
             clock = time.monotonic()
             submitted = course.folder("submitted", result.student, result.assignment)
-            record_in_gradebook(gb, result, submission_timestamp(submitted), policy)
+            stamp = submission_timestamp(submitted)
+            record_in_gradebook(gb, result, stamp, policy)
+            stamps[(result.assignment, result.student)] = stamp.isoformat() if stamp else ""
             clock = result.timed("gradebook writes", clock)
             try:
                 write_feedback(course, result, limits)
@@ -176,11 +181,28 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
             result.timed("feedback page (HTML)", clock)
             results.append(result)
         write_report(course.root / REPORT, results)
+        try:  # the scores are in: a damaged record is said, and stops nothing
+            misconception_record.record(course.root, results, stamps, grading.name_misconceptions)
+        except (OSError, ValueError) as exc:
+            print(f"misconceptions not recorded for the class report: {exc}", file=sys.stderr, flush=True)
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)
             EditionsCsvExport(config=course.config, to=str(course.root / "grades.csv"),
                               course_root=str(course.root)).export(gb)
+    if export and class_reports:
+        write_class_reports(course, assignments)
     hand_back_outputs(course)
     return results
+
+
+def write_class_reports(course: Course, assignments: list[str]) -> None:
+    """The class report of every assignment graded (:mod:`class_report`).  The scores are in by now: a report
+    that cannot be written is said on stderr, and `python -m rlhf_course.grading report` can write it later."""
+    if not assignments:
+        return
+    try:
+        class_report.write_reports(course, assignments)
+    except Exception as exc:
+        print(f"class report not written: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
 def hand_back_outputs(course: Course) -> None:
@@ -189,7 +211,8 @@ def hand_back_outputs(course: Course) -> None:
     owner = course.root.stat()
     if os.geteuid() != 0 or owner.st_uid == 0:
         return
-    outputs = [course.root / "grades.csv", course.root / REPORT, course.folder("feedback"), course.folder("autograded")]
+    outputs = [course.root / "grades.csv", course.root / REPORT, course.root / misconception_record.RECORD,
+               course.root / class_report.FOLDER, course.folder("feedback"), course.folder("autograded")]
     gradebook = make_url(course.db_url)
     if gradebook.get_backend_name() == "sqlite" and gradebook.database:
         database = Path(gradebook.database)

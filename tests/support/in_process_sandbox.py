@@ -101,14 +101,17 @@ class InProcessSandbox:
 
 
 def grade_in_process(course, **kwargs) -> list:
-    """``batch.grade_all(course, workers=1, show_progress=False, sandbox=InProcessSandbox, **kwargs)``,
-    restoring this process's torch thread count afterwards (grade_locally sets one thread for its judging)."""
+    """``batch.grade_all(course, workers=1, show_progress=False, sandbox=InProcessSandbox, class_reports=False,
+    **kwargs)``, restoring this process's torch thread count afterwards (grade_locally sets one thread for its
+    judging).  No class report unless asked: its plots cost a second a batch, and tests/grading/test_class_report.py
+    is where it is tested."""
     import torch
 
     from rlhf_course.grading import batch
 
     threads = torch.get_num_threads()
     try:
-        return batch.grade_all(course, **{"workers": 1, "show_progress": False, "sandbox": InProcessSandbox, **kwargs})
+        return batch.grade_all(course, **{"workers": 1, "show_progress": False, "sandbox": InProcessSandbox,
+                                          "class_reports": False, **kwargs})
     finally:
         torch.set_num_threads(threads)

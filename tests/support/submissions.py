@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 # What a batch writes into the course (everything else in it must stay as it was).
-GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback")
+GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback", "misconceptions.json",
+                  "class_report")
 
 
 def add_cells(path: Path, extra: list[tuple[str, str]]) -> None:

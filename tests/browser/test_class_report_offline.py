@@ -1,0 +1,54 @@
+"""The class report read offline, in English and in Chinese: opened from file:// in Chromium with every request to
+another host refused, its two plots drawn from the page itself, both editions in them.  A few seconds: the
+synthetic class written into the gradebook (nobody graded for real), two reports, two page loads."""
+from __future__ import annotations
+
+import pytest
+
+from rlhf_course import ASSIGNMENT
+from rlhf_course.grading import class_report
+from rlhf_course.i18n import CHINESE, ENGLISH
+from tests.support import synthetic_class
+
+HEADINGS = {ENGLISH: ["Score distribution", "Manual grading still to do", "Hidden tests", "Misconceptions named",
+                      "Lateness", "Students"],
+            CHINESE: ["成绩分布", "尚待人工评分", "隐藏测试", "识别出的常见误解", "迟交", "学生"]}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    import answer_catalogue
+
+    from tests.support.course import copy_course, release_course
+    root = copy_course(tmp_path_factory.mktemp("class-offline") / "course")
+    release_course(root)
+    synthetic_class.build(root, answer_catalogue, real=False)
+    return root
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_the_class_report_shows_everything_with_the_network_cut(course, browser, artifacts, language):
+    report = class_report.write_reports(course, [ASSIGNMENT], language=language)[0]
+    asked = []
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+
+    def refuse_other_hosts(route):
+        if not route.request.url.startswith("file://"):
+            asked.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+    page.route("**/*", refuse_other_hosts)
+    try:
+        page.goto(report.html.as_uri(), wait_until="load")
+        page.wait_for_timeout(200)
+        drawn = page.eval_on_selector_all("img", "images => images.map(i => [i.naturalWidth, i.naturalHeight])")
+        headings = page.locator("h2").all_inner_texts()
+        legend = page.locator("table").first.inner_text()
+        page.screenshot(path=str(artifacts / f"class_report_{language}.png"), full_page=True)
+    finally:
+        context.close()
+    assert asked == []
+    assert len(drawn) == 2 and all(w > 400 and h > 200 for w, h in drawn)
+    assert headings == HEADINGS[language]
+    assert all(edition in legend for edition in synthetic_class.EDITIONS)
