@@ -98,8 +98,8 @@ def shown(moment: dt.datetime) -> str:
 
 
 def how_late(seconds: float, language: str) -> str:
-    """"2 h 10 min" ("2 小时 10 分钟"): every started minute counts, so a late submission is never "0 min"."""
-    hours, minutes = divmod(math.ceil(seconds / 60), 60)
+    """"2 h 10 min" ("2 小时 10 分钟") for 2 h 10 min 0-59 s; a late submission is never "0 min"."""
+    hours, minutes = divmod(max(math.floor(seconds / 60), 1), 60)
     if hours:
         return i18n.t("{hours} h {minutes} min", language, hours=hours, minutes=minutes)
     return i18n.t("{minutes} min", language, minutes=minutes)

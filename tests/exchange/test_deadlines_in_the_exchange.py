@@ -29,9 +29,10 @@ DUE = dt.datetime(2026, 12, 18, 23, 59)
 ME = os.environ.get("USER") or __import__("getpass").getuser()
 
 
-def test_how_late_counts_every_started_minute_in_both_languages():
+def test_how_late_in_whole_minutes_never_zero_in_both_languages():
     due = deadlines.Deadline("rlhf", DUE)
-    assert due.verdict(DUE + dt.timedelta(hours=2, minutes=10)) == "late by 2 h 10 min: the late penalty applies"
+    assert due.verdict(DUE + dt.timedelta(hours=2, minutes=10, seconds=59)) == \
+        "late by 2 h 10 min: the late penalty applies"
     assert due.verdict(DUE + dt.timedelta(seconds=1)) == "late by 1 min: the late penalty applies"
     assert due.verdict(DUE) == "on time"
     zh = deadlines.Deadline("rlhf_zh", DUE, "zh-CN", dt.timedelta(hours=48))

@@ -7,7 +7,9 @@ import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator } from '@jupyterlab/translation';
 
-const LISTS = ['released_assignments_list', 'fetched_assignments_list', 'submitted_assignments_list'];
+const LISTS = {  // each list of the Assignment List, and the status of what it lists
+  released_assignments_list: 'released', fetched_assignments_list: 'fetched', submitted_assignments_list: 'submitted'
+};
 const MARK = 'rlhf-deadline';
 
 async function listed(courseId) {
@@ -39,24 +41,25 @@ function annotate(row, text, late) {
 }
 
 async function show(language) {
-  const rows = [];
-  for (const id of LISTS) {
+  const rows = [];  // [row, the status its list shows]
+  for (const [id, status] of Object.entries(LISTS)) {
     const list = document.getElementById(id);
     if (list) {
-      rows.push(...list.querySelectorAll(':scope > .list_item'));
+      rows.push(...[...list.querySelectorAll(':scope > .list_item')].map(row => [row, status]));
     }
   }
-  const courses = new Set(rows.map(row => textOf(row, '.item_course')).filter(Boolean));
+  const courses = new Set(rows.map(([row]) => textOf(row, '.item_course')).filter(Boolean));
   const infos = [];
   for (const course of courses) {
     infos.push(...(await listed(course)));
   }
   const pick = text => (text ? text[language] || text.en : '');
-  for (const row of rows) {
+  for (const [row, status] of rows) {
     const assignment = row.querySelector('.item_name');
     const assignmentId = assignment ? (assignment.firstChild ? assignment.firstChild.textContent.trim() : '') : '';
     const courseId = textOf(row, '.item_course');
-    const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId);
+    const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId &&
+      i.status === status);
     if (!info || !info.deadline) {
       continue;
     }
