@@ -73,7 +73,7 @@ def _run(cls, root, assignment="", **traits):
 
 def test_list_and_submit_tell_the_student_the_deadline_and_how_late(exchange):
     deadlines.publish_due_date(str(exchange), COURSE, "rlhf", DUE, "en")
-    due_zh = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=50, minutes=9, seconds=30)
+    due_zh = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=50, minutes=10)
     deadlines.publish_due_date(str(exchange), COURSE, "rlhf_zh", due_zh, "zh-CN")
     deadlines.publish_extensions(str(exchange), COURSE, {ME: {"rlhf_zh": dt.timedelta(hours=48)}})
     released, lines = _run(StrictExchangeList, exchange)
