@@ -38,7 +38,7 @@ class StrictExchangeList(TraversableRoot, ExchangeList):
             info["deadline"] = deadline.as_json() if deadline else None
             for submission in info.get("submissions", []):
                 submission["deadline"] = info["deadline"]
-                submission["lateness"] = _lateness(deadline, submission.get("timestamp"))
+                submission["lateness"] = self._lateness(deadline, submission)
         return assignments
 
     def format_outbound_assignment(self, info):
@@ -47,9 +47,18 @@ class StrictExchangeList(TraversableRoot, ExchangeList):
         return f"{line} [{deadline.sentence()}]" if deadline else line
 
     def format_inbound_assignment(self, info):
-        lateness = _lateness(self._deadline(info), info.get("timestamp"))
+        lateness = self._lateness(self._deadline(info), info)
         line = super().format_inbound_assignment(info)
         return f"{line} [{lateness['text'][lateness['language']]}]" if lateness else line
+
+
+    @staticmethod
+    def _lateness(deadline: deadlines.Deadline | None, submission: dict) -> dict | None:
+        """Whether one's own submission was on time (an instructor listing inbound sees others' entries: their
+        extensions are not the instructor's to read here, so nothing is said of them)."""
+        if submission.get("student_id") not in (None, get_username()):
+            return None
+        return _lateness(deadline, submission.get("timestamp"))
 
 
 def _lateness(deadline: deadlines.Deadline | None, timestamp: str | None) -> dict | None:

@@ -89,8 +89,14 @@ def test_list_and_submit_tell_the_student_the_deadline_and_how_late(exchange):
     told = [line for line in late if line.startswith("已提交 rlhf_zh")]
     assert told and "迟交 2 小时 10 分钟：将按迟交规则扣分" in told[0] and "你的延期 +48 小时" in told[0], late
 
+    other = exchange / COURSE / "inbound" / "zed+rlhf_zh+2026-12-05 10:00:00.000000 UTC"  # a classmate's entry
+    other.mkdir()
+    (other / "a.ipynb").write_text("{}")
     submitted, lines = _run(StrictExchangeList, exchange, inbound=True)  # what the Assignment List's Submit gets
-    lateness = {s["assignment_id"]: s["submissions"][-1]["lateness"] for s in submitted}
+    # an instructor listing inbound sees others' entries: nothing is said of their lateness (their extensions
+    # are not readable here)
+    assert [s["submissions"][-1]["lateness"] for s in submitted if s["student_id"] == "zed"] == [None]
+    lateness = {s["assignment_id"]: s["submissions"][-1]["lateness"] for s in submitted if s["student_id"] == ME}
     assert lateness["rlhf"]["text"]["en"] == "on time" and lateness["rlhf"]["seconds_late"] == 0
     assert lateness["rlhf_zh"]["text"]["en"] == "late by 2 h 10 min: the late penalty applies", lateness
     assert any("[迟交 2 小时 10 分钟" in line for line in lines), lines
