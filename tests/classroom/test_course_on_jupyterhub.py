@@ -189,9 +189,10 @@ def assignment_list(page, hub, name: str, reload: bool = True) -> None:
 
 
 def assignment_row(page, assignment: str):
-    """The Assignment List's row of one assignment (a student sees both editions)."""
+    """The Assignment List's row of one assignment (a student sees both editions), its name perhaps followed by the
+    deadline the course's lab extension shows, "(due ...)"."""
     return page.locator(".list_item").filter(
-        has=page.locator(".item_name", has_text=re.compile(rf"^\s*{assignment}\s*$"))).first
+        has=page.locator(".item_name", has_text=re.compile(rf"^\s*{assignment}\s*(\(.*\))?\s*$"))).first
 
 
 def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
