@@ -137,11 +137,18 @@ def publish_due_date(root: str, course_id: str, assignment: str, due: dt.datetim
 def publish_extensions(root: str, course_id: str, granted: dict[str, dict[str, dt.timedelta]], log=None) -> list[str]:
     """Write each student's extensions ({student: {assignment: extension}}), each file readable by its writer and
     that student only; remove the file of a student who has none left.  Returns the students not published
-    (no Unix account of that name, or no ACLs on this filesystem), each said in ``log``."""
+    (an id that cannot name a file, no Unix account of that name, no ACLs on this filesystem), each said in
+    ``log``."""
     _folders(root, course_id)
     extensions = os.path.join(folder(root, course_id), EXTENSIONS)
     skipped = []
     for student, per_assignment in sorted(granted.items()):
+        if not _NAME.fullmatch(student):  # no Unix account has such a name either
+            skipped.append(student)
+            if log:
+                log.warning("%s's extension is not published to the exchange: the id cannot name a file",
+                            ascii(student))
+            continue
         path = extension_path(root, course_id, student)
         per_assignment = {a: e for a, e in per_assignment.items() if e}
         if not per_assignment:

@@ -110,10 +110,14 @@ def test_without_a_deadline_in_the_exchange_nothing_is_claimed(exchange):
     assert deadlines.read(str(exchange), COURSE, "rlhf", ME) is None
 
 
-def test_a_name_that_cannot_be_a_file_is_refused_and_nothing_written(exchange):
+def test_a_name_that_cannot_be_a_file_is_refused_and_nothing_written(exchange, caplog):
     with pytest.raises(deadlines.PublishError, match="cannot name a file"):
-        deadlines.publish_extensions(str(exchange), COURSE, {"../instructor": {"rlhf": dt.timedelta(hours=1)}})
+        deadlines.publish_due_date(str(exchange), COURSE, "../rlhf", DUE, "en")
+    skipped = deadlines.publish_extensions(str(exchange), COURSE, {"../instructor": {"rlhf": dt.timedelta(hours=1)}},
+                                           logging.getLogger("publish"))
+    assert skipped == ["../instructor"] and "the id cannot name a file" in caplog.text
     assert not list((exchange / COURSE / "deadlines" / "extensions").iterdir())
+    assert not (exchange / COURSE / "instructor.json").exists() and not list((exchange / COURSE).glob("*.json"))
     with pytest.raises(deadlines.PublishError, match="no course 'other'"):
         deadlines.publish_due_date(str(exchange), "other", "rlhf", DUE, "en")
 
