@@ -179,6 +179,18 @@ def formgrader_action(page, hub, action: str, expected: str, assignment: str = A
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
 
 
+def set_due_date_in_the_formgrader(page, hub, assignment: str, due: str) -> None:
+    """What the Formgrader's Edit dialog sends (its assignment API's PUT), from the instructor's page."""
+    page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
+    status = page.evaluate("""async ([url, due]) => {
+        const xsrf = decodeURIComponent(document.cookie.match(/_xsrf=([^;]+)/)[1]);
+        const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf},
+            body: JSON.stringify({duedate_notimezone: due, duedate_timezone: "UTC"})});
+        return response.status; }""", [f"{hub['url']}/user/{hub['instructor']}/formgrader/api/assignment/{assignment}",
+                                         due])
+    assert status == 200, status
+
+
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
     """Nbgrader > Assignment List; with ``reload``, in a freshly loaded lab (the panel lists what the exchange
     holds when it opens: feedback released since needs a new one)."""
@@ -502,16 +514,15 @@ def test_07_students_submit(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_submit"):
         inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
-        # Bob was given 48 h more on the Chinese edition, whose due date then turns out to be 50 h 10 min ago (the
-        # instructor's commands, which put both in the exchange): he submits 2 h 10 min after his own deadline.
+        # Bob was given 48 h more on the Chinese edition (the instructor's command), whose due date the instructor
+        # then sets to 50 h 10 min ago in the Formgrader: both reach the exchange, and Bob submits 2 h 10 min after
+        # his own deadline.
         as_instructor = dict(cwd=course, env={"RLHF_EXCHANGE_ROOT": hub["exchange"]})
         users[instructor].nbgrader("db", "student", "add", bob, **as_instructor)
-        grading_command = (server.python, "-m", "rlhf_course.grading")
-        users[instructor].run(*grading_command, "extend", bob, ZH, "--hours", "48", **as_instructor)
-        bob_due = time.gmtime(time.time() - (50 * 3600 + 10 * 60))
-        users[instructor].nbgrader("db", "assignment", "add", ZH,
-                                   f"--duedate={time.strftime('%Y-%m-%d %H:%M:%S UTC', bob_due)}", **as_instructor)
-        users[instructor].run(*grading_command, "publish-deadlines", **as_instructor)
+        users[instructor].run(server.python, "-m", "rlhf_course.grading", "extend", bob, ZH, "--hours", "48",
+                              **as_instructor)
+        bob_due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - (50 * 3600 + 10 * 60)))
+        set_due_date_in_the_formgrader(pages["instructor"], hub, ZH, bob_due)
         for student in (alice, bob):
             page = pages[student]
             page.keyboard.press("Escape")
