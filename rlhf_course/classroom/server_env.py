@@ -227,13 +227,13 @@ def _linked_share(base: Path, share: Path, labextension: Path) -> None:
     sessions; the course's extension is this checkout's)."""
     extensions = share / "jupyter" / "labextensions"
     extensions.mkdir(parents=True)
-    for folder, inner in ((base, "jupyter"), (base / "jupyter", "labextensions"), (base / "jupyter" / "labextensions", None)):
-        if folder.is_dir():
-            target = share if folder == base else extensions if inner is None else share / "jupyter"
-            for item in folder.iterdir():
-                if item.name != inner and not (target / item.name).exists():
-                    (target / item.name).symlink_to(item)
-    shutil.copytree(labextension, extensions / labextension.name, dirs_exist_ok=True)
+    # (folder of the base, the same folder here, the one item in it made here rather than linked)
+    for folder, here, own in ((base, share, "jupyter"), (base / "jupyter", share / "jupyter", "labextensions"),
+                              (base / "jupyter" / "labextensions", extensions, labextension.name)):
+        for item in (folder.iterdir() if folder.is_dir() else ()):
+            if item.name != own:
+                (here / item.name).symlink_to(item)
+    shutil.copytree(labextension, extensions / labextension.name)
 
 
 class ServerEnv:

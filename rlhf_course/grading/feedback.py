@@ -144,7 +144,8 @@ def deadline_line(deadline: dict, language: str) -> str:
         return ""
     parts = [t("due {due}", language, due=shown(due))]
     if deadline.get("extension"):
-        parts.append(t("your extension +{hours} h", language, hours=f"{deadline['extension'].total_seconds() / 3600:g}"))
+        hours = deadline["extension"].total_seconds() / 3600
+        parts.append(t("your extension +{hours} h", language, hours=f"{hours:g}"))
     parts.append(t("submitted {when}", language, when=shown(submitted)))
     late = deadline.get("seconds_late") or 0.0
     if late > 0:

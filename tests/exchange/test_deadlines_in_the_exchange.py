@@ -163,8 +163,8 @@ def test_each_student_reads_their_own_extension_and_no_one_elses(two_students):
     assert skipped == ["nobody_here"]  # no Unix account: not published (it still holds in grading)
     seen = {}
     for student, other in ((ann, ben), (ben, ann)):
-        out = subprocess.run(["setpriv", f"--reuid={student}", f"--regid={student}", "--init-groups", "/usr/bin/python3",
-                              "-c", READ_AS_STUDENT, str(root), deadlines.extension_path(str(root), COURSE, student),
+        out = subprocess.run(["setpriv", f"--reuid={student}", f"--regid={student}", "--init-groups",
+                              "/usr/bin/python3", "-c", READ_AS_STUDENT, str(root), deadlines.extension_path(str(root), COURSE, student),
                               deadlines.extension_path(str(root), COURSE, other)],
                              capture_output=True, text=True, check=True).stdout
         seen[student] = out

@@ -110,8 +110,8 @@ def loop(people, repo):
         student.nbgrader("fetch_feedback", ASSIGNMENT)
     alice.nbgrader("fetch_feedback", GRPO)
     return {"people": people, "exchange": exchange, "course": course, "inbound": inbound,
-            "submissions": submissions, "collect_log": collect.stdout + collect.stderr, "collect_seconds": collect_seconds,
-            "bob_submit": bob_submit.stdout + bob_submit.stderr}
+            "submissions": submissions, "collect_log": collect.stdout + collect.stderr,
+            "collect_seconds": collect_seconds, "bob_submit": bob_submit.stdout + bob_submit.stderr}
 
 
 ATTACK_PRELUDE = """\
