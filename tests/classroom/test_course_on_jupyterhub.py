@@ -178,16 +178,17 @@ def formgrader_action(page, hub, action: str, expected: str, assignment: str = A
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
 
 
-def set_due_date_in_the_formgrader(page, hub, assignment: str, due: str) -> None:
-    """What the Formgrader's Edit dialog sends (its assignment API's PUT), from the instructor's page."""
-    page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
-    status = page.evaluate("""async ([url, due]) => {
+def formgrader_put(page, hub, what: str, body: dict) -> None:
+    """What the Formgrader's dialogs send (Manage Students' Add, Manage Assignments' Edit: its API's PUT of
+    ``what``, e.g. assignment/rlhf_zh), from the instructor's Formgrader page."""
+    formgrader = f"{hub['url']}/user/{hub['instructor']}/formgrader"
+    if not page.url.startswith(formgrader):
+        page.goto(f"{formgrader}/manage_assignments")
+    status = page.evaluate("""async ([url, body]) => {
         const xsrf = decodeURIComponent(document.cookie.match(/_xsrf=([^;]+)/)[1]);
-        const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf},
-            body: JSON.stringify({duedate_notimezone: due, duedate_timezone: "UTC"})});
-        return response.status; }""", [f"{hub['url']}/user/{hub['instructor']}/formgrader/api/assignment/{assignment}",
-                                         due])
-    assert status == 200, status
+        const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf}, body: JSON.stringify(body)});
+        return response.status; }""", [f"{formgrader}/api/{what}", body])
+    assert status == 200, (what, status)
 
 
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
@@ -516,12 +517,12 @@ def test_07_students_submit(scenario):
         # Bob was given 48 h more on the Chinese edition (the instructor's command), whose due date the instructor
         # then sets to 50 h 10 min ago in the Formgrader: both reach the exchange, and Bob submits 2 h 10 min after
         # his own deadline.
-        as_instructor = dict(cwd=course, env={"RLHF_EXCHANGE_ROOT": hub["exchange"]})
-        users[instructor].nbgrader("db", "student", "add", bob, **as_instructor)
+        formgrader_put(pages["instructor"], hub, f"student/{bob}", {"first_name": "Bob", "last_name": "", "email": ""})
         users[instructor].run(server.python, "-m", "rlhf_course.grading", "extend", bob, ZH, "--hours", "48",
-                              **as_instructor)
+                              cwd=course, env={"RLHF_EXCHANGE_ROOT": hub["exchange"]})
         bob_due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - (50 * 3600 + 10 * 60)))
-        set_due_date_in_the_formgrader(pages["instructor"], hub, ZH, bob_due)
+        formgrader_put(pages["instructor"], hub, f"assignment/{ZH}", {"duedate_notimezone": bob_due,
+                                                                       "duedate_timezone": "UTC"})
         for student in (alice, bob):
             page = pages[student]
             page.keyboard.press("Escape")
