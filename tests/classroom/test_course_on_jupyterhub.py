@@ -517,7 +517,7 @@ def test_07_students_submit(scenario):
         # Bob was given 48 h more on the Chinese edition (the instructor's command), whose due date the instructor
         # then sets to 50 h 10 min ago in the Formgrader: both reach the exchange, and Bob submits 2 h 10 min after
         # his own deadline.
-        formgrader_put(pages["instructor"], hub, f"student/{bob}", {"first_name": "Bob", "last_name": "", "email": ""})
+        formgrader_put(pages["instructor"], hub, f"student/{bob}", {})  # no name: the Formgrader lists his id
         users[instructor].run(server.python, "-m", "rlhf_course.grading", "extend", bob, ZH, "--hours", "48",
                               cwd=course, env={"RLHF_EXCHANGE_ROOT": hub["exchange"]})
         bob_due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - (50 * 3600 + 10 * 60)))
