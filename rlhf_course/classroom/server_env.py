@@ -218,6 +218,24 @@ def copy_pinned_packages(repo: Path, venv: Path) -> bool:
     return True
 
 
+LABEXTENSION = Path("jupyter", "labextension", "rlhf-course-deadlines")  # prebuilt, committed
+
+
+def _linked_share(base: Path, share: Path, labextension: Path) -> None:
+    """``share`` as links to ``base``'s files, but for share/jupyter/labextensions, a folder of its own holding
+    links to the base's lab extensions and a copy of ``labextension`` (the shared base is built once for many
+    sessions; the course's extension is this checkout's)."""
+    extensions = share / "jupyter" / "labextensions"
+    extensions.mkdir(parents=True)
+    # (folder of the base, the same folder here, the one item in it made here rather than linked)
+    for folder, here, own in ((base, share, "jupyter"), (base / "jupyter", share / "jupyter", "labextensions"),
+                              (base / "jupyter" / "labextensions", extensions, labextension.name)):
+        for item in (folder.iterdir() if folder.is_dir() else ()):
+            if item.name != own:
+                (here / item.name).symlink_to(item)
+    shutil.copytree(labextension, extensions / labextension.name)
+
+
 class ServerEnv:
     """This session's environment: `python` and a `PATH` for the simulated users."""
 
@@ -234,10 +252,11 @@ class ServerEnv:
             # the shared packages, as site-packages of this venv (their own .pth files included)
             (_site_packages(self.venv) / "_rlhf_server_base.pth").write_text(
                 f"import site; site.addsitedir({str(_site_packages(self.base))!r})\n")
-            # and their data and config files (nbconvert's templates, Jupyter's extension config)
-            for folder in ("share", "etc"):
-                if (self.base / folder).exists():
-                    (self.venv / folder).symlink_to(self.base / folder)
+            # and their data and config files (nbconvert's templates, Jupyter's extension config), with the
+            # course's lab extension from this checkout (the Assignment List's deadlines)
+            if (self.base / "etc").exists():
+                (self.venv / "etc").symlink_to(self.base / "etc")
+            _linked_share(self.base / "share", self.venv / "share", repo / LABEXTENSION)
             # the course package from this checkout, non-editable, built from a copy
             source = self.folder / "src"
             shutil.copytree(repo / "rlhf_course", source / "rlhf_course",

@@ -1,5 +1,6 @@
 """The instructor's side of nbgrader's release commands: release_assignment keeps the root 0755 and inbound
-sticky; release_feedback reads the root without writing to it."""
+sticky and puts the assignment's deadline (the gradebook's due date, every student's extension) into the exchange
+(:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,19 @@ from rlhf_course.exchange.base import ROOT_MODE, TraversableRoot
 
 
 class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
+    def copy_files(self):
+        super().copy_files()
+        from rlhf_course.exchange.deadlines import PublishError
+        from rlhf_course.grading.deadlines import publish
+        try:
+            said = publish(self.coursedir.root, self.coursedir.db_url, self.root, self.coursedir.course_id,
+                           [self.coursedir.assignment_id], self.log)
+        except PublishError as exc:  # the assignment is released all the same; students see no due date
+            self.log.warning("The deadline is not in the exchange: %s", exc)
+            return
+        for line in said:
+            self.log.info(line)
+
     def init_dest(self):
         super().init_dest()
         # Students may create entries in inbound (and not list it); the sticky bit stops them

@@ -1,4 +1,5 @@
-"""nbgrader submit into inbound: each submission its student's and the instructors' group's alone."""
+"""nbgrader submit into inbound: each submission its student's and the instructors' group's alone; the student
+is told when it was due and, when it is late, by how much (never refused: the late penalty is grading's)."""
 from __future__ import annotations
 
 import os
@@ -6,7 +7,10 @@ import shutil
 import tempfile
 
 from nbgrader.exchange.default import ExchangeSubmit
+from nbgrader.utils import get_username, parse_utc
 
+from rlhf_course import i18n
+from rlhf_course.exchange import deadlines
 from rlhf_course.exchange.base import SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
 
 
@@ -31,3 +35,18 @@ class StrictExchangeSubmit(TraversableRoot, ExchangeSubmit):
         super().copy_files()
         dest = os.path.join(self.inbound_path, self.assignment_filename)
         self.set_perms(dest, fileperms=SUBMISSION_FILE_MODE, dirperms=SUBMISSION_DIR_MODE)
+        self.tell_deadline()
+
+    def tell_deadline(self) -> str | None:
+        """"Submitted rlhf at ...: late by 2 h 10 min: the late penalty applies (due ..., your extension ...)."
+        in the edition's language (the Chinese edition's in Chinese), on the command line (a late one as a
+        warning); the Assignment List shows the same verdict beside the submission (StrictExchangeList)."""
+        deadline = deadlines.read(self.root, self.coursedir.course_id, self.coursedir.assignment_id, get_username())
+        if deadline is None or deadline.due is None:
+            return None
+        when = parse_utc(self.timestamp)
+        sentence = i18n.t("Submitted {assignment} at {when}: {verdict} ({deadline}).", deadline.language,
+                          assignment=self.coursedir.assignment_id, when=deadlines.shown(when),
+                          verdict=deadline.verdict(when), deadline=deadline.sentence())
+        (self.log.warning if deadline.seconds_late(when) > 0 else self.log.info)(sentence)
+        return sentence

@@ -9,6 +9,7 @@
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
     python -m rlhf_course.grading extend STUDENT ASSIGNMENT --hours 48   # an extension (or --until DATE)
     python -m rlhf_course.grading extend --list           # every extension granted
+    python -m rlhf_course.grading publish-deadlines       # due dates and extensions -> the exchange (students see them)
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
@@ -171,6 +172,29 @@ class ExtendCommand(CourseCommand):
             print(f"no extension granted: {exc}", file=sys.stderr)
             self.exit(2)
         print("extension:", granted.line())
+        _publish(self, failing=False)  # granted all the same: grading reads the gradebook
+
+
+def _publish(command: CourseCommand, failing: bool = True) -> None:
+    """The gradebook's deadlines into the exchange, where students read them; said, or why not (then exit 2
+    when ``failing``)."""
+    try:
+        for line in deadlines.publish_for(command.course, log=command.log):
+            print(line)
+    except deadlines.DeadlineError as exc:
+        print(f"not in the exchange (students do not see it yet): {exc}", file=sys.stderr)
+        if failing:
+            command.exit(2)
+
+
+class PublishDeadlinesCommand(CourseCommand):
+    name = "rlhf-grader publish-deadlines"
+    description = ("Put the gradebook's due dates (each released assignment's) and every student's extensions into "
+                   "the exchange, where students see them (nbgrader list, submit, the Assignment List): after a due "
+                   "date is changed in the Formgrader.  Release and extend do it themselves.")
+
+    def start(self):
+        _publish(self)
 
 
 def _fresh(command: type[Application]):
@@ -204,6 +228,7 @@ class RlhfGrader(Application):
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),
+        "publish-deadlines": (_fresh(PublishDeadlinesCommand), PublishDeadlinesCommand.description),
     }
 
     def start(self):

@@ -139,3 +139,56 @@ def extensions(course: Course) -> list[Extension]:
                     found.append(Extension(submission.student.id, assignment.name, assignment.duedate,
                                        submission.extension))
     return sorted(found, key=lambda e: (e.assignment, e.student))
+
+
+def publish_for(course: Course, assignments: list[str] | None = None, log=None) -> list[str]:
+    """:func:`publish` to the course's exchange (``c.Exchange.root``, ``c.CourseDirectory.course_id``), from its
+    gradebook; a clear error when the course has no exchange yet."""
+    from rlhf_course.exchange.deadlines import PublishError
+    from nbgrader.exchange.default.exchange import Exchange
+    root = Exchange(config=course.config).root
+    course_id = course.coursedir.course_id
+    if not course_id:
+        raise DeadlineError("the course sets no c.CourseDirectory.course_id: there is no exchange to publish to")
+    try:
+        return publish(course.root, course.db_url, root, course_id, assignments, log)
+    except (PublishError, OSError) as exc:
+        raise DeadlineError(f"the deadlines could not be put in the exchange: {exc}") from None
+
+
+def publish(course_root, db_url: str, exchange_root: str, course_id: str, assignments: list[str] | None = None,
+            log=None) -> list[str]:
+    """Put the gradebook's deadlines into the exchange, where students read them (:mod:`rlhf_course.exchange.
+    deadlines`): the due date of each of ``assignments`` (default: each assignment released to the exchange) and
+    every student's extensions.  Returns the lines said (what was published, what could not be)."""
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+
+    from rlhf_course import i18n
+    from rlhf_course.exchange import deadlines as exchange_deadlines
+    from rlhf_course.grading import editions
+
+    outbound = Path(exchange_root, course_id, "outbound")
+    if assignments is None:
+        assignments = sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
+    language = {e.assignment: e.language for e in editions.editions(Path(course_root))}
+    said = []
+    with Gradebook(db_url) as gb:
+        dues = {a.name: a.duedate for a in gb.assignments}
+        granted: dict[str, dict[str, dt.timedelta]] = {s.id: {} for s in gb.students}
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                if submission.extension:
+                    granted[submission.student.id][assignment.name] = submission.extension
+    for assignment in assignments:
+        due = dues.get(assignment)
+        exchange_deadlines.publish_due_date(exchange_root, course_id, assignment, due,
+                                            language.get(assignment, i18n.ENGLISH))
+        said.append(f"{assignment}: {f'due {due:%Y-%m-%d %H:%M} UTC' if due else 'no due date'} (in the exchange)")
+    skipped = exchange_deadlines.publish_extensions(exchange_root, course_id, granted, log)
+    published = sorted(s for s, e in granted.items() if e and s not in skipped)
+    said.append(f"extensions in the exchange, each readable by its student only: {', '.join(published) or 'none'}")
+    if skipped:
+        said.append(f"not published (see the warnings): {', '.join(skipped)}")
+    return said

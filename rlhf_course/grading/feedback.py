@@ -130,7 +130,30 @@ def scores(result: SubmissionResult) -> dict:
         },
         "misconceptions": misconception_lines(result),
         "written": written,
+        "deadline": deadline_line(result.deadline, language),
     }
+
+
+def deadline_line(deadline: dict, language: str) -> str:
+    """"due 2026-12-18 23:59 UTC, your extension +48 h, submitted 2026-12-20 10:00 UTC: on time" (or "late by
+    2 h 10 min (penalty -6 points)"), from the gradebook's data only (``SubmissionResult.deadline``); empty when
+    the assignment has no due date or the submission no time."""
+    from rlhf_course.exchange.deadlines import how_late, shown
+    due, submitted = deadline.get("due"), deadline.get("submitted")
+    if due is None or submitted is None:
+        return ""
+    parts = [t("due {due}", language, due=shown(due))]
+    if deadline.get("extension"):
+        hours = deadline["extension"].total_seconds() / 3600
+        parts.append(t("your extension +{hours} h", language, hours=f"{hours:g}"))
+    parts.append(t("submitted {when}", language, when=shown(submitted)))
+    late = deadline.get("seconds_late") or 0.0
+    if late > 0:
+        verdict = t("late by {late} (penalty -{points} points)", language, late=how_late(late, language),
+                    points=f"{deadline.get('penalty') or 0.0:g}")
+    else:
+        verdict = t("on time", language)
+    return t("{parts}: {verdict}", language, parts=t(", ", language).join(parts), verdict=verdict)
 
 
 def _written_answers(result: SubmissionResult, language: str) -> dict | None:
@@ -233,6 +256,8 @@ def _plain_text(summary: dict) -> str:
     outcome = summary["outcome"]
     lines = [f"{summary['assignment']}: {summary['score']:g} / {summary['points']:g}",
              f"{outcome['before']}{outcome['state']}{outcome['after']} {summary['detail']}"]
+    if summary.get("deadline"):
+        lines.append(summary["deadline"])
     for part in (summary["tests"], summary["written"]):
         if part:
             lines += ["", part["sentence"], " | ".join(part["headings"])]

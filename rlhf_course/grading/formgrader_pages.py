@@ -9,6 +9,10 @@ sanitiser, the course's lexer, the course's page additions) in a child process f
 ``c.FormgraderPages.render_seconds``.  Over the budget the instructor gets a short page saying so, with a link to
 the notebook; the server never stops answering.
 
+A due date changed in the Formgrader (its assignment API's PUT, nbgrader's own handler) is then put into the
+exchange when the assignment is released there, where students read it (:mod:`rlhf_course.exchange.deadlines`),
+as ``python -m rlhf_course.grading publish-deadlines`` does.
+
 Enabled by ``jupyter_server_config.d/rlhf_course.json`` (``make`` installs it in the course's venv);
 it does nothing in a server without nbgrader's Formgrader (students' servers).
 """
@@ -122,6 +126,31 @@ def _handler_class(seconds: float):
     return BoundedSubmissionHandler
 
 
+def _assignment_handler_class():
+    from nbgrader.server_extensions.formgrader import apihandlers
+
+    from rlhf_course.exchange.deadlines import PublishError
+    from rlhf_course.grading.deadlines import publish
+
+    class PublishingAssignmentHandler(apihandlers.AssignmentHandler):
+        """nbgrader's (its checks, the gradebook's new due date), then that date into the exchange."""
+
+        def put(self, assignment_id):
+            super().put(assignment_id)
+            assignment_id = assignment_id.strip()
+            root, course_id = self.api.exchange_root, self.coursedir.course_id
+            if not (root and course_id and os.path.isdir(os.path.join(root, course_id, "outbound", assignment_id))):
+                return  # not released: the release will publish it
+            try:
+                for line in publish(self.coursedir.root, self.coursedir.db_url, root, course_id, [assignment_id],
+                                    self.log):
+                    self.log.info("rlhf_course: %s", line)
+            except (PublishError, OSError) as exc:  # the gradebook has the date; students do not see it yet
+                self.log.warning("rlhf_course: the due date of %s is not in the exchange: %s", assignment_id, exc)
+
+    return PublishingAssignmentHandler
+
+
 def _jupyter_server_extension_points():
     return [{"module": "rlhf_course.grading.formgrader_pages"}]
 
@@ -136,6 +165,8 @@ def _load_jupyter_server_extension(serverapp):
     webapp = serverapp.web_app
     pattern = url_path_join(webapp.settings["base_url"], r"/formgrader/submissions/([^/]+)/?")
     # Ahead of every other rule, whichever extension loaded first: this path is served here only.
+    assignment_api = url_path_join(webapp.settings["base_url"], r"/formgrader/api/assignment/([^/]+)/?")
     webapp.default_router.rules.insert(0, Rule(HostMatches(".*$"), _ApplicationRouter(webapp, [
-        (pattern, _handler_class(FormgraderPages(config=serverapp.config).render_seconds))])))
+        (pattern, _handler_class(FormgraderPages(config=serverapp.config).render_seconds)),
+        (assignment_api, _assignment_handler_class())])))
     serverapp.log.info("rlhf_course: the Formgrader's grading pages render in a bounded child process")

@@ -64,6 +64,9 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)
+    result.deadline = {"due": submission.assignment.duedate, "extension": submission.extension,
+                       "submitted": timestamp, "seconds_late": seconds_late,
+                       "penalty": submission_nb.late_submission_penalty}
     names = list(comments)
     for name, comment in comments.items():
         comment.auto_comment = cell_note(result, name, names)

@@ -57,6 +57,9 @@ class SubmissionResult:
     # written answers a person grades: grade_id -> {"answered": bool}; the gradebook adds points, score, comment
     written: dict[str, dict] = field(default_factory=dict)
     misconceptions: list[NamedMisconception] = field(default_factory=list)  # named under the scores
+    # from the gradebook, for the feedback's deadline line: due (naive UTC or None), extension (timedelta or None),
+    # submitted (naive UTC or None), seconds_late (after the extension), penalty (points or None)
+    deadline: dict = field(default_factory=dict)
 
     def timed(self, stage: str, since: float) -> float:
         now = time.monotonic()

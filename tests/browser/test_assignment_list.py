@@ -1,11 +1,15 @@
 """A student in a JupyterLab of their own (headless Chromium), the course's exchange configured as a JupyterHub admin
-would: the Assignment List panel fetches the released assignment, Validate passes on the completed notebook, Submit
-reaches the exchange.
+would: the Assignment List panel shows the due date the exchange holds (the course's lab extension) and fetches the
+released assignment, Validate passes on the completed notebook, Submit reaches the exchange and, the due date having
+passed, the list says how late it is.
 
 One test, one lab (fetching and validating were a test of their own, which started a second lab to repeat them).  The
 reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
 nbgrader validate (tests/test_release.py); the instructor's side and the feedback fetched in the lab are the hub
 test's."""
+
+import datetime as dt
+import re
 
 import pytest
 
@@ -14,6 +18,8 @@ from rlhf_course.grading import examples, notebooks, release
 from tests.support import solutions
 from tests.support.course import copy_course, release_course
 
+from rlhf_course.grading import deadlines
+from rlhf_course.grading.settings import Course
 from tests.support.browser import LabServer
 
 COURSE_ID = "rlhf-course"
@@ -33,7 +39,7 @@ def student_lab(tmp_path, repo, monkeypatch):
     (config / "nbgrader_config.py").write_text(
         f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
     server = LabServer(home, tmp_path, env_extra={"HOME": str(home)})
-    yield server, home
+    yield server, home, course
     server.stop()
 
 
@@ -48,7 +54,7 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
 
     import nbformat
 
-    server, home = student_lab
+    server, home, course = student_lab
     page = browser.new_page(viewport={"width": 1400, "height": 900})
 
     def assignment_list(reload: bool = True):
@@ -60,6 +66,9 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     assignment_list()
     fetch = page.get_by_role("button", name="Fetch")
     fetch.wait_for(timeout=60_000)
+    released = page.locator("#released_assignments_list .list_item", has_text=ASSIGNMENT)
+    # the gradebook's due date (tests/conftest.py's RLHF_DUE_DATE), put in the exchange by release_assignment
+    released.get_by_text("(due 2100-01-01 00:00 UTC)").wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "assignment_list_before_fetch.png"))
     fetch.click()
     page.get_by_role("button", name="Submit").wait_for(timeout=60_000)
@@ -79,6 +88,8 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     page.screenshot(path=str(artifacts / "validate_success_with_a_warning.png"))
 
     page.keyboard.press("Escape")  # the dialog
+    # The instructor moves the due date to 2 h 10 min ago (the gradebook, then the exchange): the student is late.
+    _due_date_moved(course, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=2, minutes=10))
     assignment_list(reload=False)  # it lists the fetched assignment, as when it opened
     page.get_by_role("button", name="Submit").click(timeout=60_000)
     inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
@@ -86,7 +97,22 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     while not (inbound.is_dir() and any(inbound.iterdir())):
         assert time.time() < deadline, "the submission never reached the exchange"
         time.sleep(0.5)
+    late = page.locator("#submitted_assignments_list .rlhf-deadline-late")
+    late.wait_for(timeout=30_000)
+    assert re.fullmatch(r" \(late by 2 h 10 min: the late penalty applies\)", late.inner_text()), late.inner_text()
+    page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).get_by_text("(due ").wait_for()
     page.screenshot(path=str(artifacts / "assignment_list_submitted.png"))
+    # (docs/images/assignment_list_deadline_en.png is one of these, committed by hand)
+    page.locator("#assignments").first.screenshot(path=str(artifacts / "assignment_list_deadline_en.png"))
     [entry] = list(inbound.iterdir())
     submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
     assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
+
+
+def _due_date_moved(course, due: dt.datetime) -> None:
+    """What an instructor does in the Formgrader, then `python -m rlhf_course.grading publish-deadlines`."""
+    from nbgrader.api import Gradebook
+    configured = Course.at(course)
+    with Gradebook(configured.db_url) as gb:
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=due)
+    deadlines.publish_for(configured)

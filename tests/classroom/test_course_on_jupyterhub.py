@@ -5,11 +5,12 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
 2. two students log in (separate browser contexts): Alice in English, Bob in Chinese (JupyterLab's language
    pack, his own setting); each fetches their edition from the Assignment List, types answers into the answer
    cells (Alice's correct, Bob's with a PPO clip without the min and a written answer in Chinese), moves an
-   explorer slider, Validates (Alice passes, Bob sees the failing test) and Submits;
+   explorer slider, Validates (Alice passes, Bob sees the failing test) and Submits; the Assignment List shows each
+   the due date in their language, and Bob, given 48 h more but submitting later still, is told how late he is;
 3. the instructor collects in the Formgrader; trusted grading runs as root (`make grade`); the Formgrader
    shows both scores; the instructor releases feedback;
 4. each student fetches their feedback and opens it: their own scores, no hidden test code, nothing of
-   the other student; Bob's page in Chinese;
+   the other student; Bob's page in Chinese, with his due date, extension and lateness;
 5. a student is refused another student's server, the Formgrader and the course directory;
 6. from a student's shell, while a classmate's kernel runs: nothing of it can be heard (every loopback TCP
    port and every Unix socket subscribed to), its runtime files are unreadable, and it runs in its user's
@@ -52,6 +53,9 @@ PREFIX = f"rlhfh{os.getpid() % 1000}_"  # per run: two checkouts may run this te
 WRITTEN = "lab_question_1"  # the written answer the instructor grades by hand
 WRITTEN_COMMENT = "Right: the reward model never saw a repeat, so without the KL penalty PPO would exploit it."
 ZH = "rlhf_zh"  # the Chinese edition, Bob's
+# the due date `make hub` records (tests/conftest.py's RLHF_DUE_DATE), as the Assignment List shows it
+DUE_SHOWN = "2100-01-01 00:00 UTC"
+DUE_SAID = {False: "due", True: "截止时间"}  # Alice's words, Bob's
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
 
 
@@ -174,6 +178,19 @@ def formgrader_action(page, hub, action: str, expected: str, assignment: str = A
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
 
 
+def formgrader_put(page, hub, what: str, body: dict) -> None:
+    """What the Formgrader's dialogs send (Manage Students' Add, Manage Assignments' Edit: its API's PUT of
+    ``what``, e.g. assignment/rlhf_zh), from the instructor's Formgrader page."""
+    formgrader = f"{hub['url']}/user/{hub['instructor']}/formgrader"
+    if not page.url.startswith(formgrader):
+        page.goto(f"{formgrader}/manage_assignments")
+    status = page.evaluate("""async ([url, body]) => {
+        const xsrf = decodeURIComponent(document.cookie.match(/_xsrf=([^;]+)/)[1]);
+        const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf}, body: JSON.stringify(body)});
+        return response.status; }""", [f"{formgrader}/api/{what}", body])
+    assert status == 200, (what, status)
+
+
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
     """Nbgrader > Assignment List; with ``reload``, in a freshly loaded lab (the panel lists what the exchange
     holds when it opens: feedback released since needs a new one)."""
@@ -184,9 +201,10 @@ def assignment_list(page, hub, name: str, reload: bool = True) -> None:
 
 
 def assignment_row(page, assignment: str):
-    """The Assignment List's row of one assignment (a student sees both editions)."""
+    """The Assignment List's row of one assignment (a student sees both editions), its name perhaps followed by the
+    deadline the course's lab extension shows, "(due ...)"."""
     return page.locator(".list_item").filter(
-        has=page.locator(".item_name", has_text=re.compile(rf"^\s*{assignment}\s*$"))).first
+        has=page.locator(".item_name", has_text=re.compile(rf"^\s*{assignment}\s*(\(.*\))?\s*$"))).first
 
 
 def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
@@ -368,6 +386,10 @@ def test_02_students_fetch(scenario):
             row = assignment_row(page, edition[student])
             row.get_by_role("button", name="Fetch").click(timeout=60_000)
             assignment_row(page, edition[student]).get_by_role("button", name="Submit").wait_for(timeout=60_000)
+            # the due date the exchange holds (published by the Formgrader's Release), in the student's language
+            due = assignment_row(page, edition[student]).locator(".rlhf-deadline")
+            due.wait_for(timeout=30_000)
+            assert due.inner_text() == f" ({DUE_SAID[student == bob]} {DUE_SHOWN})", due.inner_text()
             fetched = users[student].home / edition[student] / NOTEBOOK
             assert fetched.is_file() and fetched.stat().st_uid == users[student].uid
 
@@ -492,6 +514,15 @@ def test_07_students_submit(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_submit"):
         inbound = Path(hub["exchange"]) / "rlhf-course" / "inbound"
+        # Bob was given 48 h more on the Chinese edition (the instructor's command), whose due date the instructor
+        # then sets to 50 h 10 min ago in the Formgrader: both reach the exchange, and Bob submits 2 h 10 min after
+        # his own deadline.
+        formgrader_put(pages["instructor"], hub, f"student/{bob}", {})  # no name: the Formgrader lists his id
+        users[instructor].run(server.python, "-m", "rlhf_course.grading", "extend", bob, ZH, "--hours", "48",
+                              cwd=course, env={"RLHF_EXCHANGE_ROOT": hub["exchange"]})
+        bob_due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - (50 * 3600 + 10 * 60)))
+        formgrader_put(pages["instructor"], hub, f"assignment/{ZH}", {"duedate_notimezone": bob_due,
+                                                                       "duedate_timezone": "UTC"})
         for student in (alice, bob):
             page = pages[student]
             page.keyboard.press("Escape")
@@ -501,6 +532,20 @@ def test_07_students_submit(scenario):
             while not list(inbound.glob(f"{student}+{edition[student]}+*")):
                 assert time.time() < deadline, f"{student}'s submission never reached the exchange"
                 time.sleep(0.5)
+        # What the Submit's answer (the list) tells each, beside the submission: accepted, on time or how late
+        verdict = {student: pages[student].locator("#submitted_assignments_list .nested_list_item .rlhf-deadline")
+                   for student in (alice, bob)}
+        verdict[alice].wait_for(timeout=30_000)
+        assert verdict[alice].inner_text() == " (on time)", verdict[alice].inner_text()
+        verdict[bob].wait_for(timeout=30_000)
+        assert re.fullmatch(r" \(迟交 2 小时 1[01] 分钟：将按迟交规则扣分\)", verdict[bob].inner_text()), \
+            verdict[bob].inner_text()
+        assert "rlhf-deadline-late" in verdict[bob].get_attribute("class")
+        told = pages[bob].locator("#submitted_assignments_list .list_item", has_text=ZH).locator(".rlhf-deadline").first
+        assert "你的延期 +48 小时" in told.inner_text(), told.inner_text()
+        for student, language in ((alice, "en"), (bob, "zh")):  # docs/images/ has them, committed by hand
+            pages[student].locator("#assignments").first.screenshot(
+                path=str(ARTIFACTS / f"assignment_list_deadline_hub_{language}.png"))
 
 
 def test_08_instructor_collects_and_grades(scenario):
@@ -585,9 +630,12 @@ def test_11_students_read_feedback(scenario):
             if student == alice:
                 assert "Tests: 44 / 44." in text and f"{ASSIGNMENT}: 46 / 50" in text
                 assert WRITTEN_COMMENT in text
-            else:  # Bob's page is Chinese: the outcome, the table, what went wrong
+                assert re.search(rf"due {DUE_SHOWN}, submitted [-\d: ]+ UTC: on time", text), text[:2000]
+            else:  # Bob's page is Chinese: the outcome, the table, what went wrong, his deadline
                 assert re.search(r"测试得分：\d+(\.\d+)? / 44。", text) and "测试得分：44 / 44。" not in text, text[:2000]
                 assert "问题所在" in text and "What went wrong" not in text
+                assert re.search(r"截止时间 [-\d: ]+ UTC，你的延期 \+48 小时，提交于 [-\d: ]+ UTC：迟交 2 小时 1[01] 分钟"
+                                 r"（扣 6 分）", text), text[:2000]  # 2 points per started hour
                 steps.shoot("chinese_feedback")
             content = page.content()
             assert "BEGIN HIDDEN TESTS" not in content and "run_check" not in content

@@ -70,11 +70,13 @@ def loop(people, repo):
     time.sleep(1.1)
     due = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     instructor.nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={due}", cwd=course, env=env)
+    # the changed due date into the exchange, where Bob's submit reads it (as after a change in the Formgrader)
+    instructor.run(instructor.server.python, "-m", "rlhf_course.grading", "publish-deadlines", cwd=course, env=env)
     # Bob is late without a pause: the due date is the start of a second already begun, his entry comes after the
     # command above (about a second)
     bob_nb = bob.home / ASSIGNMENT / NOTEBOOK
     write_as(bob, bob_nb, notebooks.fill_answers(notebooks.read(bob_nb), reference))
-    bob.nbgrader("submit", ASSIGNMENT)
+    bob_submit = bob.nbgrader("submit", ASSIGNMENT)
 
     # The third assignment, the same way: Alice fetches GRPO, answers it and submits it.
     alice.nbgrader("fetch_assignment", GRPO)
@@ -108,7 +110,8 @@ def loop(people, repo):
         student.nbgrader("fetch_feedback", ASSIGNMENT)
     alice.nbgrader("fetch_feedback", GRPO)
     return {"people": people, "exchange": exchange, "course": course, "inbound": inbound,
-            "submissions": submissions, "collect_log": collect.stdout + collect.stderr, "collect_seconds": collect_seconds}
+            "submissions": submissions, "collect_log": collect.stdout + collect.stderr,
+            "collect_seconds": collect_seconds, "bob_submit": bob_submit.stdout + bob_submit.stderr}
 
 
 ATTACK_PRELUDE = """\
@@ -288,6 +291,9 @@ def test_latest_submission_counts_and_late_one_is_penalised(loop):
     assert float(rows[bob.name]["raw_score"]) == 44
     assert float(rows[bob.name]["late_submission_penalty"]) == 2.0  # 2 points per started hour
     assert float(rows[bob.name]["score"]) == 42
+    # Bob was told on submitting, from the deadline in the exchange (accepted all the same)
+    told = [line for line in loop["bob_submit"].splitlines() if "late by" in line]
+    assert len(told) == 1 and "late by 1 min: the late penalty applies (due " in told[0], loop["bob_submit"]
 
 
 def test_each_student_fetches_only_their_own_feedback(loop):

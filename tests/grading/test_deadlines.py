@@ -107,3 +107,22 @@ def test_an_extension_is_granted_to_the_assignment_and_its_editions_listed_and_e
     assert float(rows["ben", ASSIGNMENT]["extension_hours"]) == 48
     assert float(rows["ada", ASSIGNMENT]["extension_hours"]) == 12
     assert rows["ada", "grpo"]["extension_hours"] == ""
+
+
+def test_publish_deadlines_puts_the_gradebooks_dates_in_the_exchange_or_says_why_not(course, capsys):
+    import json
+    assert app.main(["publish-deadlines", "--course-root", str(course)]) == 2
+    assert "no course 'rlhf-course' in the exchange" in capsys.readouterr().err  # never released: nothing written
+    assert not (course / "exchange").exists()
+    outbound = course / "exchange" / "rlhf-course" / "outbound"
+    for name in (ASSIGNMENT, f"{ASSIGNMENT}_zh"):  # as release_assignment leaves the exchange
+        (outbound / name).mkdir(parents=True)
+    assert _extend(course, "ben", ASSIGNMENT, "--hours", "24") == 0  # extend publishes too
+    said = capsys.readouterr()
+    assert "rlhf: due 2026-12-18 23:59 UTC (in the exchange)" in said.out, said
+    deadlines_folder = course / "exchange" / "rlhf-course" / "deadlines"
+    assert json.loads((deadlines_folder / f"{ASSIGNMENT}_zh.json").read_text()) == {
+        "assignment": f"{ASSIGNMENT}_zh", "due": "2026-12-18 23:59:00 UTC", "language": "zh-CN"}
+    # ben has no Unix account here: his extension is not in the exchange, and the instructor is told
+    assert "not published (see the warnings): " in said.out and "ben" in said.err, said
+    assert app.main(["publish-deadlines", "--course-root", str(course)]) == 0

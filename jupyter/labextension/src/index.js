@@ -1,0 +1,120 @@
+// The course's JupyterLab extension: the deadline next to each assignment in nbgrader's Assignment List
+// (@jupyter/nbgrader renders the /assignments JSON and has no column for it), and beside each submission whether
+// it was on time ("late by 2 h 10 min: the late penalty applies"), in the student's language.  The data is the
+// course's exchange List's (rlhf_course/exchange/fetch.py: "deadline" per assignment, "lateness" per submission);
+// this only shows it.  Built with `npm run build` (jupyter/labextension/README.md); the build is committed.
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { ITranslator } from '@jupyterlab/translation';
+
+const LISTS = {  // each list of the Assignment List, and the status of what it lists
+  released_assignments_list: 'released', fetched_assignments_list: 'fetched', submitted_assignments_list: 'submitted'
+};
+const MARK = 'rlhf-deadline';
+
+async function listed(courseId) {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(PageConfig.getBaseUrl(), 'assignments') + '?course_id=' + encodeURIComponent(courseId);
+  const response = await ServerConnection.makeRequest(url, {}, settings);
+  const body = await response.json();
+  return body.success ? body.value : [];
+}
+
+function textOf(row, selector) {
+  const found = row.querySelector(':scope > div > ' + selector) || row.querySelector(selector);
+  return found ? found.textContent.trim() : '';
+}
+
+function annotate(row, text, late) {
+  const name = row.querySelector('.item_name');
+  if (!name || !text) {
+    return;
+  }
+  let span = name.querySelector(':scope > .' + MARK);
+  if (!span) {
+    span = document.createElement('span');
+    span.classList.add(MARK);
+    name.append(span);
+  }
+  span.textContent = ' (' + text + ')';  // textContent: never markup, whatever the data says
+  span.classList.toggle(MARK + '-late', Boolean(late));
+}
+
+async function show(language) {
+  const rows = [];  // [row, the status its list shows]
+  for (const [id, status] of Object.entries(LISTS)) {
+    const list = document.getElementById(id);
+    if (list) {
+      rows.push(...[...list.querySelectorAll(':scope > .list_item')].map(row => [row, status]));
+    }
+  }
+  const courses = new Set(rows.map(([row]) => textOf(row, '.item_course')).filter(Boolean));
+  const infos = [];
+  for (const course of courses) {
+    infos.push(...(await listed(course)));
+  }
+  const pick = text => (text ? text[language] || text.en : '');
+  for (const [row, status] of rows) {
+    const assignment = row.querySelector('.item_name');
+    const assignmentId = assignment ? (assignment.firstChild ? assignment.firstChild.textContent.trim() : '') : '';
+    const courseId = textOf(row, '.item_course');
+    const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId &&
+      i.status === status);
+    if (!info || !info.deadline) {
+      continue;
+    }
+    annotate(row, pick(info.deadline.text), false);
+    for (const nested of row.querySelectorAll('.nested_list_item')) {
+      const name = nested.querySelector('.item_name');
+      const stamp = name && name.firstChild ? name.firstChild.textContent.trim() : '';
+      const submission = (info.submissions || []).find(s => s.timestamp === stamp);
+      if (submission && submission.lateness) {
+        annotate(nested, pick(submission.lateness.text), submission.lateness.seconds_late > 0);
+      }
+    }
+  }
+}
+
+const plugin = {
+  id: 'rlhf-course-deadlines:plugin',
+  description: 'Deadlines and lateness in nbgrader\'s Assignment List.',
+  autoStart: true,
+  optional: [ITranslator],
+  activate: (app, translator) => {
+    const code = translator ? translator.languageCode || 'en' : 'en';
+    const language = code.toLowerCase().startsWith('zh') ? 'zh-CN' : 'en';
+    let pending = null;
+    let busy = false;
+    const schedule = () => {
+      if (pending !== null) {
+        return;
+      }
+      pending = setTimeout(async () => {
+        pending = null;
+        if (busy) {
+          schedule();
+          return;
+        }
+        busy = true;
+        try {
+          await show(language);
+        } catch (error) {
+          console.warn('rlhf-course-deadlines:', error);
+        } finally {
+          busy = false;
+        }
+      }, 150);
+    };
+    // The Assignment List redraws its rows after every list, fetch and submit: show the deadlines again then
+    // (rows it drew, not the spans added here, set it off).
+    new MutationObserver(records => {
+      const redrawn = records.some(r => [...r.addedNodes].some(n => n.nodeType === 1 && n.classList &&
+        n.classList.contains('list_item')));
+      if (redrawn) {
+        schedule();
+      }
+    }).observe(document.body, { childList: true, subtree: true });
+  }
+};
+
+export default plugin;
