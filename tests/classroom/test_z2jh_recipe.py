@@ -302,6 +302,7 @@ def test_the_image_holds_the_course_config_and_never_the_solutions():
         assert source.split("/")[0] not in ("source", "instructor", "i18n", "release", "."), source
     assert not any(line.startswith("ADD ") for line in lines)
     assert "jupyter/student/labconfig" in sources
+    assert "jupyter/labextension/rlhf-course-deadlines" in sources  # the Assignment List's due dates
     from rlhf_course.classroom.hub import STUDENT_SERVER_EXTENSIONS_OFF
     server = json.loads((DEPLOY / "jupyter" / "student" / "jupyter_server_config.json").read_text())
     assert server["ServerApp"]["jpserver_extensions"] == {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}
