@@ -128,12 +128,13 @@ def test_kl_penalty_chinese_release_stops_where_the_english_one_does(repo):
 def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, monkeypatch):
     """The Chinese edition's source, completed with the reference answers: the same numbers, and every
     hidden test reports in Chinese.  Its lab trains the smoke setting (the same code as the English
-    edition's quick run above, a few steps)."""
+    edition's quick run above, a few steps) and prints its summary in Chinese."""
     monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "rlhf_zh" / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "A = +1: 目标值 = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
     assert text.count("通过：") == 31 and "passed: " not in text
+    assert "PPO 训练后的样本" in text  # the lab's summary in Chinese (the Chinese explorer test in a lab stops before it)
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
