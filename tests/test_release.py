@@ -95,11 +95,6 @@ def _validate(course: Path, *args: str) -> str:
 def test_nbgrader_validate_source_passes_and_release_fails(course):
     release_course(course)
 
-    out = _validate(course, f"release/{ASSIGNMENT}/{NOTEBOOK}")
-    # the three visible tests (NotImplementedError) and Part 4's three written answers, still unanswered
-    assert "VALIDATION FAILED ON 6 CELL(S)!" in out, out[-3000:]
-    assert out.count("NotImplementedError") >= 3 and out.count("YOUR ANSWER HERE") == 3
-
     # --invert complains about cells that pass: in the release only the hidden-test cells,
     # which hold nothing but a comment until grading restores them.
     import rlhf_hidden_checks
@@ -118,10 +113,16 @@ def test_nbgrader_validate_source_passes_and_release_fails(course):
     warns = course / "warns" / NOTEBOOK
     warns.parent.mkdir()
     nbformat.write(notebooks.fill_answers(notebooks.read(course / "release" / ASSIGNMENT / NOTEBOOK), answers), warns)
-    # The source and the warning answer in one `nbgrader validate` (one report each): both pass.
-    out = _validate(course, f"source/{ASSIGNMENT}/{NOTEBOOK}", str(warns.relative_to(course)))
-    assert out.count("Success! Your notebook passes all the tests.") == 2, out[-3000:]
-    assert "ERROR" not in out, out[-3000:]
+    # The release, the source and the warning answer in one `nbgrader validate`: one report each, in that order, on
+    # stdout (its log on stderr).  The release fails: the three visible tests (NotImplementedError) and Part 4's
+    # three written answers, still unanswered; the source and the warning answer pass.
+    proc = release.nbgrader(course, "validate", f"release/{ASSIGNMENT}/{NOTEBOOK}", f"source/{ASSIGNMENT}/{NOTEBOOK}",
+                            str(warns.relative_to(course)))
+    released, *passed = proc.stdout.split("Success! Your notebook passes all the tests.")
+    assert len(passed) == 2 and not "".join(passed).strip(), proc.stdout[-3000:]
+    assert released.startswith("VALIDATION FAILED ON 6 CELL(S)!"), proc.stdout[-3000:]
+    assert released.count("NotImplementedError") >= 3 and released.count("YOUR ANSWER HERE") == 3
+    assert proc.stderr.count("Validating '") == 3 and "ERROR" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_release_records_each_due_date_and_every_grade_cell(course):

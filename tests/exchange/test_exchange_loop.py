@@ -63,17 +63,15 @@ def loop(people, repo):
     reference = examples.answers_for(repo, ())
     alice_nb = alice.home / ASSIGNMENT / NOTEBOOK
     alice.nbgrader("submit", ASSIGNMENT)  # first submission: untouched
-    time.sleep(1.1)
+    # no pause: entries' times (their names' and the kernel's change times) are kept to the microsecond
     write_as(alice, alice_nb, notebooks.fill_answers(notebooks.read(alice_nb), reference))
     alice.nbgrader("submit", ASSIGNMENT)  # second submission: the one that counts
-    # The due date falls between Alice's last submission and Bob's.
-    time.sleep(1.1)
-    due = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # The due date falls between Alice's last submission and Bob's: now, to the microsecond, after her submit ended.
+    due = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     instructor.nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={due}", cwd=course, env=env)
     # the changed due date into the exchange, where Bob's submit reads it (as after a change in the Formgrader)
     instructor.run(instructor.server.python, "-m", "rlhf_course.grading", "publish-deadlines", cwd=course, env=env)
-    # Bob is late without a pause: the due date is the start of a second already begun, his entry comes after the
-    # command above (about a second)
+    # Bob is late without a pause: his entry comes after the commands above (about a second each)
     bob_nb = bob.home / ASSIGNMENT / NOTEBOOK
     write_as(bob, bob_nb, notebooks.fill_answers(notebooks.read(bob_nb), reference))
     bob_submit = bob.nbgrader("submit", ASSIGNMENT)
