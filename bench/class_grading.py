@@ -398,7 +398,7 @@ def check(drawn: list[Submission], course: Path, exchange: Path, export: Path, a
         if not re.search(rf"{re.escape(submission.assignment)}: {expected(submission):g} / ", page.read_text()):
             problems.append(f"{submission.student} {submission.assignment}: the page does not say "
                             f"{expected(submission):g}")
-    released = list((exchange).glob("*/feedback/*/*.html"))
+    released = list(exchange.glob("*/feedback/*.html"))
     if len(released) != len(drawn):
         problems.append(f"{len(released)} feedback pages released to the exchange for {len(drawn)} submissions")
     return problems
