@@ -376,7 +376,7 @@ class Student:
         self.accounts, self.name, self.answers, self.course_id = accounts, name, answers, course_id
         self.pauses_before, self.submit_barrier, self.arrive_at = pauses_before, submit_barrier, arrive_at
         self.figures = StudentFigures(name)
-        self.progress = progress
+        self.progress, self._reached = progress, False
 
     def run(self, started: float, stop: threading.Event) -> None:
         kernel = None
@@ -411,22 +411,27 @@ class Student:
             result = session.nbgrader("validate", path=path)
             self.figures.validate = time.perf_counter() - began
             self.figures.validate_ok, self.figures.validate_problem = validate_verdict(result)
-            if self.submit_barrier is not None:
-                self.submit_barrier.wait(timeout=3600)
+            self._reach_the_submit()
             result = session.nbgrader("submit", course_id=self.course_id, assignment_id=ASSIGNMENT)
             if isinstance(result, dict) and result.get("success") is False:
                 raise RuntimeError(f"submit failed: {str(result.get('value'))[:300]}")
             self.figures.submitted = True
         except threading.BrokenBarrierError:
-            self.figures.failure = "the others never reached the submit"
+            self.figures.failure = "the class never reached the submit together"
         except Exception as error:  # recorded, the class goes on
             self.figures.failure = f"{type(error).__name__}: {error}"[:400]
-            if self.submit_barrier is not None:
-                self.submit_barrier.abort()
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._reach_the_submit()  # the others submit together all the same
         finally:
             if kernel:
                 kernel.close()
             self.figures.memory_mib = user_cgroup_memory(self.name)
+
+    def _reach_the_submit(self) -> None:
+        """Burst: wait until every student (and the instructor's collect) is ready to submit, once."""
+        if self.submit_barrier is not None and not self._reached:
+            self._reached = True
+            self.submit_barrier.wait(timeout=3600)
 
     def _cpu(self, kernel: Kernel) -> float:
         msg_id_errors = []
