@@ -372,11 +372,11 @@ class Student:
 
     def __init__(self, accounts: dict, name: str, answers: dict[str, str], course_id: str,
                  pauses_before: list[float] | None, submit_barrier: threading.Barrier | None = None,
-                 arrive_at: float = 0.0, progress=None):
+                 arrive_at: float = 0.0, progress=None, lab_setting: str = ""):
         self.accounts, self.name, self.answers, self.course_id = accounts, name, answers, course_id
         self.pauses_before, self.submit_barrier, self.arrive_at = pauses_before, submit_barrier, arrive_at
         self.figures = StudentFigures(name)
-        self.progress, self._reached = progress, False
+        self.progress, self._reached, self.lab_setting = progress, False, lab_setting
 
     def run(self, started: float, stop: threading.Event) -> None:
         kernel = None
@@ -390,6 +390,8 @@ class Student:
             path = f"{ASSIGNMENT}/{NOTEBOOK}"
             nb = answered_notebook(session.api("GET", f"/api/contents/{path}?content=1")["content"], self.answers)
             kernel = Kernel(session, path)
+            if self.lab_setting:  # not what students run: a shorter lab for a smoke run (--lab-setting)
+                kernel.execute(f"import os; os.environ['RLHF_LAB_SETTING'] = {self.lab_setting!r}")
             code = [c for c in nb["cells"] if c["cell_type"] == "code"]
             for index, cell in enumerate(code):
                 if self.pauses_before and stop.wait(self.pauses_before[index]):
@@ -556,7 +558,7 @@ def run_class(accounts: dict, names: list[str], scenario: str, args, answers: di
     progress = tqdm(total=len(names) * len(cells), desc=f"{scenario}: {len(names)} students' cells", unit="cell")
     students = [Student(accounts, n, answers, course_id,
                         pauses(n, cells, args.seed, args.pace) if scenario == "lab" else None,
-                        barrier, times[n], progress) for n in names]
+                        barrier, times[n], progress, args.lab_setting) for n in names]
     started = time.perf_counter()
     threads = [threading.Thread(target=s.run, args=(started, stop), daemon=True) for s in students]
     for t in threads:
@@ -586,9 +588,9 @@ def collected(accounts: dict, names: list[str]) -> int:
     return sum((course / "submitted" / n / ASSIGNMENT / NOTEBOOK).is_file() for n in names)
 
 
-def alone(accounts: dict, name: str, answers: dict, course_id: str) -> StudentFigures:
+def alone(accounts: dict, name: str, answers: dict, course_id: str, lab_setting: str) -> StudentFigures:
     """One student runs the notebook with nobody else: the training cell's time alone."""
-    student = Student(accounts, name, answers, course_id, None)
+    student = Student(accounts, name, answers, course_id, None, lab_setting=lab_setting)
     student.run(time.perf_counter(), threading.Event())
     if student.figures.failure:
         raise RuntimeError(f"the student alone failed: {student.figures.failure}")
@@ -616,11 +618,16 @@ def main() -> int:
                         "a CPU spinner, a memory hog, a fork bomb and a disk filler beside it")
     parser.add_argument("--disk-fill-mib", type=int, default=2048, help="what the disk filler writes at most")
     parser.add_argument("--memory", default="2G", help="each user's memory limit (HUB_MEMORY)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in 10 s")
+    parser.add_argument("--lab-setting", choices=("", "smoke", "quick", "full"), default="",
+                        help="the training cell's length (RLHF_LAB_SETTING, set in each kernel first); default: "
+                             "what students run (quick)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in "
+                        "10 s, the lab's smoke setting")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     args = parser.parse_args()
     if args.quick:
         args.students, args.pace, args.arrival_minutes = 2, 0.05, 1 / 6
+        args.lab_setting = args.lab_setting or "smoke"
     if os.geteuid() != 0:
         parser.error("needs root: make hub creates accounts and runs each server as its user")
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
@@ -640,7 +647,7 @@ def main() -> int:
         instructor(accounts, "release_assignment", ASSIGNMENT)
         answers = reference_answers()
         names = [f"{PREFIX}{s}" for s in students]
-        solo = alone(accounts, f"{PREFIX}solo", answers, course_id)
+        solo = alone(accounts, f"{PREFIX}solo", answers, course_id, args.lab_setting)
         results["alone"] = vars(solo)
         print(f"alone: training {solo.training:.1f} s, cells p50 {percentile(solo.cells, 50):.3f} s, "
               f"Validate {solo.validate:.1f} s, kernel CPU {solo.cpu_seconds:.1f} s", flush=True)
