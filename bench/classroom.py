@@ -465,7 +465,9 @@ def validate_verdict(result) -> tuple[bool, str]:
             value = json.loads(value)
     if isinstance(value, dict):
         problems = [k for k in ("failed", "changed", "type_changed") if value.get(k)]
-        return (not problems), ", ".join(f"{k}: {len(value[k])}" for k in problems)
+        first = next((value[k][0] for k in problems if isinstance(value[k], list) and value[k]), None)
+        said = f" (first: {str(first.get('error') or first.get('source'))[:150]!r})" if isinstance(first, dict) else ""
+        return (not problems), ", ".join(f"{k}: {len(value[k])}" for k in problems) + said
     return False, f"unexpected answer: {str(value)[:200]}"
 
 
@@ -538,9 +540,20 @@ def start_neighbour(accounts: dict, name: str, kind: str, disk_fill_mib: int) ->
     return session, kernel
 
 
+WRITTEN = ("Without the KL penalty the policy drifts to whatever the reward model over-scores; the penalty keeps "
+           "it near the reference, where the reward model's scores still mean something.")
+
+
 def reference_answers() -> dict[str, str]:
+    """The reference solution's code answers, and a sentence in each written answer (markdown) cell: a notebook
+    Validate passes, as a student who did the work hands in."""
     from rlhf_course.grading import notebooks
-    return notebooks.solution_answers(notebooks.read(REPO / "source" / ASSIGNMENT / NOTEBOOK))
+    answers = notebooks.solution_answers(notebooks.read(REPO / "source" / ASSIGNMENT / NOTEBOOK))
+    release = notebooks.read(REPO / "release" / ASSIGNMENT / NOTEBOOK)
+    for cell in release.cells:
+        if cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+            answers[notebooks.grade_id(cell)] = WRITTEN
+    return answers
 
 
 def code_cells_of_release() -> list[tuple[str, bool]]:

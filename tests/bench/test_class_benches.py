@@ -134,5 +134,7 @@ def test_a_run_is_summarised_and_item_3_judged():
 
 def test_validate_answers_read_as_the_lab_reads_them():
     assert cr.validate_verdict({"success": True, "value": '{"passed": [1, 2]}'}) == (True, "")
-    assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x"}]}}) == (False, "failed: 1")
+    assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x"}]}}) == (False, "failed: 1 (first: 'x')")
+    assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x", "error": "No response"}]}})[1] == \
+        "failed: 1 (first: 'No response')"
     assert cr.validate_verdict({"success": False, "value": "Traceback ..."})[0] is False
