@@ -1,0 +1,702 @@
+"""A class on `make hub` (issue #37, items 1 and 3): N simulated students, each driving their own JupyterLab
+server and kernel over HTTP and the kernel websocket as JupyterLab does, while the machine's load is recorded.
+
+    sudo .venv/bin/python bench/classroom.py --quick                       # 2 students, short pauses: a smoke run
+    sudo .venv/bin/python bench/classroom.py --students 40 --scenario lab --arrival-minutes 5
+    sudo .venv/bin/python bench/classroom.py --students 30 --scenario burst
+    sudo .venv/bin/python bench/classroom.py --students 5 --with-neighbours   # item 3: the class twice, without
+                                                                             # and with four hostile neighbours
+
+Each student logs in to the hub (its login form), starts their server (``/hub/spawn``) and opens JupyterLab,
+fetches ``rlhf`` from the Assignment List (nbgrader's ``/assignments/fetch``), opens the notebook (a session and
+its kernel, ``/api/sessions``), runs its code cells one at a time over the kernel's websocket (``execute_request``
+as JupyterLab sends it) with the reference answers typed into the answer cells (``source/``: the harness runs as
+root), saves it (``PUT /api/contents``), Validates (``/assignments/validate``) and Submits (``/assignments/submit``).
+
+    lab     students arrive over --arrival-minutes (seeded) and pause between cells as a person does (seeded,
+            longer at an answer cell; --pace scales every pause), run the training cell (``lab_run``) once,
+            Validate and Submit;
+    burst   everyone logs in at once and runs all cells without a pause; then everyone Submits in the same
+            second while the instructor collects.
+
+Before the class, one student runs the notebook alone: the training cell's time alone.  After it, the instructor
+collects (``nbgrader collect rlhf``) and the submissions collected are counted.
+
+Figures (a table, and JSON with --json): spawn seconds; cell latency (request to the kernel's idle, the training
+cell apart), p50/p95; training seconds against alone; Validate seconds and failures; the kernel's CPU seconds per
+notebook (its own and its children's, read in the kernel at the end); memory per student (their cgroup's peak:
+server, kernel and Validate together); the hub API's latency (``GET /hub/api/user`` once a second), p50/p95;
+failures; submissions collected; the load average at the start, its peak and at the end.
+
+--with-neighbours (item 3) runs the class twice on one hub: alone, then beside four neighbours started first,
+each from their own kernel: a CPU spinner (two busy threads), a memory hog (allocating until its cgroup stops it),
+a fork bomb (until its process limit), a disk filler (64 MiB files up to --disk-fill-mib; the file-size limit
+is per file); the class's p95 cell latency with them over without (target <= 1.5x), and whether any student lost
+a submission or failed.  The disk filler's files are removed with its account.
+
+Everything the run made (the hub, every server, the accounts and their homes, the scratch folder) is removed at
+the end, on Ctrl-C or SIGTERM too (``make hub`` does it when it is stopped).  Needs root, npm, chromium is not
+needed.  The machine is shared: read the figures with the load average beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+ASSIGNMENT, NOTEBOOK = "rlhf", "rlhf_building_blocks.ipynb"
+TRAINING_CELL = "lab_run"
+PREFIX = "rlhfcr_"
+NEIGHBOURS = ("spinner", "hog", "forkbomb", "diskfill")
+
+
+# ----------------------------------------------------------------------------- pure parts (tested)
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks; nan for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def arrivals(students: list[str], minutes: float, seed: int) -> dict[str, float]:
+    """Student -> seconds after the start at which they arrive: uniform over ``minutes`` (seeded)."""
+    rng = random.Random(f"arrivals:{seed}")
+    return {s: rng.uniform(0, minutes * 60) for s in students}
+
+
+def pauses(student: str, cells: list[tuple[str, bool]], seed: int, pace: float) -> list[float]:
+    """Seconds a person pauses before each code cell: reading and running a cell, median 4 s; typing an answer
+    cell, median 30 s (log-normal, seeded per student), all scaled by ``pace``.  ``cells``: (grade id, is an
+    answer cell) per code cell."""
+    rng = random.Random(f"pauses:{seed}:{student}")
+    return [pace * rng.lognormvariate(math.log(30.0 if answer else 4.0), 0.5) for _, answer in cells]
+
+
+@dataclass
+class StudentFigures:
+    """What one simulated student measured (seconds unless said)."""
+    name: str
+    spawn: float = math.nan
+    cells: list[float] = field(default_factory=list)        # latency of each cell but the training cell
+    training: float = math.nan
+    validate: float = math.nan
+    validate_ok: bool = False
+    validate_problem: str = ""
+    submitted: bool = False
+    cpu_seconds: float = math.nan                            # the kernel's, itself and its children
+    memory_mib: float = math.nan                             # the cgroup's peak
+    failure: str = ""
+
+
+def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_training: float,
+              collected: int, loads: list[tuple[float, float, float]]) -> dict:
+    """The run's figures from each student's (JSON-ready; nan where nothing was measured)."""
+    cells = [c for s in students for c in s.cells]
+    spawn = [s.spawn for s in students if not math.isnan(s.spawn)]
+    training = [s.training for s in students if not math.isnan(s.training)]
+    validate = [s.validate for s in students if not math.isnan(s.validate)]
+    cpu = [s.cpu_seconds for s in students if not math.isnan(s.cpu_seconds)]
+    memory = [s.memory_mib for s in students if not math.isnan(s.memory_mib)]
+    return {
+        "students": len(students),
+        "spawn_s": {"p50": percentile(spawn, 50), "p95": percentile(spawn, 95), "max": max(spawn, default=math.nan)},
+        "cell_latency_s": {"p50": percentile(cells, 50), "p95": percentile(cells, 95), "max": max(cells, default=math.nan),
+                           "count": len(cells)},
+        "training_s": {"alone": alone_training, "p50": percentile(training, 50), "max": max(training, default=math.nan),
+                       "p50_over_alone": percentile(training, 50) / alone_training if alone_training else math.nan},
+        "validate_s": {"p50": percentile(validate, 50), "max": max(validate, default=math.nan)},
+        "validate_failures": sum(1 for s in students if not s.validate_ok),
+        "cpu_s_per_notebook": {"p50": percentile(cpu, 50), "max": max(cpu, default=math.nan)},
+        "memory_mib_per_student": {"p50": percentile(memory, 50), "max": max(memory, default=math.nan)},
+        "hub_api_latency_s": {"p50": percentile(hub_latencies, 50), "p95": percentile(hub_latencies, 95),
+                              "max": max(hub_latencies, default=math.nan), "count": len(hub_latencies)},
+        "failures": {s.name: s.failure for s in students if s.failure},
+        "submitted": sum(s.submitted for s in students),
+        "collected": collected,
+        "load": {"start": loads[0] if loads else None, "peak_1min": max((l[0] for l in loads), default=math.nan),
+                 "end": loads[-1] if loads else None},
+    }
+
+
+def isolation(without: dict, with_neighbours: dict) -> dict:
+    """Item 3's verdict: p95 cell latency with the neighbours over without (target <= 1.5), nothing lost."""
+    ratio = with_neighbours["cell_latency_s"]["p95"] / without["cell_latency_s"]["p95"]
+    lost = with_neighbours["students"] - with_neighbours["collected"]
+    return {"p95_ratio": ratio, "within_1_5x": ratio <= 1.5, "lost_submissions": lost,
+            "failures": with_neighbours["failures"], "ok": ratio <= 1.5 and lost == 0 and not with_neighbours["failures"]}
+
+
+def table(name: str, f: dict) -> str:
+    def s(x):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+    load = f["load"]
+    rows = [
+        ("students", str(f["students"])),
+        ("spawn s (p50 / p95 / max)", f"{s(f['spawn_s']['p50'])} / {s(f['spawn_s']['p95'])} / {s(f['spawn_s']['max'])}"),
+        ("cell latency s, training apart (p50 / p95 / max)",
+         f"{s(f['cell_latency_s']['p50'])} / {s(f['cell_latency_s']['p95'])} / {s(f['cell_latency_s']['max'])}"
+         f"  ({f['cell_latency_s']['count']} cells)"),
+        ("training s (alone / p50 / max; p50 over alone)",
+         f"{s(f['training_s']['alone'])} / {s(f['training_s']['p50'])} / {s(f['training_s']['max'])}; "
+         f"{s(f['training_s']['p50_over_alone'])}x"),
+        ("Validate s (p50 / max), failures", f"{s(f['validate_s']['p50'])} / {s(f['validate_s']['max'])}, "
+                                            f"{f['validate_failures']}"),
+        ("kernel CPU s per notebook (p50 / max)", f"{s(f['cpu_s_per_notebook']['p50'])} / {s(f['cpu_s_per_notebook']['max'])}"),
+        ("memory MiB per student, cgroup peak (p50 / max)",
+         f"{s(f['memory_mib_per_student']['p50'])} / {s(f['memory_mib_per_student']['max'])}"),
+        ("hub API latency s (p50 / p95 / max)",
+         f"{s(f['hub_api_latency_s']['p50'])} / {s(f['hub_api_latency_s']['p95'])} / {s(f['hub_api_latency_s']['max'])}"),
+        ("failures", str(len(f["failures"])) + (f" {f['failures']}" if f["failures"] else "")),
+        ("submitted / collected", f"{f['submitted']} / {f['collected']}"),
+        ("load average (start; peak 1 min; end)",
+         f"{' '.join(f'{x:.2f}' for x in load['start'] or ())}; {s(load['peak_1min'])}; "
+         f"{' '.join(f'{x:.2f}' for x in load['end'] or ())}"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    return "\n".join([name] + [f"  {label:<{width}}  {value}" for label, value in rows])
+
+
+# ----------------------------------------------------------------------------- the run (root)
+
+class Hub:
+    """`make hub` on a free loopback port, its own folder and accounts; stopped (all removed) by :meth:`stop`."""
+
+    def __init__(self, students: list[str], memory: str | None):
+        from rlhf_course.classroom.hub import free_port
+        self.scratch = Path(tempfile.mkdtemp(prefix="bench-classroom-"))
+        self.scratch.chmod(0o755)
+        self.base = self.scratch / "classroom"
+        self.log = open(self.scratch / "make-hub.log", "w+")
+        command = ["make", "--no-print-directory", "-C", str(REPO), "hub", f"HUB_PORT={free_port()}",
+                   f"HUB_BASE={self.base}", f"HUB_PREFIX={PREFIX}", f"HUB_STUDENTS={' '.join(students)}",
+                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else [])
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 900) -> dict:
+        started = time.time()
+        while not (self.base / "hub" / "ready").exists():
+            if self.process.poll() is not None or time.time() - started > timeout:
+                self.log.seek(0)
+                raise RuntimeError(f"make hub did not start:\n{self.log.read()[-4000:]}")
+            time.sleep(0.5)
+        return json.loads((self.base / "hub" / "accounts.json").read_text())
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)  # the classroom stops every server, removes the accounts
+        try:
+            self.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def as_user(accounts: dict, name: str, *args: str, env: dict | None = None, cwd: str | None = None):
+    """A command as one of the classroom's accounts, in the server's environment (as the hub's users run it)."""
+    import pwd
+    entry = pwd.getpwnam(name)
+    home = accounts["homes"][name]
+    environment = {"HOME": home, "USER": name, "PATH": accounts["path"], "LANG": "C.UTF-8", **(env or {})}
+    command = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups",
+               "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
+    return subprocess.run(command, cwd=cwd or home, capture_output=True, text=True)
+
+
+def instructor(accounts: dict, *args: str) -> subprocess.CompletedProcess:
+    """nbgrader as the instructor, in the course, with the instructor's environment (the hub's)."""
+    base = Path(accounts["exchange"]).parent
+    env = {"RLHF_EXCHANGE_ROOT": accounts["exchange"], "JUPYTER_CONFIG_PATH": str(base / "jupyter" / "everyone")}
+    proc = as_user(accounts, accounts["instructor"], accounts["python"], "-m", "nbgrader", *args, env=env,
+                   cwd=accounts["course"])
+    if proc.returncode:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return proc
+
+
+class Session:
+    """One user in the hub, as their browser: the hub's and their server's cookies, XSRF tokens, a kernel."""
+
+    def __init__(self, url: str, name: str, password: str, timeout: float = 600):
+        import requests
+        self.url, self.name, self.password, self.timeout = url, name, password, timeout
+        self.http = requests.Session()
+        self.user_url = f"{url}/user/{name}"
+
+    def _xsrf(self, path: str) -> str:
+        for cookie in self.http.cookies:
+            if cookie.name == "_xsrf" and path.startswith(cookie.path or "/"):
+                return cookie.value
+        return ""
+
+    def login(self) -> None:
+        self.http.get(f"{self.url}/hub/login", timeout=self.timeout).raise_for_status()
+        reply = self.http.post(f"{self.url}/hub/login", data={"username": self.name, "password": self.password,
+                                                             "_xsrf": self._xsrf("/hub/")}, timeout=self.timeout)
+        reply.raise_for_status()
+        if not any(c.name.startswith("jupyterhub-session") or c.name == "jupyterhub-hub-login" for c in self.http.cookies):
+            raise RuntimeError(f"{self.name}: the hub refused the login")
+
+    def spawn(self) -> float:
+        """Start the server as the hub's page does, then open JupyterLab (its OAuth dance): seconds until the
+        server's API answers."""
+        started = time.perf_counter()
+        self.http.get(f"{self.url}/hub/spawn/{self.name}", timeout=self.timeout)
+        while True:
+            reply = self.http.get(f"{self.user_url}/lab", timeout=self.timeout)
+            if reply.status_code == 200 and "/user/" in reply.url and "jupyter-config-data" in reply.text:
+                break
+            if time.perf_counter() - started > 300:
+                raise RuntimeError(f"{self.name}: no server after 300 s ({reply.status_code} {reply.url})")
+            time.sleep(0.5)
+        self.api("GET", "/api/status")
+        return time.perf_counter() - started
+
+    def api(self, method: str, path: str, **kwargs):
+        headers = {"X-XSRFToken": self._xsrf(f"/user/{self.name}/")}
+        reply = self.http.request(method, f"{self.user_url}{path}", headers=headers, timeout=self.timeout, **kwargs)
+        if reply.status_code >= 400:
+            raise RuntimeError(f"{self.name}: {method} {path}: {reply.status_code} {reply.text[:500]}")
+        return reply.json() if reply.content else None
+
+    def nbgrader(self, action: str, **data) -> dict:
+        """nbgrader's lab handlers as the Assignment List and the Validate button call them."""
+        path = "/assignments/validate" if action == "validate" else f"/assignments/{action}"
+        return self.api("POST", path, data=data)
+
+
+class Kernel:
+    """A notebook's kernel over its websocket channel, messages as JupyterLab sends them (protocol 5.3, JSON)."""
+
+    def __init__(self, session: Session, notebook_path: str):
+        import websocket
+        self.session = session
+        reply = session.api("POST", "/api/sessions", json={"path": notebook_path, "type": "notebook",
+                                                            "name": Path(notebook_path).name,
+                                                            "kernel": {"name": "python3"}})
+        self.session_id, self.kernel_id = reply["id"], reply["kernel"]["id"]
+        self.client_session = uuid.uuid4().hex
+        ws_url = session.user_url.replace("http://", "ws://") + \
+            f"/api/kernels/{self.kernel_id}/channels?session_id={self.client_session}"
+        cookie = "; ".join(f"{c.name}={c.value}" for c in session.http.cookies)
+        self.ws = websocket.create_connection(ws_url, header=[f"Cookie: {cookie}"], origin=session.url,
+                                              timeout=session.timeout)
+
+    def execute(self, code: str, timeout: float = 900) -> tuple[float, list[str]]:
+        """Seconds from the request to the kernel's idle after it, and the errors it raised."""
+        msg_id = uuid.uuid4().hex
+        message = {"header": {"msg_id": msg_id, "username": self.session.name, "session": self.client_session,
+                              "msg_type": "execute_request", "version": "5.3",
+                              "date": dt.datetime.now(dt.timezone.utc).isoformat()},
+                   "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+                   "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                               "allow_stdin": False, "stop_on_error": True}}
+        started = time.perf_counter()
+        self.ws.send(json.dumps(message))
+        errors, replied, idle = [], False, False
+        while not (replied and idle):
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"a cell ran longer than {timeout} s")
+            raw = self.ws.recv()
+            if not isinstance(raw, str):
+                continue  # binary frames (buffers of widgets' comms)
+            reply = json.loads(raw)
+            if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = reply["header"]["msg_type"]
+            if kind == "error":
+                errors.append(f"{reply['content']['ename']}: {reply['content']['evalue']}"[:300])
+            elif kind == "execute_reply":
+                replied = True
+            elif kind == "status" and reply["content"]["execution_state"] == "idle":
+                idle = True
+        return time.perf_counter() - started, errors
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ws.close()
+        with contextlib.suppress(Exception):
+            self.session.api("DELETE", f"/api/sessions/{self.session_id}")
+
+
+CPU_PROBE = ("import os as _o; _t = _o.times(); "
+             "print('CPU_SECONDS', _t.user + _t.system + _t.children_user + _t.children_system)")
+
+
+def answered_notebook(release_nb: dict, answers: dict[str, str]) -> dict:
+    """The fetched notebook with the answers typed into their cells (by grade id)."""
+    for cell in release_nb["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = answers[grade_id]
+    return release_nb
+
+
+def user_cgroup_memory(name: str) -> float:
+    """The peak memory of the user's cgroup (server, kernels, Validate), MiB (cgroup v2 or v1)."""
+    from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
+    for path in (CGROUP_ROOT / CGROUP_NAME / name / "memory.peak",
+                 CGROUP_ROOT / "memory" / CGROUP_NAME / name / "memory.max_usage_in_bytes"):
+        if path.is_file():
+            return int(path.read_text()) / 2**20
+    return math.nan
+
+
+class Student:
+    """One simulated student; ``run`` never raises: a failure is recorded in the figures."""
+
+    def __init__(self, accounts: dict, name: str, answers: dict[str, str], course_id: str,
+                 pauses_before: list[float] | None, submit_barrier: threading.Barrier | None = None,
+                 arrive_at: float = 0.0, progress=None, lab_setting: str = ""):
+        self.accounts, self.name, self.answers, self.course_id = accounts, name, answers, course_id
+        self.pauses_before, self.submit_barrier, self.arrive_at = pauses_before, submit_barrier, arrive_at
+        self.figures = StudentFigures(name)
+        self.progress, self._reached, self.lab_setting = progress, False, lab_setting
+
+    def run(self, started: float, stop: threading.Event) -> None:
+        kernel = None
+        try:
+            if stop.wait(max(0.0, started + self.arrive_at - time.perf_counter())):
+                return
+            session = Session(self.accounts["url"], self.name, self.accounts["passwords"][self.name])
+            session.login()
+            self.figures.spawn = session.spawn()
+            session.nbgrader("fetch", course_id=self.course_id, assignment_id=ASSIGNMENT)
+            path = f"{ASSIGNMENT}/{NOTEBOOK}"
+            nb = answered_notebook(session.api("GET", f"/api/contents/{path}?content=1")["content"], self.answers)
+            kernel = Kernel(session, path)
+            if self.lab_setting:  # not what students run: a shorter lab for a smoke run (--lab-setting)
+                kernel.execute(f"import os; os.environ['RLHF_LAB_SETTING'] = {self.lab_setting!r}")
+            code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+            for index, cell in enumerate(code):
+                if self.pauses_before and stop.wait(self.pauses_before[index]):
+                    return
+                seconds, errors = kernel.execute(cell["source"])
+                if errors:
+                    raise RuntimeError(f"cell {index} raised {errors[0]}")
+                if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == TRAINING_CELL:
+                    self.figures.training = seconds
+                else:
+                    self.figures.cells.append(seconds)
+                if self.progress:
+                    self.progress.update()
+            session.api("PUT", f"/api/contents/{path}", json={"type": "notebook", "format": "json", "content": nb})
+            self.figures.cpu_seconds = self._cpu(kernel)
+            kernel.close()
+            kernel = None
+            began = time.perf_counter()
+            result = session.nbgrader("validate", path=path)
+            self.figures.validate = time.perf_counter() - began
+            self.figures.validate_ok, self.figures.validate_problem = validate_verdict(result)
+            self._reach_the_submit()
+            result = session.nbgrader("submit", course_id=self.course_id, assignment_id=ASSIGNMENT)
+            if isinstance(result, dict) and result.get("success") is False:
+                raise RuntimeError(f"submit failed: {str(result.get('value'))[:300]}")
+            self.figures.submitted = True
+        except threading.BrokenBarrierError:
+            self.figures.failure = "the class never reached the submit together"
+        except Exception as error:  # recorded, the class goes on
+            self.figures.failure = f"{type(error).__name__}: {error}"[:400]
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._reach_the_submit()  # the others submit together all the same
+        finally:
+            if kernel:
+                kernel.close()
+            self.figures.memory_mib = user_cgroup_memory(self.name)
+
+    def _reach_the_submit(self) -> None:
+        """Burst: wait until every student (and the instructor's collect) is ready to submit, once."""
+        if self.submit_barrier is not None and not self._reached:
+            self._reached = True
+            self.submit_barrier.wait(timeout=3600)
+
+    def _cpu(self, kernel: Kernel) -> float:
+        msg_id_errors = []
+        captured = []
+        original = kernel.ws.recv
+
+        def recv():
+            raw = original()
+            if isinstance(raw, str) and "CPU_SECONDS" in raw:
+                match = re.search(r"CPU_SECONDS ([0-9.]+)", raw)
+                if match:
+                    captured.append(float(match.group(1)))
+            return raw
+        kernel.ws.recv = recv
+        try:
+            _, msg_id_errors = kernel.execute(CPU_PROBE)
+        finally:
+            kernel.ws.recv = original
+        return captured[0] if captured and not msg_id_errors else math.nan
+
+
+def validate_verdict(result) -> tuple[bool, str]:
+    """nbgrader's Validate answer as the lab reads it: (passed, what went wrong)."""
+    if not isinstance(result, dict) or not result.get("success"):
+        return False, str((result or {}).get("value", result))[:300] if isinstance(result, dict) else str(result)[:300]
+    value = result.get("value")
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if isinstance(value, dict):
+        problems = [k for k in ("failed", "changed", "type_changed") if value.get(k)]
+        first = next((value[k][0] for k in problems if isinstance(value[k], list) and value[k]), None)
+        said = f" (first: {str(first.get('error') or first.get('source'))[:150]!r})" if isinstance(first, dict) else ""
+        return (not problems), ", ".join(f"{k}: {len(value[k])}" for k in problems) + said
+    return False, f"unexpected answer: {str(value)[:200]}"
+
+
+class HubLatency:
+    """GET /hub/api/user as a logged-in user, once a second: the hub's own latency while the class works."""
+
+    def __init__(self, accounts: dict, name: str):
+        self.session = Session(accounts["url"], name, accounts["passwords"][name])
+        self.session.login()
+        self.latencies: list[float] = []
+        self.loads: list[tuple[float, float, float]] = [os.getloadavg()]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            started = time.perf_counter()
+            with contextlib.suppress(Exception):
+                reply = self.session.http.get(f"{self.session.url}/hub/api/user", timeout=60,
+                                              headers={"X-XSRFToken": self.session._xsrf("/hub/")})
+                if reply.status_code == 200:
+                    self.latencies.append(time.perf_counter() - started)
+            self.loads.append(os.getloadavg())
+
+    def stop(self) -> tuple[list[float], list[tuple[float, float, float]]]:
+        self._stop.set()
+        self._thread.join()
+        self.loads.append(os.getloadavg())
+        return self.latencies, self.loads
+
+
+NEIGHBOUR_CODE = {
+    "spinner": "import threading\n"
+               "def spin():\n    while True: pass\n"
+               "for _ in range(2): threading.Thread(target=spin, daemon=True).start()\n",
+    "hog": "import threading\nhog = []\n"
+           "def grow():\n    while True: hog.append(bytearray(64 * 2**20))\n"
+           "threading.Thread(target=grow, daemon=True).start()\n",
+    "forkbomb": "import os, time\n"
+                "for _ in range(100000):\n"
+                "    try:\n        pid = os.fork()\n    except OSError:\n        time.sleep(0.05); continue\n"
+                "    if pid == 0:\n        time.sleep(3600); os._exit(0)\n",
+    "diskfill": "import os, threading\n"
+                "def fill(limit_mib={limit}):\n"
+                "    os.makedirs('fill', exist_ok=True)\n"
+                "    for i in range(limit_mib // 64):\n"
+                "        with open(f'fill/{{i}}.bin', 'wb') as f: f.write(os.urandom(64 * 2**20))\n"
+                "threading.Thread(target=fill, daemon=True).start()\n",
+}
+
+
+def start_neighbour(accounts: dict, name: str, kind: str, disk_fill_mib: int) -> tuple[Session, Kernel]:
+    """A neighbour's server and a kernel running its hostile code in the background (the cell returns)."""
+    session = Session(accounts["url"], name, accounts["passwords"][name])
+    session.login()
+    session.spawn()
+    session.api("PUT", "/api/contents/hostile.ipynb", json={"type": "notebook", "format": "json", "content": {
+        "cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}})
+    kernel = Kernel(session, "hostile.ipynb")
+    code = NEIGHBOUR_CODE[kind].format(limit=disk_fill_mib) if kind == "diskfill" else NEIGHBOUR_CODE[kind]
+    if kind == "forkbomb":  # the cell itself never returns (it keeps forking): send it without waiting
+        kernel.ws.send(json.dumps({"header": {"msg_id": uuid.uuid4().hex, "username": name, "session": kernel.client_session,
+                                              "msg_type": "execute_request", "version": "5.3"},
+                                   "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+                                   "content": {"code": code, "silent": False, "store_history": True,
+                                               "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+    else:
+        kernel.execute(code, timeout=120)
+    return session, kernel
+
+
+WRITTEN = ("Without the KL penalty the policy drifts to whatever the reward model over-scores; the penalty keeps "
+           "it near the reference, where the reward model's scores still mean something.")
+
+
+def reference_answers() -> dict[str, str]:
+    """The reference solution's code answers, and a sentence in each written answer (markdown) cell: a notebook
+    Validate passes, as a student who did the work hands in."""
+    from rlhf_course.grading import notebooks
+    answers = notebooks.solution_answers(notebooks.read(REPO / "source" / ASSIGNMENT / NOTEBOOK))
+    release = notebooks.read(REPO / "release" / ASSIGNMENT / NOTEBOOK)
+    for cell in release.cells:
+        if cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+            answers[notebooks.grade_id(cell)] = WRITTEN
+    return answers
+
+
+def code_cells_of_release() -> list[tuple[str, bool]]:
+    from rlhf_course.grading import notebooks
+    nb = notebooks.read(REPO / "release" / ASSIGNMENT / NOTEBOOK)
+    return [(notebooks.grade_id(c) or "", notebooks.is_answer_cell(c)) for c in nb.cells if c.cell_type == "code"]
+
+
+def run_class(accounts: dict, names: list[str], scenario: str, args, answers: dict, course_id: str) -> list[StudentFigures]:
+    from tqdm import tqdm
+    cells = code_cells_of_release()
+    stop = threading.Event()
+    barrier = threading.Barrier(len(names) + 1) if scenario == "burst" else None
+    times = arrivals(names, args.arrival_minutes, args.seed) if scenario == "lab" else {n: 0.0 for n in names}
+    progress = tqdm(total=len(names) * len(cells), desc=f"{scenario}: {len(names)} students' cells", unit="cell")
+    students = [Student(accounts, n, answers, course_id,
+                        pauses(n, cells, args.seed, args.pace) if scenario == "lab" else None,
+                        barrier, times[n], progress, args.lab_setting) for n in names]
+    started = time.perf_counter()
+    threads = [threading.Thread(target=s.run, args=(started, stop), daemon=True) for s in students]
+    for t in threads:
+        t.start()
+    collects = 0
+    try:
+        if barrier is not None:  # burst: everyone submits in the same second while the instructor collects
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=3600)
+                instructor(accounts, "collect", ASSIGNMENT)
+                collects += 1
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:
+        stop.set()
+        if barrier is not None:
+            barrier.abort()
+        raise
+    finally:
+        progress.close()
+    return [s.figures for s in students]
+
+
+def collected(accounts: dict, names: list[str]) -> int:
+    instructor(accounts, "collect", ASSIGNMENT)
+    course = Path(accounts["course"])
+    return sum((course / "submitted" / n / ASSIGNMENT / NOTEBOOK).is_file() for n in names)
+
+
+def alone(accounts: dict, name: str, answers: dict, course_id: str, lab_setting: str) -> StudentFigures:
+    """One student runs the notebook with nobody else: the training cell's time alone."""
+    student = Student(accounts, name, answers, course_id, None, lab_setting=lab_setting)
+    student.run(time.perf_counter(), threading.Event())
+    if student.figures.failure:
+        raise RuntimeError(f"the student alone failed: {student.figures.failure}")
+    return student.figures
+
+
+def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_training, extra_latency=None) -> dict:
+    watcher = HubLatency(accounts, accounts["instructor"])
+    try:
+        figures = run_class(accounts, names, scenario, args, answers, course_id)
+    finally:
+        latencies, loads = watcher.stop()
+    return summarise(figures, latencies, alone_training, collected(accounts, names), loads) | {
+        "per_student": [vars(f) for f in figures]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=5)
+    parser.add_argument("--scenario", choices=("lab", "burst"), default="lab")
+    parser.add_argument("--arrival-minutes", type=float, default=3.0)
+    parser.add_argument("--pace", type=float, default=1.0, help="scales every pause between cells (lab)")
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--with-neighbours", action="store_true", help="item 3: the class without, then with, "
+                        "a CPU spinner, a memory hog, a fork bomb and a disk filler beside it")
+    parser.add_argument("--disk-fill-mib", type=int, default=2048, help="what the disk filler writes at most")
+    parser.add_argument("--memory", default="2G", help="each user's memory limit (HUB_MEMORY)")
+    parser.add_argument("--lab-setting", choices=("", "smoke", "quick", "full"), default="",
+                        help="the training cell's length (RLHF_LAB_SETTING, set in each kernel first); default: "
+                             "what students run (quick)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in "
+                        "10 s, the lab's smoke setting")
+    parser.add_argument("--json", type=Path, help="write the figures there too")
+    args = parser.parse_args()
+    if args.quick:
+        args.students, args.pace, args.arrival_minutes = 2, 0.05, 1 / 6
+        args.lab_setting = args.lab_setting or "smoke"
+    if os.geteuid() != 0:
+        parser.error("needs root: make hub creates accounts and runs each server as its user")
+    students = [f"s{i:03d}" for i in range(1, args.students + 1)]
+    second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
+    extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
+    hub = Hub(students + second_class + extra + ["solo"], args.memory)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                     "args": {k: str(v) for k, v in vars(args).items()}, "load_at_start": os.getloadavg()}
+    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)",
+          flush=True)
+    neighbours = []
+    try:
+        accounts = hub.wait_ready()
+        print(f"make hub ready; {len(students)} students ({args.scenario})", flush=True)
+        course_id = course_id_of(accounts)
+        instructor(accounts, "release_assignment", ASSIGNMENT)
+        answers = reference_answers()
+        names = [f"{PREFIX}{s}" for s in students]
+        solo = alone(accounts, f"{PREFIX}solo", answers, course_id, args.lab_setting)
+        results["alone"] = vars(solo)
+        print(f"alone: training {solo.training:.1f} s, cells p50 {percentile(solo.cells, 50):.3f} s, "
+              f"Validate {solo.validate:.1f} s, kernel CPU {solo.cpu_seconds:.1f} s", flush=True)
+        results["class"] = scenario_figures(accounts, names, args.scenario, args, answers, course_id, solo.training)
+        print(table(f"{args.scenario}, {len(names)} students", results["class"]), flush=True)
+        if args.with_neighbours:
+            for kind in NEIGHBOURS:
+                neighbours.append(start_neighbour(accounts, f"{PREFIX}n_{kind}", kind, args.disk_fill_mib))
+            time.sleep(5)  # the hog reaches its limit, the fork bomb its process limit
+            second = [f"{PREFIX}{s}" for s in second_class]  # the same class again, on fresh accounts
+            results["with_neighbours"] = scenario_figures(accounts, second, args.scenario, args, answers, course_id,
+                                                          solo.training)
+            results["isolation"] = isolation(results["class"], results["with_neighbours"])
+            print(table(f"{args.scenario}, {len(names)} students beside {', '.join(NEIGHBOURS)}",
+                        results["with_neighbours"]), flush=True)
+            print(f"isolation: p95 with / without {results['isolation']['p95_ratio']:.2f}x (target <= 1.5), "
+                  f"lost submissions {results['isolation']['lost_submissions']}, "
+                  f"failures {results['isolation']['failures'] or 'none'}", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: stopping the hub, removing every account and server", flush=True)
+        return 130
+    finally:
+        for session, kernel in neighbours:
+            kernel.close()
+        hub.stop()
+    results["load_at_end"] = os.getloadavg()
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+def course_id_of(accounts: dict) -> str:
+    """The course id the students' nbgrader config names (the hub wrote it)."""
+    config = (Path(accounts["exchange"]).parent / "jupyter" / "student" / "nbgrader_config.py").read_text()
+    return re.search(r"configure\(get_config\(\), '[^']*', '([^']*)'\)", config).group(1)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""The pure parts of the class benches (bench/class_grading.py, bench/classroom.py): the synthetic class's
+draw and the scores it must get, the check that finds what an export lost or mixed, and the figures'
+computation.  The load runs themselves are benchmarks, not tests (their figures: bench/RESULTS.md)."""
+import math
+
+import pytest
+
+from bench import class_grading as cg
+from bench import classroom as cr
+from rlhf_course.grading import instructor
+from tests.support.course import REPO, cell_points
+
+CATALOGUES = {base: instructor.load_module(REPO, name) for base, name in cg.CATALOGUES.items()}
+CHECKS = {base: set(instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS) for base in cg.BASES}
+
+
+def expected(submission):
+    return cg.expected_score(submission, cell_points(submission.base), CHECKS[submission.base],
+                             CATALOGUES[submission.base])
+
+
+def test_the_draw_is_seeded_and_a_smaller_class_is_the_start_of_a_larger_one():
+    big = cg.draw_class(300, 37, CATALOGUES)
+    assert big == cg.draw_class(300, 37, CATALOGUES)
+    assert cg.draw_class(30, 37, CATALOGUES) == big[:90]
+    assert big != cg.draw_class(300, 38, CATALOGUES)
+    assert [s.student for s in big[:3]] == ["s001"] * 3 and big[-1].student == "s300"
+
+
+def test_the_class_holds_every_kind_of_submission_and_each_student_one_edition():
+    drawn = cg.draw_class(300, 37, CATALOGUES)
+    assert len(drawn) == 900 and {(s.student, s.base) for s in drawn} == {
+        (f"s{i:03d}", b) for i in range(1, 301) for b in cg.BASES}
+    for base in cg.BASES:
+        kinds = {s.kind for s in drawn if s.base == base}
+        assert kinds == ({"reference", "wrong", "variant"} if hasattr(CATALOGUES[base], "CORRECT_VARIANTS")
+                         else {"reference", "wrong"}), base
+    editions = {}
+    for s in drawn:
+        editions.setdefault(s.student, set()).add(s.assignment.endswith("_zh"))
+    assert all(len(e) == 1 for e in editions.values())
+    chinese = sum(e == {True} for e in editions.values())
+    late, twice = sum(s.late for s in drawn), sum(s.resubmitted for s in drawn)
+    assert 50 < chinese < 130 and 40 < late < 150 and 40 < twice < 150  # 30 %, 10 %, 10 % of a seeded draw
+
+
+def test_the_score_a_submission_must_get_is_the_checks_points_less_what_its_mistake_loses():
+    points = cell_points("rlhf")
+    full = sum(points[g] for g in CHECKS["rlhf"])
+    assert full == 44
+    right = cg.Submission("s001", "rlhf", "rlhf_zh", "reference", "", False, False)
+    variant = cg.Submission("s001", "rlhf", "rlhf", "variant", CATALOGUES["rlhf"].CORRECT_VARIANTS[0].name, True, False)
+    wrong = CATALOGUES["rlhf"].WRONG_BY_NAME["ppo_clip_without_min"]
+    mistaken = cg.Submission("s001", "rlhf", "rlhf", "wrong", wrong.name, True, False)
+    assert expected(right) == expected(variant) == 44
+    assert expected(mistaken) == 44 - sum(points[g] for g in wrong.loses) < 44
+    assert cg.expected_penalty(mistaken, 1.0) == 1.0 and cg.expected_penalty(mistaken, 30) == 2.0
+    assert cg.expected_penalty(right, 44) == 0.0
+    with pytest.raises(ValueError, match="no checks of rlhf"):
+        cg.expected_score(mistaken, points, CHECKS["rlhf"] - set(wrong.loses), CATALOGUES["rlhf"])
+
+
+def exported(drawn):
+    rows = []
+    for s in drawn:
+        score = expected(s)
+        rows.append({"student_id": f"acct_{s.student}", "assignment": s.base, "edition": s.assignment,
+                     "raw_score": str(score), "late_submission_penalty": str(cg.expected_penalty(s, score))})
+    return rows
+
+
+def test_an_export_that_lost_or_mixed_anything_is_named():
+    drawn = cg.draw_class(4, 37, CATALOGUES)
+    def check(rows):
+        return cg.mismatches(drawn, rows, lambda s: f"acct_{s}", expected)
+    assert check(exported(drawn)) == []
+    rows = exported(drawn)
+    rows[0]["raw_score"], rows[1]["student_id"] = "0.0", "acct_s099"  # a wrong score; a row under another student
+    rows[2]["edition"] = rows[2]["edition"] + "_x"
+    rows.append(dict(rows[3]))
+    problems = check(rows)
+    assert any("score 0.0, must be" in p for p in problems)
+    assert any("('acct_s099'" in p and "never submitted" in p for p in problems)
+    assert any(f"('acct_{drawn[1].student}', '{drawn[1].base}'): 0 exported rows" in p for p in problems)
+    assert any("edition" in p for p in problems) and any(": 2 exported rows" in p for p in problems)
+    late = next(i for i, s in enumerate(drawn) if s.late) if any(s.late for s in drawn) else None
+    if late is not None:
+        rows = exported(drawn)
+        rows[late]["late_submission_penalty"] = "0.0"
+        assert any("late penalty 0.0" in p for p in check(rows))
+
+
+def test_cost_per_submission_and_flatness():
+    assert cg.per_submission({"grade": 30.0, "total": 45.0}, 90) == pytest.approx({"grade": 1 / 3, "total": 0.5})
+    figures = [{"size": 300, "x": 0.66}, {"size": 30, "x": 0.6}, {"size": 100, "x": 0.9}]
+    assert cg.flatness(figures, "x") == pytest.approx(1.1)
+    with pytest.raises(ValueError):
+        cg.per_submission({"grade": 1.0}, 0)
+
+
+def test_percentiles_arrivals_and_pauses():
+    assert cr.percentile([3.0, 1.0, 2.0, 4.0, 5.0], 50) == 3.0
+    assert cr.percentile(list(range(101)), 95) == pytest.approx(95.0)
+    assert cr.percentile([1.0, 2.0], 95) == pytest.approx(1.95)
+    assert math.isnan(cr.percentile([], 50))
+    names = [f"s{i}" for i in range(40)]
+    times = cr.arrivals(names, 5, 37)
+    assert times == cr.arrivals(names, 5, 37) and all(0 <= t <= 300 for t in times.values())
+    assert max(times.values()) > 200 and min(times.values()) < 100
+    cells = [("setup", False), ("ppo_answer", True)] * 200
+    waits = cr.pauses("s1", cells, 37, 1.0)
+    assert waits == cr.pauses("s1", cells, 37, 1.0) != cr.pauses("s2", cells, 37, 1.0)
+    reading, typing = sorted(waits[0::2]), sorted(waits[1::2])
+    assert 3 < reading[100] < 5.5 and 22 < typing[100] < 40  # medians 4 s and 30 s
+    assert cr.pauses("s1", cells, 37, 0.1) == pytest.approx([w * 0.1 for w in waits])
+
+
+def test_a_run_is_summarised_and_item_3_judged():
+    students = [cr.StudentFigures("a", spawn=2.0, cells=[0.1, 0.2, 0.3], training=40.0, validate=5.0, validate_ok=True,
+                                  submitted=True, cpu_seconds=50.0, memory_mib=700.0),
+                cr.StudentFigures("b", spawn=4.0, cells=[0.4], failure="RuntimeError: boom")]
+    loads = [(1.0, 1.0, 1.0), (3.0, 2.0, 1.0), (2.0, 2.0, 1.0)]
+    f = cr.summarise(students, [0.01, 0.03], 20.0, 1, loads)
+    assert f["cell_latency_s"]["p50"] == pytest.approx(0.25) and f["cell_latency_s"]["count"] == 4
+    assert f["training_s"]["p50_over_alone"] == 2.0 and f["validate_failures"] == 1
+    assert f["failures"] == {"b": "RuntimeError: boom"} and (f["submitted"], f["collected"]) == (1, 1)
+    assert f["load"]["peak_1min"] == 3.0 and f["spawn_s"]["max"] == 4.0
+    assert "submitted / collected" in cr.table("lab", f)
+    calm = dict(f, failures={}, students=1, cell_latency_s={"p95": 0.3})
+    assert cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.42}))["ok"]
+    assert not cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.48}))["within_1_5x"]
+    assert cr.isolation(calm, dict(calm, collected=0))["lost_submissions"] == 1
+
+
+def test_validate_answers_read_as_the_lab_reads_them():
+    assert cr.validate_verdict({"success": True, "value": '{"passed": [1, 2]}'}) == (True, "")
+    assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x"}]}}) == (False, "failed: 1 (first: 'x')")
+    assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x", "error": "No response"}]}})[1] == \
+        "failed: 1 (first: 'No response')"
+    assert cr.validate_verdict({"success": False, "value": "Traceback ..."})[0] is False
