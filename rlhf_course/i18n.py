@@ -260,7 +260,7 @@ ZH = {
     "Class report: {assignment}": "班级报告：{assignment}",
     "Editions: {editions}. Due {due}. {n} student(s) submitted. Written {written} from the gradebook.":
         "版本：{editions}。截止时间 {due}。{n} 名学生已提交。{written} 根据成绩簿生成。",
-    "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "常见误解",
+    "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "误解",
     "Lateness": "迟交", "Students": "学生", "Score distribution": "成绩分布",
     "The score after the late penalty, of {points} points (autograded tests and written answers).":
         "扣除迟交罚分后的成绩，满分 {points}（自动评分的测试与书面回答）。",
@@ -285,14 +285,14 @@ ZH = {
     "Hidden tests (red: flagged)": "隐藏测试（红色：有标记）", "pass rate": "通过率",
     "discrimination (point-biserial r)": "区分度（点二列相关 r）", "undefined": "无定义",
     "mean score": "平均得分", "discrimination r": "区分度 r", "flags": "标记",
-    "Misconceptions named": "识别出的常见误解", "misconception": "误解", "function": "函数", "who": "学生",
+    "Misconceptions named": "识别出的误解", "misconception": "误解", "function": "函数", "who": "学生",
     "Misconceptions were not named for {n} of {total} submission(s): trusted grading (make grade) names them; stock "
     "nbgrader autograde does not, nor does trusted grading for a submission it could not score or with "
     "c.TrustedGrading.name_misconceptions = False.":
-        "{total} 份提交中有 {n} 份未识别误解：可信评分（make grade）会识别；原版 nbgrader autograde 不会，"
-        "可信评分对无法评分的提交或设置了 c.TrustedGrading.name_misconceptions = False 时也不会。",
+        "{total} 份提交中有 {n} 份未做误解识别：可信评分（make grade）会识别误解；原版 nbgrader autograde 不会，"
+        "可信评分对无法评分的提交、或设置了 c.TrustedGrading.name_misconceptions = False 时也不会。",
     "None named: no submission's lost tests match a catalogued mistake exactly.":
-        "未识别出误解：没有提交失分的测试恰好与目录中的错误一致。",
+        "未识别出任何误解：没有哪份提交的失分测试恰好与目录中的某个错误相符。",
     "Due {due}. {late} submission(s) late (after the due date plus any extension), {penalised} penalised, {extended} "
     "with an extension.":
         "截止时间 {due}。{late} 份提交迟交（晚于截止时间加延期），{penalised} 份被扣分，{extended} 份有延期。",
@@ -301,7 +301,7 @@ ZH = {
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
     "None in collect_report.csv.": "collect_report.csv 中没有。",
     "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
-    "not named": "未识别", "none": "无", "page": "页面", "nobody": "无人",
+    "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
     # what the student's function did instead of returning (rlhf_course/grading/observe.py, sandbox_runner.py)
