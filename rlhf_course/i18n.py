@@ -259,11 +259,11 @@ ZH = {
     # the instructor's class report (rlhf_course/grading/class_report.py, templates/class_report/)
     "Class report: {assignment}": "班级报告：{assignment}",
     "Editions: {editions}. Due {due}. {n} student(s) submitted. Written {written} from the gradebook.":
-        "版本：{editions}。截止时间 {due}。{n} 名学生已提交。{written} 根据成绩簿生成。",
+        "版本：{editions}。截止时间 {due}。{n} 名学生已提交。本报告于 {written} 根据成绩簿生成。",
     "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "误解",
     "Lateness": "迟交", "Students": "学生", "Score distribution": "成绩分布",
     "The score after the late penalty, of {points} points (autograded tests and written answers).":
-        "扣除迟交罚分后的成绩，满分 {points}（自动评分的测试与书面回答）。",
+        "扣除迟交罚分后的成绩，满分 {points} 分（自动评分的测试与书面回答）。",
     "edition": "版本", "students": "学生数", "mean": "平均", "median": "中位数", "sd": "标准差", "min": "最低",
     "max": "最高", "all": "全部",
     "Score distribution, by edition": "成绩分布（按版本）",
@@ -277,7 +277,7 @@ ZH = {
     "Pass: full points. Discrimination is the point-biserial correlation r between passing the test (1/0) and the "
     "rest of the student's score (the raw score before the late penalty, minus this test's points), over every "
     "counted submission; it is left out below {min} submissions and when everyone or no one passes.":
-        "通过：得到满分。区分度是通过该测试（1/0）与学生其余得分（扣除迟交罚分前的原始分减去本测试的分数）之间的"
+        "通过：得到满分。区分度是通过该测试（1/0）与学生其余得分（扣除迟交罚分前的原始分减去本测试的得分）之间的"
         "点二列相关系数 r，按所有计入的提交计算；提交少于 {min} 份、或所有人都通过或都未通过时不计算。",
     "Flags:": "标记：", "nobody passes": "无人通过", "everybody passes": "全部通过", "negative discrimination": "负区分度",
     "(r < {threshold}: better students fail it more often, usually a broken test or an unclear instruction).":
@@ -299,7 +299,7 @@ ZH = {
     "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "hours late": "迟交小时数",
     "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
-    "None in collect_report.csv.": "collect_report.csv 中没有。",
+    "None in collect_report.csv.": "collect_report.csv 中没有这类条目。",
     "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
     "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
