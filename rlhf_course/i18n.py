@@ -329,7 +329,7 @@ ZH = {
     "{hours} h {minutes} min": "{hours} 小时 {minutes} 分钟",
     "{minutes} min": "{minutes} 分钟",
     "on time": "按时提交",
-    "late by {late}: the late penalty applies": "迟交 {late}：将按迟交规则扣分",
+    "late by {late}: the late penalty applies": "迟交 {late}，将扣除迟交罚分",
     "Submitted {assignment} at {when}: {verdict} ({deadline}).": "已提交 {assignment}（{when}）：{verdict}（{deadline}）。",
     "submitted {when}": "提交于 {when}",
     "late by {late} (penalty -{points} points)": "迟交 {late}（扣 {points} 分）",

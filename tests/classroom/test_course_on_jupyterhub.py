@@ -538,7 +538,7 @@ def test_07_students_submit(scenario):
         verdict[alice].wait_for(timeout=30_000)
         assert verdict[alice].inner_text() == " (on time)", verdict[alice].inner_text()
         verdict[bob].wait_for(timeout=30_000)
-        assert re.fullmatch(r" \(迟交 2 小时 1[01] 分钟：将按迟交规则扣分\)", verdict[bob].inner_text()), \
+        assert re.fullmatch(r" \(迟交 2 小时 1[01] 分钟，将扣除迟交罚分\)", verdict[bob].inner_text()), \
             verdict[bob].inner_text()
         assert "rlhf-deadline-late" in verdict[bob].get_attribute("class")
         told = pages[bob].locator("#submitted_assignments_list .list_item", has_text=ZH).locator(".rlhf-deadline").first

@@ -36,7 +36,7 @@ def test_how_late_in_whole_minutes_never_zero_in_both_languages():
     assert due.verdict(DUE + dt.timedelta(seconds=1)) == "late by 1 min: the late penalty applies"
     assert due.verdict(DUE) == "on time"
     zh = deadlines.Deadline("rlhf_zh", DUE, "zh-CN", dt.timedelta(hours=48))
-    assert zh.verdict(DUE + dt.timedelta(hours=50, minutes=10)) == "迟交 2 小时 10 分钟：将按迟交规则扣分"
+    assert zh.verdict(DUE + dt.timedelta(hours=50, minutes=10)) == "迟交 2 小时 10 分钟，将扣除迟交罚分"
     assert zh.verdict(DUE + dt.timedelta(hours=47)) == "按时提交"  # within the extension
     assert zh.sentence() == "截止时间 2026-12-18 23:59 UTC，你的延期 +48 小时（至 2026-12-20 23:59 UTC）"
     assert zh.sentence("en") == "due 2026-12-18 23:59 UTC, your extension +48 h (until 2026-12-20 23:59 UTC)"
@@ -87,7 +87,7 @@ def test_list_and_submit_tell_the_student_the_deadline_and_how_late(exchange):
     _, late = _run(StrictExchangeSubmit, exchange, "rlhf_zh")
     assert any(": on time (due 2026-12-18 23:59 UTC)." in line for line in on_time), on_time
     told = [line for line in late if line.startswith("已提交 rlhf_zh")]
-    assert told and "迟交 2 小时 10 分钟：将按迟交规则扣分" in told[0] and "你的延期 +48 小时" in told[0], late
+    assert told and "迟交 2 小时 10 分钟，将扣除迟交罚分" in told[0] and "你的延期 +48 小时" in told[0], late
 
     other = exchange / COURSE / "inbound" / "zed+rlhf_zh+2026-12-05 10:00:00.000000 UTC"  # a classmate's entry
     other.mkdir()
