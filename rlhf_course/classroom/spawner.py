@@ -11,7 +11,9 @@ LocalProcessSpawner, and in addition
   and CPU (`cpu_limit`, in cores), and run under rlimits: processes of the account (RLIMIT_NPROC),
   the size of one file written (RLIMIT_FSIZE, `file_size_limit`), and, where the kernel lets root
   make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
-  homes is the file system's business (README).
+  homes is the file system's business (README);
+* torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
+  the server's environment, which its kernels inherit (:func:`thread_environment`).
 
 The process enters its cgroup and takes its rlimits in the forked child, before it becomes the user:
 nothing the user can configure runs outside them.
@@ -19,6 +21,7 @@ nothing the user can configure runs outside them.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pwd
 import resource
@@ -148,6 +151,17 @@ def limited_preexec(name: str, drop_privileges, mem_limit: int | None, cpu_limit
     return preexec
 
 
+def thread_environment(cpu_limit: float | None) -> dict[str, str]:
+    """What every server and kernel of a user needs so torch (OpenMP) fits the user's CPU quota: as many
+    threads as the quota has cores (rounded up; torch otherwise takes the machine's cores), and threads
+    that sleep, not spin, while they wait for work (OMP_WAIT_POLICY=PASSIVE): under a one-core quota a
+    spinning thread burns the quota its partner needs (issue #37: a class's training cells never finished)."""
+    env = {"OMP_WAIT_POLICY": "PASSIVE"}
+    if cpu_limit:
+        env["OMP_NUM_THREADS"] = str(max(1, math.ceil(cpu_limit - 1e-9)))
+    return env
+
+
 class ClassroomSpawner(LocalProcessSpawner):
     process_limit = Int(256, help="processes and threads of each user, all together (a fork bomb stops here)"
                         ).tag(config=True)
@@ -171,4 +185,5 @@ class ClassroomSpawner(LocalProcessSpawner):
     def get_env(self):
         env = super().get_env()
         env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir(self.user.name, Path(self.runtime_root)))
+        env.update(thread_environment(self.cpu_limit))
         return env

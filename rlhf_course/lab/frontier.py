@@ -41,6 +41,7 @@ from rlhf_course.i18n import padded, plot_text as L, t
 from rlhf_course.lab import exact_optimum, grpo, language, train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctions
+from rlhf_course.lab.threads import usable_cpus
 
 DEFAULT_OUT = COURSE_ROOT / "notebooks" / "frontier_results.json"
 
@@ -195,7 +196,7 @@ def _run_sweep(student: StudentFunctions, sweep: SweepConfig, show_progress: boo
     config = train.LabConfig.setting("quick", ppo_iterations=sweep.ppo_iterations, ppo_batch=sweep.ppo_batch,
                                      dpo_steps=sweep.dpo_steps, eval_every=10 ** 6)
     start = time.perf_counter()
-    workers = max(1, min(sweep.workers, os.cpu_count() or 1))
+    workers = max(1, min(sweep.workers, usable_cpus()))
     # One thread here too: the workers are forked from this process, and a fork after a
     # multi-threaded torch call can deadlock the child (a two-thread set-up in a forked child hung
     # when the parent had used two threads before: a test process, a notebook kernel).

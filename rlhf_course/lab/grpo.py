@@ -199,14 +199,15 @@ class GrpoLabResult:
 
 
 def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
-            setting: str = "quick", show_progress: bool = True, threads: int | None = 2, **overrides) -> GrpoLabResult:
+            setting: str = "quick", show_progress: bool = True, threads: int | None = None, **overrides) -> GrpoLabResult:
     """SFT and the reward model as in the PPO lab (same seed, same models), then GRPO with the three
-    functions. Raises StudentFunctionError naming a function that cannot train."""
+    functions. Raises StudentFunctionError naming a function that cannot train.  ``threads``: torch's,
+    by default the PPO lab's (at most two, never more than the CPUs this process may use)."""
     import time
     from rlhf_course.lab.train import LabConfig, train_reward_model, train_sft
 
-    if threads:
-        torch.set_num_threads(min(threads, torch.get_num_threads() or threads))
+    from rlhf_course.lab.threads import lab_threads
+    torch.set_num_threads(threads or lab_threads())
     student = GrpoFunctions.wrap(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3)
     check_before_training(student)
     lab_config = LabConfig.setting(setting)

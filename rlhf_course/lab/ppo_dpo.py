@@ -25,12 +25,14 @@ from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
+from rlhf_course.lab.threads import lab_threads
 
 # Two threads on the course machines (2 cores): faster alone (bench/demo.py measures one thread against two;
-# figures in bench/RESULTS.md); pass threads=1 when another process is busy on the other core (or set
-# RLHF_LAB_THREADS=1 for every run: the test suite does when two test processes share the cores, where two
-# two-thread runs side by side are much slower than one thread each).
-DEFAULT_THREADS = int(os.environ.get("RLHF_LAB_THREADS") or min(2, os.cpu_count() or 1))
+# figures in bench/RESULTS.md), but never more than the CPUs this process may use (its affinity and its
+# cgroup's quota: one core per user on the hub, where two threads ran slower than one); RLHF_LAB_THREADS=1
+# for every run when another process is busy on the other core (the test suite sets it when two test
+# processes share the cores).
+DEFAULT_THREADS = lab_threads()
 
 
 @dataclass
