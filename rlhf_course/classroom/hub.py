@@ -106,6 +106,40 @@ def check_checkout_private(repo: Path, make_private: bool = False) -> None:
         f"which does it), then make hub again.")
 
 
+# Every user's nbgrader (Validate; the instructor's Formgrader too).  nbgrader's kernels' sockets; and
+# Validate waits for a busy kernel: after a cell's reply, nbclient waits `iopub_timeout` seconds (4 by
+# default) for the rest of its output and fails the cell ("Timeout waiting for IOPub output") when it is late,
+# as it is on a machine a whole class loads (the set-up cell's `import torch`: issue #37).  The output always
+# comes (the kernel has replied): wait as long as a cell may run.
+VALIDATE_SECONDS = 120  # a cell's run, and the wait for its output after its reply
+EVERYONE_NBGRADER_CONFIG = f"""\
+from rlhf_course.classroom.private_kernels import ipc_prefix
+c = get_config()
+c.KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets
+c.Execute.timeout = {VALIDATE_SECONDS}
+c.Execute.iopub_timeout = {VALIDATE_SECONDS}
+c.Execute.startup_timeout = {VALIDATE_SECONDS}  # a kernel's start, on the same busy machine
+"""
+
+
+def write_everyone_config(folder: Path, repo: Path) -> None:
+    """The Jupyter config on every user's JUPYTER_CONFIG_PATH (``<base>/jupyter/everyone``)."""
+    folder.mkdir(parents=True)
+    # Every kernel over Unix sockets in its user's 0700 runtime folder, not TCP on loopback, where any
+    # local account may subscribe to its IOPub and hear it.  Read by the servers and by nbgrader's
+    # Validate (both load jupyter_config from JUPYTER_CONFIG_PATH); Validate's kernels (nbclient's)
+    # need their sockets named by absolute path (rlhf_course/classroom/private_kernels.py).
+    (folder / "jupyter_config.json").write_text(json.dumps(
+        {"KernelManager": {"transport": "ipc"},
+         "NotebookClient": {"kernel_manager_class": "rlhf_course.classroom.private_kernels.PrivateKernelManager"}},
+        indent=1))
+    # the course's server extension (the Formgrader's pages rendered off the server; a no-op without it)
+    (folder / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(repo / "jupyter" / "server" / "rlhf_course.json",
+                 folder / "jupyter_server_config.d" / "rlhf_course.json")
+    (folder / "nbgrader_config.py").write_text(EVERYONE_NBGRADER_CONFIG)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,22 +215,7 @@ class Classroom:
         instructor.run(self.server.python, "-m", "rlhf_course.grading", "release", cwd=self.course,
                        env=self.instructor_env())
 
-        self.everyone_config.mkdir(parents=True)
-        # Every kernel over Unix sockets in its user's 0700 runtime folder, not TCP on loopback, where any
-        # local account may subscribe to its IOPub and hear it.  Read by the servers and by nbgrader's
-        # Validate (both load jupyter_config from JUPYTER_CONFIG_PATH); Validate's kernels (nbclient's)
-        # need their sockets named by absolute path (rlhf_course/classroom/private_kernels.py).
-        (self.everyone_config / "jupyter_config.json").write_text(json.dumps(
-            {"KernelManager": {"transport": "ipc"},
-             "NotebookClient": {"kernel_manager_class": "rlhf_course.classroom.private_kernels.PrivateKernelManager"}},
-            indent=1))
-        # the course's server extension (the Formgrader's pages rendered off the server; a no-op without it)
-        (self.everyone_config / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(self.repo / "jupyter" / "server" / "rlhf_course.json",
-                     self.everyone_config / "jupyter_server_config.d" / "rlhf_course.json")
-        (self.everyone_config / "nbgrader_config.py").write_text(
-            "from rlhf_course.classroom.private_kernels import ipc_prefix\n"
-            "get_config().KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets\n")
+        write_everyone_config(self.everyone_config, self.repo)
         self.student_config.mkdir(parents=True)
         (self.student_config / "nbgrader_config.py").write_text(
             "from rlhf_course import exchange\n"
