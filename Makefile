@@ -77,12 +77,14 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 	touch $@
 
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
-# (largest file, 1G).  make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
+# (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
+# make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
 	  --students $(HUB_STUDENTS) $(if $(HUB_MAKE_PRIVATE),--make-checkout-private) \
 	  $(if $(HUB_MEMORY),--memory $(HUB_MEMORY)) $(if $(HUB_CPUS),--cpus $(HUB_CPUS)) \
-	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE))
+	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE)) \
+	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT))
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

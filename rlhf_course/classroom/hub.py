@@ -19,7 +19,13 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
-* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, log and `accounts.json`.
+* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`.
+
+The hub may stop and start again mid-class (a crash, an upgrade, `kill <pid in hub/jupyterhub.pid>`): the
+classroom starts it again; the users' servers and kernels run on (`JupyterHub.cleanup_servers = False`), behind
+a proxy the classroom runs itself, which outlives the hub, so their pages keep working meanwhile.  Servers idle
+for `--idle-timeout` seconds are stopped by jupyterhub-idle-culler, a service of the hub: their memory
+returns, their files stay, and the next login starts the server again.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import remove_user_resources
 from rlhf_course.i18n import cjk_font
 
+IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
@@ -148,10 +155,15 @@ def free_port() -> int:
 
 class Classroom:
     def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
-                 make_checkout_private: bool = False, limits: dict | None = None):
+                 make_checkout_private: bool = False, limits: dict | None = None,
+                 idle_timeout: int = IDLE_TIMEOUT):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
+        self.idle_timeout = idle_timeout  # seconds before an idle server is stopped; 0: never
+        self.hub_port, self.proxy_api_port = free_port(), free_port()
+        self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
+        self.proxy_process: subprocess.Popen | None = None
         self.instructor_name = f"{prefix}instructor"
         self.student_names = [f"{prefix}{s}" for s in students]
         self.group = f"{prefix}instructors"
@@ -254,9 +266,12 @@ c = get_config()
 users = json.load(open({str(self.hub_dir / 'users.json')!r}))
 c.JupyterHub.bind_url = {self.url!r}
 c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {free_port()}
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
-c.ConfigurableHTTPProxy.command = [{str(self.proxy)!r}]
+c.JupyterHub.hub_port = {self.hub_port}
+# The hub may restart mid-class: the users' servers run on, and the proxy, which the classroom starts itself
+# (its token in the environment), keeps routing to them meanwhile; the new hub finds both again.
+c.JupyterHub.cleanup_servers = False
+c.ConfigurableHTTPProxy.should_start = False
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api_port}"
 c.JupyterHub.db_url = "sqlite:///{self.hub_dir}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = {str(self.hub_dir / 'jupyterhub_cookie_secret')!r}
 c.JupyterHub.authenticator_class = "rlhf_course.classroom.auth.PasswordTableAuthenticator"
@@ -283,20 +298,41 @@ def per_user(spawner):
 
 
 c.Spawner.pre_spawn_hook = per_user
-""")
+{self.culler_config()}""")
         accounts = {"url": self.url, "course": str(self.course), "exchange": str(self.exchange),
                     "python": self.server.python, "path": self.server.path,
                     "instructor": self.instructor_name, "students": self.student_names,
                     "passwords": self.passwords, "homes": {n: str(self.base / "home" / n) for n in self.names}}
         (self.hub_dir / "accounts.json").write_text(json.dumps(accounts, indent=1))
 
+    def culler_config(self) -> str:
+        """jupyterhub-idle-culler as a service of the hub (restarted with it): every server idle (no activity
+        the hub hears of: the proxy's traffic, the server's own reports) for ``idle_timeout`` seconds is
+        stopped, checked every minute at most.  Stopping a server never removes its user or files."""
+        if not self.idle_timeout:
+            return ""
+        every = max(1, min(60, self.idle_timeout // 2))
+        command = [self.server.python, "-m", "jupyterhub_idle_culler", f"--timeout={self.idle_timeout}",
+                   f"--cull-every={every}"]
+        return f"""
+# Idle servers stopped: their memory comes back, their files stay (python -m rlhf_course.classroom --idle-timeout)
+c.JupyterHub.services = [{{"name": "idle-culler", "command": {command!r}}}]
+c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
+                             "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}}]
+"""
+
     # -- running ----------------------------------------------------------------------------------
     def start(self, timeout: float = 120) -> None:
-        self.log = open(self.hub_dir / "jupyterhub.log", "w")
-        env = {"PATH": self.server.path, "LANG": "C.UTF-8", "HOME": str(self.hub_dir)}
+        """The proxy (once: it outlives the hub), then the hub; back when the hub answers."""
+        if self.proxy_process is None or self.proxy_process.poll() is not None:
+            self.start_proxy()
+        self.log = open(self.hub_dir / "jupyterhub.log", "a")
+        env = {"PATH": self.server.path, "LANG": "C.UTF-8", "HOME": str(self.hub_dir),
+               "CONFIGPROXY_AUTH_TOKEN": self.proxy_token}
         self.process = subprocess.Popen(
             [self.server.python, "-m", "jupyterhub", "-f", str(self.hub_dir / "jupyterhub_config.py")],
             cwd=self.hub_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        (self.hub_dir / "jupyterhub.pid").write_text(f"{self.process.pid}\n")
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
@@ -308,14 +344,46 @@ c.Spawner.pre_spawn_hook = per_user
                 time.sleep(0.5)
         raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
 
+    def start_proxy(self) -> None:
+        """configurable-http-proxy on the classroom's address, its routes' API on loopback for the hub (as
+        JupyterHub would start it, but the classroom's child: it serves the users' servers while the hub
+        restarts; the hub adds its own route and the servers' when it starts)."""
+        hub = f"http://127.0.0.1:{self.hub_port}"
+        port = self.url.rsplit(":", 1)[1]
+        self.proxy_process = subprocess.Popen(
+            [str(self.proxy), "--ip", "127.0.0.1", "--port", port, "--api-ip", "127.0.0.1",
+             "--api-port", str(self.proxy_api_port), "--default-target", hub, "--error-target", f"{hub}/hub/error"],
+            cwd=self.hub_dir, env={"PATH": os.environ.get("PATH", ""), "CONFIGPROXY_AUTH_TOKEN": self.proxy_token},
+            stdout=open(self.hub_dir / "proxy.log", "a"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def supervise(self, quick_exits: int = 3, quick: float = 30) -> None:
+        """Start the hub again whenever it exits, until it exits ``quick_exits`` times in a row within
+        ``quick`` seconds of its start (a hub that cannot start: its log says why)."""
+        failures = 0
+        while True:
+            started = time.time()
+            self.process.wait()
+            failures = failures + 1 if time.time() - started < quick else 0
+            if failures >= quick_exits:
+                print(f"JupyterHub exited ({self.process.returncode}) {failures} times in a row; "
+                      f"see {self.hub_dir}/jupyterhub.log", flush=True)
+                return
+            print(f"JupyterHub exited ({self.process.returncode}); starting it again: the servers and kernels "
+                  f"ran on", flush=True)
+            self.start()
+            print("JupyterHub is back", flush=True)
+
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)  # the hub stops the proxy and every user's server
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        """The hub, then the proxy.  The users' servers outlive the hub (cleanup_servers = False):
+        :meth:`remove` stops them with their accounts."""
+        for process in (self.process, self.proxy_process):
+            if process and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
 
     def remove_accounts(self) -> None:
         remove_accounts(self.names, self.group)
@@ -339,7 +407,11 @@ c.Spawner.pre_spawn_hook = per_user
         lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
                   f"course directory: {self.course}", f"exchange: {self.exchange}",
-                  f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}"]
+                  f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}",
+                  f"idle servers stopped after {self.idle_timeout} s (files kept; the next login starts them)"
+                  if self.idle_timeout else "idle servers are never stopped (--idle-timeout 0)",
+                  f"the hub restarts by itself if it stops (kill $(cat {self.hub_dir}/jupyterhub.pid)): "
+                  f"servers and kernels run on"]
         if cjk_font() is None:  # the Chinese edition's figures would fall back to English labels
             lines += ["", "no Chinese font on this machine: the Chinese edition's figures show English labels until "
                           "one is installed (Debian: apt-get install fonts-noto-cjk), then restart the hub"]
@@ -362,11 +434,15 @@ def main(argv=None) -> None:
     parser.add_argument("--cpus", type=float, default=None, help="CPU cores each user's processes may use together")
     parser.add_argument("--processes", type=int, default=None, help="processes (and threads) per user")
     parser.add_argument("--file-size", default=None, help="largest file a user's process may write (e.g. 1G)")
+    parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
+                        help="seconds without activity after which a user's server is stopped (its files stay; "
+                             "the next login starts it again); 0: never")
     args = parser.parse_args(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
-                          args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits)
+                          args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
+                          args.idle_timeout)
     stopping = []
 
     def stop(signum, frame):
@@ -381,9 +457,7 @@ def main(argv=None) -> None:
         print(classroom.summary(), flush=True)
         print(f"\nready in {time.time() - started:.0f} s", flush=True)
         (classroom.hub_dir / "ready").write_text(classroom.url)
-        classroom.process.wait()
-        print(f"JupyterHub exited ({classroom.process.returncode}); see {classroom.hub_dir}/jupyterhub.log",
-              flush=True)
+        classroom.supervise()
     except KeyboardInterrupt:
         pass
     finally:
