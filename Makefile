@@ -52,9 +52,10 @@ editions: $(STAMP)
 
 ## JupyterLab on the student release, as a student sees it: nbgrader's student plugins only, no news
 ## prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).  torch's
-## threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE): a spinning one takes the CPU its partner needs.
+## threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE): a spinning one takes the CPU its partner needs; the
+## lab trains its SFT policy and reward model once (.cache/lab: rlhf_course/lab/shared_stages.py).
 lab: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	OMP_WAIT_POLICY=PASSIVE RLHF_LAB_CACHE=$(CURDIR)/.cache/lab JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
 	  $(VENV)/bin/jupyter lab --notebook-dir=release
 
 ## JupyterLab on the course root for instructors (hidden checks importable, formgrader available).

@@ -240,6 +240,7 @@ ZH = {
     "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
     "sft": "SFT",
     "reward_model": "奖励模型",
+    "sft_and_reward_model": "SFT 与奖励模型",
     "reward model": "奖励模型",  # the lab's progress bar
     "ppo": "PPO",
     "dpo_data": "DPO 数据",

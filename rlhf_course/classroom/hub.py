@@ -19,7 +19,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
-* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`.
+* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
+* `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
+  trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts.
 
 The hub may stop and start again mid-class (a crash, an upgrade, `kill <pid in hub/jupyterhub.pid>`): the
 classroom starts it again; the users' servers and kernels run on (`JupyterHub.cleanup_servers = False`), behind
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import secrets
 import shutil
@@ -45,7 +48,7 @@ from pathlib import Path
 from rlhf_course import COURSE_FILES, COURSE_ROOT
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
 from rlhf_course.classroom.server_env import ServerEnv
-from rlhf_course.classroom.spawner import remove_user_resources
+from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.i18n import cjk_font
 
 IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
@@ -164,6 +167,8 @@ class Classroom:
         self.hub_port, self.proxy_api_port = free_port(), free_port()
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
+        self.lab_cache = base / "lab-cache"
+        self.lab_cache_process: subprocess.Popen | None = None
         self.instructor_name = f"{prefix}instructor"
         self.student_names = [f"{prefix}{s}" for s in students]
         self.group = f"{prefix}instructors"
@@ -240,7 +245,26 @@ class Classroom:
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
         self.hub_dir.mkdir(mode=0o700)
+        self.fill_lab_cache()
         self.write_hub_config()
+
+    def lab_threads(self) -> int:
+        """The torch threads the students' labs train with: their quota's cores (the spawner's OMP_NUM_THREADS),
+        at most two and the CPUs here (rlhf_course/lab/threads.py)."""
+        from rlhf_course.lab.threads import LAB_MAX_THREADS, usable_cpus
+        cpus = self.limits.get("cpu_limit", DEFAULT_CPUS) or usable_cpus()
+        return max(1, min(LAB_MAX_THREADS, math.ceil(cpus - 1e-9), usable_cpus()))
+
+    def fill_lab_cache(self) -> None:
+        """The lab's first two stages, trained once for the whole class, in the background: a lab run before
+        they are ready trains them itself (and writes nothing: the folder is root's)."""
+        self.lab_cache.mkdir(mode=0o755)
+        self.lab_cache_process = subprocess.Popen(
+            [self.server.python, "-m", "rlhf_course.lab.shared_stages", str(self.lab_cache),
+             "--threads", str(self.lab_threads())],
+            env={"PATH": self.server.path, "LANG": "C.UTF-8", **thread_environment(self.lab_threads())},
+            stdout=open(self.hub_dir / "lab-cache.log", "w"), stderr=subprocess.STDOUT,
+            start_new_session=True)
 
     def instructor_env(self) -> dict:
         env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": self.course_id,
@@ -250,7 +274,7 @@ class Classroom:
         return env
 
     def write_hub_config(self) -> None:
-        base_env = {"PATH": self.server.path, "LANG": "C.UTF-8"}
+        base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache)}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:
             environments[name] = {**base_env,
@@ -390,6 +414,9 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
 
     def remove(self) -> None:
         self.stop()
+        if self.lab_cache_process and self.lab_cache_process.poll() is None:
+            self.lab_cache_process.kill()
+            self.lab_cache_process.wait()
         if not self.created:
             return
         self.remove_accounts()

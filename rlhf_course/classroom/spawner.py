@@ -38,6 +38,7 @@ from traitlets import Int, Unicode, default
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
 RUNTIME_ROOT = Path("/run/rlhf-classroom")
+DEFAULT_CPUS = 1.0  # each user's CPU quota in cores (cpu_limit's default)
 
 
 class UserCgroup:
@@ -176,7 +177,7 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     @default("cpu_limit")
     def _cpu_limit_default(self):
-        return 1.0
+        return DEFAULT_CPUS
 
     def make_preexec_fn(self, name):
         return limited_preexec(name, super().make_preexec_fn(name), self.mem_limit, self.cpu_limit,

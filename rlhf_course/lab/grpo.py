@@ -204,19 +204,18 @@ def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable
     functions. Raises StudentFunctionError naming a function that cannot train.  ``threads``: torch's,
     by default the PPO lab's (at most two, never more than the CPUs this process may use)."""
     import time
-    from rlhf_course.lab.train import LabConfig, train_reward_model, train_sft
+    from rlhf_course.lab.shared_stages import sft_and_reward_model
+    from rlhf_course.lab.train import LabConfig
 
     from rlhf_course.lab.threads import lab_threads
     torch.set_num_threads(threads or lab_threads())
     student = GrpoFunctions.wrap(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3)
     check_before_training(student)
     lab_config = LabConfig.setting(setting)
-    torch.manual_seed(lab_config.seed)
-    generator = torch.Generator().manual_seed(lab_config.seed)
     seconds = {}
     start = time.perf_counter()
-    sft = train_sft(lab_config, generator, show_progress)
-    reward_model, _ = train_reward_model(sft, lab_config, generator, show_progress)
+    shared = sft_and_reward_model(lab_config, show_progress)  # once per machine with RLHF_LAB_CACHE (make hub)
+    sft, reward_model, generator = shared.sft, shared.reward_model, shared.generator
     seconds["SFT and reward model"] = time.perf_counter() - start
     start = time.perf_counter()
     _, history, samples = grpo_train(sft, reward_model, student, GrpoConfig.setting(setting, **overrides), generator,

@@ -24,6 +24,7 @@ from rlhf_course.i18n import plot_text, t
 from rlhf_course.lab import SETTINGS, notebook_setting, train
 from rlhf_course.lab.model import parameter_count
 from rlhf_course.lab.notebook_functions import functions_from_notebook
+from rlhf_course.lab.shared_stages import sft_and_reward_model
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 from rlhf_course.lab.threads import lab_threads
 
@@ -71,8 +72,6 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
     student = StudentFunctions.wrap(ppo_clipped_objective, dpo_loss, compute_gae)
     for warning in check_before_training(student):  # raises first if a function cannot run at all
         print(t("Warning: {warning}", warning=warning))
-    torch.manual_seed(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
     seconds, cpu_seconds = {}, {}
 
     def timed(name, fn, *args, **kwargs):
@@ -82,8 +81,9 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
         cpu_seconds[name] = time.process_time() - cpu_start
         return out
 
-    sft = timed("sft", train.train_sft, config, generator, show_progress)
-    reward_model, report = timed("reward_model", train.train_reward_model, sft, config, generator, show_progress)
+    # the same for every student: trained once per machine where RLHF_LAB_CACHE names a cache (make hub)
+    shared = timed("sft_and_reward_model", sft_and_reward_model, config, show_progress)
+    sft, reward_model, report, generator = shared.sft, shared.reward_model, shared.report, shared.generator
     _, ppo_history, samples = timed("ppo", train.ppo_rlhf, sft, reward_model, student, config, generator,
                                     show_progress)
     pairs = timed("dpo_data", train.sample_preferences, sft, config.dpo_pairs, generator)

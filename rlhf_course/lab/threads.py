@@ -87,5 +87,11 @@ def usable_cpus(root: Path = CGROUP_ROOT, proc_cgroup: str | None = None) -> int
 
 
 def lab_threads() -> int:
-    """The labs' torch threads: ``RLHF_LAB_THREADS`` if set, else the usable CPUs, at most two."""
-    return int(os.environ.get("RLHF_LAB_THREADS") or min(LAB_MAX_THREADS, usable_cpus()))
+    """The labs' torch threads: ``RLHF_LAB_THREADS`` if set, else the usable CPUs, at most two and at most
+    ``OMP_NUM_THREADS`` (the hub's spawner sets it from the user's quota)."""
+    if os.environ.get("RLHF_LAB_THREADS"):
+        return int(os.environ["RLHF_LAB_THREADS"])
+    threads = min(LAB_MAX_THREADS, usable_cpus())
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
+        threads = min(threads, int(os.environ["OMP_NUM_THREADS"]))
+    return threads

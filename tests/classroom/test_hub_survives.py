@@ -3,8 +3,10 @@ command, with one student and a short idle time; no browser: the student's REST 
 
 1. the hub restarts mid-class: while it is down her server still answers through the proxy, and after it her
    server and kernel are the same processes, the kernel's variables intact, reached through the new hub;
+   Her kernel's torch fits her CPU quota (one thread, OMP_WAIT_POLICY=PASSIVE);
 2. her server idle for the idle time is stopped by jupyterhub-idle-culler: none of her processes is left (their
-   memory returned), her files stay, and her next start resumes with them.
+   memory returned), her files stay, and her next start resumes with them;
+3. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks.
 
 Needs root (accounts, setuid spawning) and npm (the proxy).  About a minute: the hub's start, then the idle time.
 """
@@ -160,6 +162,14 @@ def run_code(hub, kernel: str, code: str) -> str:
     return IOLoop.current().run_sync(run, timeout=60)
 
 
+THREADS = """import os, torch
+from rlhf_course.lab import shared_stages, threads, train
+torch.set_num_threads(threads.lab_threads())
+print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"],
+      shared_stages.cache_file(train.LabConfig.setting("quick"), torch.get_num_threads()))
+"""
+
+
 class Working:
     """The student at work: her server reports activity to the hub every second, as a server in use does."""
 
@@ -191,6 +201,12 @@ def test_hub_restarts_mid_class(hub):
         status, kernel = api(hub, "POST", f"/user/{student}/api/kernels", {"name": "python3"})
         assert status == 201, status
         assert run_code(hub, kernel["id"], "answer = 41\nprint('set')").strip() == "set"
+        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; the lab
+        # would load its first two stages from the class's cache, which make hub fills meanwhile
+        fits = run_code(hub, kernel["id"], THREADS).split()
+        assert fits[:3] == ["1", "1", "PASSIVE"], fits
+        hub["lab_cache_file"] = Path(fits[3])
+        assert hub["lab_cache_file"].parent == Path(hub["homes"][student]).parents[1] / "lab-cache"
         before = {pid: cmd for pid, cmd in processes(uid).items() if "singleuser" in cmd or "ipykernel" in cmd}
         assert len(before) == 2, before
         hub_pid = int((hub["hub_dir"] / "jupyterhub.pid").read_text())
@@ -232,3 +248,12 @@ def test_idle_server_culled_files_kept(hub):
     status, notes = api(hub, "GET", f"/user/{student}/api/contents/notes.txt")
     assert status == 200 and notes["content"] == "kept across an idle stop"
     print(f"culled after {culled - idle_since:.0f} s idle")
+
+
+def test_the_lab_cache_is_the_one_her_lab_reads(hub):
+    """make hub trained the lab's first two stages for the class, under the name her kernel computed: the same
+    code, settings and thread count; the file is root's and she may only read it."""
+    path = wait_for("the class's lab cache", lambda: hub["lab_cache_file"].is_file() and hub["lab_cache_file"],
+                    300, every=1)
+    assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o644
+    assert path.parent.stat().st_uid == 0 and path.parent.stat().st_mode & 0o777 == 0o755
