@@ -9,7 +9,9 @@ runs them.  Needs root (cgroups).
 
 Variants: ``before``: what the hub ran before #37 (two torch threads, from the machine's core count, OpenMP's
 default wait policy); ``after``: what the spawner now gives every server (OMP_NUM_THREADS from the quota,
-OMP_WAIT_POLICY=PASSIVE) and the lab's own thread choice (rlhf_course/lab/threads.py).  Prints one JSON line
+OMP_WAIT_POLICY=PASSIVE) and the lab's own thread choice (rlhf_course/lab/threads.py); ``cached``: ``after`` with
+the SFT policy and reward model loaded from a cache filled once (rlhf_course/lab/shared_stages.py, as make hub
+does).  Prints one JSON line
 per run and a table; the load average is printed before and after (other work on the machine counts).
 """
 from __future__ import annotations
@@ -27,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from rlhf_course.classroom.spawner import UserCgroup, thread_environment  # noqa: E402
+
+LAB_CACHE = Path("/tmp/rlhf-bench-hubload-lab-cache")
 
 SETUP = r"""
 import json, time
@@ -61,6 +65,8 @@ def environment(variant: str) -> dict:
         env["RLHF_LAB_THREADS"] = str(min(2, os.cpu_count() or 1))  # the lab's old choice: the machine's cores
     else:
         env.update(thread_environment(1.0))
+    if variant == "cached":  # and the SFT policy and reward model from the class's cache, as make hub fills it
+        env["RLHF_LAB_CACHE"] = str(LAB_CACHE)
     return env
 
 
@@ -85,11 +91,15 @@ def run_side_by_side(what: str, students: int, variant: str, cpus: float) -> lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--variants", nargs="+", default=["before", "after"])
+    parser.add_argument("--variants", nargs="+", default=["before", "after", "cached"],
+                        choices=["before", "after", "cached"])
     parser.add_argument("--what", nargs="+", default=["setup", "lab"], choices=["setup", "lab"])
     parser.add_argument("--cpus", type=float, default=1.0, help="each student's CPU quota (the hub's HUB_CPUS)")
     args = parser.parse_args()
     print(f"load average at the start: {os.getloadavg()} ({os.cpu_count()} cores)", flush=True)
+    if "cached" in args.variants and "lab" in args.what:  # filled once, for one thread (the hub's quota)
+        subprocess.run([sys.executable, "-m", "rlhf_course.lab.shared_stages", str(LAB_CACHE), "--threads", "1"],
+                       env=environment("after"), check=True)
     rows = []
     for what in args.what:
         for students in args.students:

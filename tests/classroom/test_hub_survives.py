@@ -164,10 +164,9 @@ def run_code(hub, kernel: str, code: str) -> str:
 
 THREADS = """import os, torch
 from rlhf_course.lab import shared_stages, threads, train
-torch.set_num_threads(threads.lab_threads())
 print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"],
-      shared_stages.cache_file(train.LabConfig.setting("quick"), torch.get_num_threads()))
-"""
+      shared_stages.cache_file(train.LabConfig.setting("quick"), threads.lab_threads()))
+"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, the lab's cache file
 
 
 class Working:
