@@ -258,7 +258,8 @@ class Classroom:
     def fill_lab_cache(self) -> None:
         """The lab's first two stages, trained once for the whole class, in the background: a lab run before
         they are ready trains them itself (and writes nothing: the folder is root's)."""
-        self.lab_cache.mkdir(mode=0o755)
+        self.lab_cache.mkdir()
+        self.lab_cache.chmod(0o755)  # root's: students read it, none writes what another loads
         self.lab_cache_process = subprocess.Popen(
             [self.server.python, "-m", "rlhf_course.lab.shared_stages", str(self.lab_cache),
              "--threads", str(self.lab_threads())],
