@@ -10,12 +10,19 @@ import torch
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.lab import grpo, ppo_dpo, shared_stages, train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
-from tests.lab.test_grpo import group_relative_advantages, kl_estimator_k3, ppo_clipped_objective
 
 
 @pytest.fixture(scope="module")
 def functions(repo):
     return functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+
+
+@pytest.fixture(scope="module")
+def grpo_functions(repo, functions):
+    """GRPO's three: the solutions of the three source notebooks."""
+    return {**functions_from_notebook(repo / "source" / "grpo" / "grpo.ipynb", ("group_relative_advantages",)),
+            **functions_from_notebook(repo / "source" / "kl_penalty" / "kl_penalty.ipynb", ("kl_estimator_k3",)),
+            "ppo_clipped_objective": functions["ppo_clipped_objective"]}
 
 
 def numbers(result) -> dict:
@@ -36,7 +43,7 @@ def run(functions, monkeypatch, cache=None):
     return ppo_dpo.run_demo(**functions, setting="smoke", show_progress=False, threads=1)
 
 
-def test_loaded_stages_give_the_trained_numbers(functions, monkeypatch, tmp_path):
+def test_loaded_stages_give_the_trained_numbers(functions, grpo_functions, monkeypatch, tmp_path):
     trained = run(functions, monkeypatch)
     first = run(functions, monkeypatch, tmp_path)  # trains, writes the cache
     [written] = list(tmp_path.iterdir())
@@ -50,11 +57,11 @@ def test_loaded_stages_give_the_trained_numbers(functions, monkeypatch, tmp_path
     # GRPO starts from the same two stages: the same numbers loaded or trained
     monkeypatch.setenv(shared_stages.CACHE_VARIABLE, str(tmp_path))
     kwargs = dict(setting="smoke", show_progress=False, threads=1)
-    grpo_loaded = grpo.run_lab(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3, **kwargs)
+    grpo_loaded = grpo.run_lab(**grpo_functions, **kwargs)
     assert len(list(tmp_path.iterdir())) == 1  # the PPO lab's file
     monkeypatch.setattr(shared_stages, "_train", trains)
     monkeypatch.delenv(shared_stages.CACHE_VARIABLE)
-    grpo_trained = grpo.run_lab(group_relative_advantages, ppo_clipped_objective, kl_estimator_k3, **kwargs)
+    grpo_trained = grpo.run_lab(**grpo_functions, **kwargs)
     assert (grpo_loaded.history, grpo_loaded.samples) == (grpo_trained.history, grpo_trained.samples)
 
 
