@@ -333,7 +333,8 @@ c.Spawner.pre_spawn_hook = per_user
     def culler_config(self) -> str:
         """jupyterhub-idle-culler as a service of the hub (restarted with it): every server idle (no activity
         the hub hears of: the proxy's traffic, the server's own reports) for ``idle_timeout`` seconds is
-        stopped, checked every minute (every quarter of the idle time if shorter).  Stopping a server never removes its user or files."""
+        stopped, checked every minute (every quarter of the idle time if shorter).  Stopping a server never
+        removes its user or files."""
         if not self.idle_timeout:
             return ""
         every = max(1, min(60, self.idle_timeout // 4))
