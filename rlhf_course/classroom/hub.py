@@ -396,7 +396,11 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 return
             print(f"JupyterHub exited ({self.process.returncode}); starting it again: the servers and kernels "
                   f"ran on", flush=True)
-            self.start()
+            try:
+                self.start()
+            except SystemExit as failed:  # it exited again while starting: counted as a quick exit above
+                print(failed, flush=True)
+                continue
             print("JupyterHub is back", flush=True)
 
     def stop(self) -> None:

@@ -1,8 +1,9 @@
-"""Fast checks of make hub's pieces (no root, no browser): the per-account password table, and the
-classroom never deleting a folder it did not make."""
+"""Fast checks of make hub's pieces (no root, no browser): the per-account password table, the
+classroom never deleting a folder it did not make, and its starting a stopped hub again."""
 import asyncio
 import concurrent.futures
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,3 +43,28 @@ def test_a_folder_the_classroom_did_not_make_is_never_removed(tmp_path, repo):
     classroom.remove()
     assert (base / "thesis.tex").read_text() == "years of work"
     assert not (base / MARKER).exists()
+
+
+def test_the_hub_is_started_again_until_it_keeps_failing(tmp_path, capsys):
+    """The classroom starts a hub that exited again (the servers ran on); a hub that exits at once three times in
+    a row (its restart failing too) is given up, with the log's place."""
+    classroom = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+    classroom.hub_dir = tmp_path
+    starts = []
+
+    def exits(code: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
+
+    def start():
+        starts.append(len(starts))
+        classroom.process = exits(3)
+        if len(starts) == 2:  # exits while starting
+            classroom.process.wait()
+            raise SystemExit("JupyterHub exited (3) while starting")
+
+    classroom.start = start
+    classroom.process = exits(1)
+    classroom.supervise()
+    out = capsys.readouterr().out
+    assert len(starts) == 2 and "JupyterHub is back" in out and "while starting" in out
+    assert "exited (3) 3 times in a row" in out
