@@ -210,6 +210,19 @@ def test_a_students_server_gets_the_exchange_and_one_thread(pods):
     assert found["JUPYTERHUB_USER"] == "alice"
 
 
+def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub():
+    from traitlets.config import Config
+
+    from rlhf_course.classroom.hub import VALIDATE_SECONDS
+    config = Config()
+    path = DEPLOY / "jupyter" / "student" / "nbgrader_config.py"
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config})
+    assert VALIDATE_SECONDS >= 60
+    for wait in ("timeout", "iopub_timeout", "startup_timeout"):
+        assert config.Execute[wait] == VALIDATE_SECONDS, wait
+    assert config.Exchange.root == "/srv/nbgrader/exchange"
+
+
 def test_the_instructors_pod_has_the_course_and_the_formgrader(pods, values):
     pod = pods["teacher"]
     passwd, group = roster(values, "passwd"), roster(values, "group")
