@@ -22,6 +22,7 @@ test-artifacts/hub/ at each step, and on the first failure.
 Needs root (accounts, setuid spawning), chromium, npm (the proxy) and bubblewrap (trusted grading).
 """
 import contextlib
+import csv
 import hashlib
 import hmac
 import json
@@ -568,6 +569,16 @@ def test_08_instructor_collects_and_grades(scenario):
             scores[student] = row.locator("td.code-score").inner_text(timeout=60_000).strip()
         assert scores[alice] == "44 / 44", scores
         assert re.fullmatch(r"\d+(\.\d+)? / 44", scores[bob]) and float(scores[bob].split("/")[0]) < 44, scores
+        # grade wrote the class's report (issue #38): both editions in one, Bob's catalogued mistake named, his
+        # extension and lateness beside the due date, every student's row
+        assert (course / "class_report" / f"{ASSIGNMENT}.html").is_file(), grading.stdout[-2000:]
+        with open(course / "class_report" / f"{ASSIGNMENT}.csv", newline="", encoding="utf-8") as handle:
+            rows = {(r["item"], r["measure"]): r for r in csv.DictReader(handle) if r["section"] == "student"}
+        assert rows[(alice, "misconceptions")]["edition"] == ASSIGNMENT and rows[(bob, "misconceptions")]["edition"] == ZH
+        assert rows[(alice, "misconceptions")]["value"] == "" and rows[(alice, "hours_late")]["value"] in ("0", "0.0")
+        assert rows[(bob, "misconceptions")]["value"] == "ppo_clip_without_min", rows[(bob, "misconceptions")]
+        assert float(rows[(bob, "extension_hours")]["value"]) == 48
+        assert 2 < float(rows[(bob, "hours_late")]["value"]) < 2.5 and float(rows[(bob, "penalty")]["value"]) > 0
 
 
 def test_09_instructor_grades_a_written_answer(scenario):
