@@ -132,7 +132,6 @@ def write_directly(course: Course, found: list[Plan]) -> None:
     from nbgrader.api import (Assignment, BaseCell, Grade, Gradebook, Student, SubmittedAssignment,
                               SubmittedNotebook)
     from sqlalchemy.exc import SAWarning
-    from sqlalchemy import text
     from sqlalchemy.orm import joinedload, with_polymorphic
 
     from rlhf_course.grading import misconceptions
@@ -142,8 +141,6 @@ def write_directly(course: Course, found: list[Plan]) -> None:
     by_student = {p.student: p for p in found}
     results, stamps = [], {}
     with Gradebook(course.db_url) as gb:
-        if gb.db.bind.dialect.name == "sqlite":  # test data, rebuilt if lost: no disk sync at each of the 60
-            gb.db.execute(text("PRAGMA synchronous=OFF"))  # add_submission commits (a second under load)
         gb.db.add_all([Student(id=p.student) for p in found])
         gb.db.commit()
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
