@@ -26,10 +26,10 @@ def course(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
-def test_the_class_report_shows_everything_with_the_network_cut(course, browser, artifacts, language):
-    report = class_report.write_reports(course, [ASSIGNMENT], language=language)[0]
-    asked = []
+@pytest.fixture(scope="module")
+def offline_page(browser):
+    """One page for both languages, every request to another host refused and noted in ``asked``."""
+    asked: list[str] = []
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
 
@@ -39,15 +39,21 @@ def test_the_class_report_shows_everything_with_the_network_cut(course, browser,
             return route.abort()
         return route.continue_()
     page.route("**/*", refuse_other_hosts)
-    try:
-        page.goto(report.html.as_uri(), wait_until="load")
-        page.wait_for_timeout(200)
-        drawn = page.eval_on_selector_all("img", "images => images.map(i => [i.naturalWidth, i.naturalHeight])")
-        headings = page.locator("h2").all_inner_texts()
-        legend = page.locator("table").first.inner_text()
-        page.screenshot(path=str(artifacts / f"class_report_{language}.png"), full_page=True)
-    finally:
-        context.close()
+    yield page, asked
+    context.close()
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_the_class_report_shows_everything_with_the_network_cut(course, offline_page, artifacts, language):
+    page, asked = offline_page
+    asked.clear()
+    report = class_report.write_reports(course, [ASSIGNMENT], language=language)[0]
+    page.goto(report.html.as_uri(), wait_until="load")  # its images are data: URIs, decoded by "load"
+    assert page.evaluate("document.documentElement.lang") == language  # this language's page, not the last one
+    drawn = page.eval_on_selector_all("img", "images => images.map(i => [i.naturalWidth, i.naturalHeight])")
+    headings = page.locator("h2").all_inner_texts()
+    legend = page.locator("table").first.inner_text()
+    page.screenshot(path=str(artifacts / f"class_report_{language}.png"), full_page=True)
     assert asked == []
     assert len(drawn) == 2 and all(w > 400 and h > 200 for w, h in drawn)
     assert headings == HEADINGS[language]

@@ -1,7 +1,7 @@
 """The class report of a synthetic class (60 students across both editions of the first assignment, built
-from the answer catalogue and the reference, some late, one with an extension; four graded for real,
-in-process, the others written into the gradebook): every number of its CSV equals the one computed here
-from the class's plans, and its page escapes what students shaped and links their feedback pages."""
+from the answer catalogue and the reference, some late, one with an extension; 56 written into the gradebook,
+then four graded for real, in-process, by the batch that writes the report): every number of its CSV equals the
+one computed here from the class's plans, and its page escapes what students shaped and links their feedback pages."""
 from __future__ import annotations
 
 import csv
@@ -24,14 +24,16 @@ pytestmark = pytest.mark.slow  # the shared release, then four submissions grade
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
+    """The class, whose report is the one the batch grading the four real students wrote (as `make grade`)."""
     import answer_catalogue
     root = copy_course(tmp_path_factory.mktemp("class") / "course")
     release_course(root)
     plans = synthetic_class.build(root, answer_catalogue)
-    graded_by_the_batch = (root / class_report.FOLDER / f"{ASSIGNMENT}.csv").read_text()
-    assert ",student,rlhf_zh,r_ben,score," in graded_by_the_batch and ",student,rlhf,s00," not in graded_by_the_batch
-    written = class_report.write_reports(root, [ASSIGNMENT])
-    return root, plans, written[0]
+    folder = root / class_report.FOLDER
+    written = class_report.Written(ASSIGNMENT, folder / f"{ASSIGNMENT}.html", folder / f"{ASSIGNMENT}.csv", len(plans))
+    by_the_batch = written.csv.read_text()
+    assert ",student,rlhf_zh,r_ben,score," in by_the_batch and ",student,rlhf,s00,score," in by_the_batch
+    return root, plans, written
 
 
 def _expected(plans) -> dict[tuple[str, str, str, str], object]:
@@ -146,15 +148,24 @@ def test_the_page_escapes_what_students_shaped_and_links_their_feedback(graded_c
     assert "\u53cc" not in page, "misconceptions are named in English for the instructor"  # zh names stay out
 
 
-def test_the_report_command_writes_an_editions_base_and_refuses_an_unknown_assignment(graded_class, capsys):
-    root, _, written = graded_class
-    assert app.main(["report", "--course-root", str(root), EDITIONS[1]]) == 0
-    assert f"{ASSIGNMENT}: 60 student(s): {written.html}" in capsys.readouterr().out
-    before = written.csv.read_bytes()
+def test_the_report_command_writes_an_editions_base_in_chinese_with_the_same_numbers(graded_class, capsys):
+    root, plans, written = graded_class
+    english_csv, english_page = written.csv.read_bytes(), written.html.read_bytes()
+    assert len(english_csv) > 1000
+    try:
+        assert app.main(["report", "--course-root", str(root), "--language=zh-CN", EDITIONS[1]]) == 0
+        assert f"{ASSIGNMENT}: 60 student(s): {written.html}" in capsys.readouterr().out
+        page = written.html.read_text()
+        assert written.csv.read_bytes() == english_csv  # the numbers and identifiers are the same in every language
+        assert '<html lang="zh-CN">' in page and "班级报告：rlhf" in page and "点二列相关系数" in page
+        assert "双重裁剪" in page  # r_dev's misconception, named in Chinese from the catalogue
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    finally:
+        written.html.write_bytes(english_page)  # the English page back for the other tests (the CSV is the same)
     assert app.main(["report", "--course-root", str(root), "rlhf_final"]) == 2
     assert "no assignment 'rlhf_final' in the gradebook" in capsys.readouterr().err
-    assert not (written.html.parent / "rlhf_final.html").exists() and written.csv.read_bytes() != b""
-    assert len(before) > 1000
+    assert not (written.html.parent / "rlhf_final.html").exists() and written.csv.read_bytes() == english_csv
+    assert app.main(["report", "--course-root", str(root), "--language=fr", ASSIGNMENT]) == 2
 
 
 def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_named(tmp_path):
@@ -178,21 +189,6 @@ def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_na
     (tmp_path / misconception_record.RECORD).write_text("[1, 2")
     with pytest.raises(ValueError, match="is not the misconception record trusted grading writes"):
         misconception_record.read(tmp_path)
-
-
-def test_the_chinese_report_says_the_same_numbers_in_chinese(graded_class, tmp_path):
-    root, plans, written = graded_class
-    english = written.csv.read_bytes()
-    [chinese] = class_report.write_reports(root, [ASSIGNMENT], language="zh-CN")
-    try:
-        page = chinese.html.read_text()
-        assert written.csv.read_bytes() == english  # the numbers and identifiers are the same in every language
-        assert '<html lang="zh-CN">' in page and "班级报告：rlhf" in page and "点二列相关系数" in page
-        assert "双重裁剪" in page  # r_dev's misconception, named in Chinese from the catalogue
-        assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
-    finally:
-        class_report.write_reports(root, [ASSIGNMENT])  # the English page back for the other tests
-    assert app.main(["report", "--course-root", str(root), "--language=fr", ASSIGNMENT]) == 2
 
 
 def test_every_sentence_of_the_report_has_its_chinese():

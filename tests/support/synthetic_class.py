@@ -93,8 +93,9 @@ def write_collect_report(course: Path) -> None:
 
 
 def build(course: Path, catalogue, students: int = 60, real: bool = True) -> list[Plan]:
-    """The class in ``course`` (released already): due dates, the real students graded in-process (if ``real``),
-    the others written into the gradebook, their misconception records, the collect report."""
+    """The class in ``course`` (released already): due dates, the collect report, the direct students written
+    into the gradebook with their misconception records, then the real ones graded in-process (if ``real``) as
+    `make grade` does, whose batch writes the class report of the whole class (one report, not two)."""
     from nbgrader.api import Gradebook
 
     from tests.support.in_process_sandbox import grade_in_process
@@ -103,6 +104,10 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
         for edition in EDITIONS:  # the test run's default due date is far in the future
             gb.update_or_create_assignment(edition, duedate=DUE)
     found = plans(catalogue, students)
+    if not real:
+        found = [p for p in found if not p.real]
+    write_directly(the_course, [p for p in found if not p.real])
+    write_collect_report(course)
     if real:
         graded = [p for p in found if p.real]
         for plan in graded:
@@ -113,12 +118,8 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
                     gb.update_or_create_student(plan.student)
                 deadlines.grant_extension(the_course, plan.student, plan.edition, hours=plan.extension_hours,
                                           now=DUE - dt.timedelta(days=1))
-        # as `make grade` does: the gradebook, feedback pages, grades.csv, the class report (of these four)
+        # as `make grade` does: the gradebook, feedback pages, grades.csv, the class report (of the whole class)
         grade_in_process(course, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
-    else:
-        found = [p for p in found if not p.real]
-    write_directly(the_course, [p for p in found if not p.real])
-    write_collect_report(course)
     return found
 
 
