@@ -32,6 +32,7 @@ returns, their files stay, and the next login starts the server again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -396,6 +397,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 return
             print(f"JupyterHub exited ({self.process.returncode}); starting it again: the servers and kernels "
                   f"ran on", flush=True)
+            self.stop_cullers()  # a hub that died cannot stop its culler: the next hub starts its own
             try:
                 self.start()
             except SystemExit as failed:  # it exited again while starting: counted as a quick exit above
@@ -404,7 +406,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             print("JupyterHub is back", flush=True)
 
     def stop(self) -> None:
-        """The hub, then the proxy.  The users' servers outlive the hub (cleanup_servers = False):
+        """The hub, its culler, then the proxy.  The users' servers outlive the hub (cleanup_servers = False):
         :meth:`remove` stops them with their accounts."""
         for process in (self.process, self.proxy_process):
             if process and process.poll() is None:
@@ -414,6 +416,22 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+            if process is self.process:
+                self.stop_cullers()
+
+    def stop_cullers(self) -> list[int]:
+        """Stop this classroom's jupyterhub-idle-culler processes left by a hub that did not stop them (killed,
+        crashed: JupyterHub starts a service in a session of its own, so the hub's process group is not
+        its); another classroom's culler runs another environment's Python and is left alone."""
+        if not self.server:
+            return []
+        stopped = []
+        for pid, argv in _processes():
+            if argv[:3] == [self.server.python, "-m", "jupyterhub_idle_culler"]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                    stopped.append(pid)
+        return stopped
 
     def remove_accounts(self) -> None:
         remove_accounts(self.names, self.group)
@@ -449,6 +467,17 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             lines += ["", "no Chinese font on this machine: the Chinese edition's figures show English labels until "
                           "one is installed (Debian: apt-get install fonts-noto-cjk), then restart the hub"]
         return "\n".join(lines)
+
+
+def _processes() -> list[tuple[int, list[str]]]:
+    """Every process this machine shows, as (pid, argv); those gone while read are skipped."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
+                found.append((int(entry.name), [os.fsdecode(arg) for arg in argv]))
+    return found
 
 
 def main(argv=None) -> None:

@@ -1,10 +1,13 @@
 """Fast checks of make hub's pieces (no root, no browser): the per-account password table, the
-classroom never deleting a folder it did not make, and its starting a stopped hub again."""
+classroom never deleting a folder it did not make, its starting a stopped hub again and stopping the culler
+a dead hub left."""
 import asyncio
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,32 @@ def test_the_hub_is_started_again_until_it_keeps_failing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert len(starts) == 2 and "JupyterHub is back" in out and "while starting" in out
     assert "exited (3) 3 times in a row" in out
+
+
+def test_a_culler_left_by_a_dead_hub_is_stopped_and_another_classroom_s_is_not(tmp_path):
+    """A hub killed outright leaves its jupyterhub-idle-culler running (JupyterHub starts services in a session of
+    their own): the classroom stops its own, found by its environment's Python, before the next hub starts one and
+    when it stops; a culler of another classroom (another Python) runs on."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "jupyterhub_idle_culler.py").write_text("import time\ntime.sleep(120)\n")  # shadows the real one
+
+    def culler(python: str) -> subprocess.Popen:
+        return subprocess.Popen([python, "-m", "jupyterhub_idle_culler", "--timeout=20"], cwd=fake,
+                                start_new_session=True)
+
+    other_python = tmp_path / "other-python"
+    other_python.symlink_to(sys.executable)
+    ours, theirs = culler(sys.executable), culler(str(other_python))
+    try:
+        classroom = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+        classroom.server = type("Env", (), {"python": sys.executable})()
+        deadline = time.time() + 10
+        while time.time() < deadline and ours.pid not in classroom.stop_cullers():
+            time.sleep(0.1)  # until its command line is readable
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert theirs.poll() is None
+    finally:
+        for process in (ours, theirs):
+            process.kill()
+            process.wait()
