@@ -281,7 +281,13 @@ class Session:
         reply = self.http.request(method, f"{self.user_url}{path}", headers=headers, timeout=self.timeout, **kwargs)
         if reply.status_code >= 400:
             raise RuntimeError(f"{self.name}: {method} {path}: {reply.status_code} {reply.text[:500]}")
-        return reply.json() if reply.content else None
+        if not reply.content:
+            return None
+        try:
+            return reply.json()
+        except ValueError:  # e.g. a login page after a redirect: say where the class's failure came from
+            raise RuntimeError(f"{self.name}: {method} {path}: {reply.status_code} from {reply.url}, not JSON: "
+                               f"{reply.text[:200]!r}") from None
 
     def nbgrader(self, action: str, **data) -> dict:
         """nbgrader's lab handlers as the Assignment List and the Validate button call them."""
