@@ -330,6 +330,9 @@ class Kernel:
             raw = self.ws.recv()
             if not isinstance(raw, str):
                 continue  # binary frames (buffers of widgets' comms)
+            if not raw:  # websocket-client's answer to a close frame
+                raise RuntimeError(f"{self.session.name}: the kernel's websocket was closed by the server "
+                                   f"({self.ws.status}; kernel {self.kernel_id})")
             reply = json.loads(raw)
             if reply.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
