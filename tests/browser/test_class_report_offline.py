@@ -8,7 +8,7 @@ import pytest
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import class_report
 from rlhf_course.i18n import CHINESE, ENGLISH
-from tests.support import synthetic_class
+from tests.support import browser as browser_support, synthetic_class
 
 HEADINGS = {ENGLISH: ["Score distribution", "Manual grading still to do", "Hidden tests", "Misconceptions named",
                       "Lateness", "Students"],
@@ -29,18 +29,9 @@ def course(tmp_path_factory):
 @pytest.fixture(scope="module")
 def offline_page(browser):
     """One page for both languages, every request to another host refused and noted in ``asked``."""
-    asked: list[str] = []
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-
-    def refuse_other_hosts(route):
-        if not route.request.url.startswith("file://"):
-            asked.append(route.request.url)
-            return route.abort()
-        return route.continue_()
-    page.route("**/*", refuse_other_hosts)
+    page, asked = browser_support.offline_page(browser, {"width": 1200, "height": 900})
     yield page, asked
-    context.close()
+    page.context.close()
 
 
 @pytest.mark.parametrize("language", [ENGLISH, CHINESE])

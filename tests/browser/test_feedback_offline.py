@@ -13,6 +13,7 @@ from rlhf_course.grading import examples, feedback, instructor, results
 from rlhf_course.grading.results import CellResult, SubmissionResult
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH
+from tests.support import browser as browser_support
 from tests.support.course import cell_points
 from tests.support.submissions import canonical_json
 
@@ -53,16 +54,8 @@ def test_a_feedback_page_shows_its_math_with_the_network_cut(course, browser, ar
     path, nb = _page(course, assignment, language)
     formulas = _inline_math(nb)
     assert len(formulas) > 20, "the notebook's derivations quote their math inline"
-    asked = []
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    page = context.new_page()
-
-    def refuse_other_hosts(route):
-        if not route.request.url.startswith("file://"):
-            asked.append(route.request.url)
-            return route.abort()
-        return route.continue_()
-    page.route("**/*", refuse_other_hosts)
+    page, asked = browser_support.offline_page(browser, {"width": 1100, "height": 900})
+    context = page.context
     try:
         page.goto(path.as_uri(), wait_until="load")
         page.wait_for_timeout(300)  # anything a script would still fetch after load

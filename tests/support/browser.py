@@ -118,3 +118,18 @@ def offered(names, texts) -> list[str]:
     """The names (any case) that appear among the texts: nbgrader writes "Create assignment" too."""
     joined = "\n".join(texts).lower()
     return [name for name in names if name.lower() in joined]
+
+
+def offline_page(browser, viewport: dict):
+    """A new page that may open local files only: every request to another host is refused and its address
+    noted in the list returned beside it (a self-contained page asks for none).  Close ``page.context`` after."""
+    asked: list[str] = []
+    page = browser.new_context(viewport=viewport).new_page()
+
+    def refuse_other_hosts(route):
+        if not route.request.url.startswith("file://"):
+            asked.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+    page.route("**/*", refuse_other_hosts)
+    return page, asked
