@@ -72,10 +72,12 @@ HUB_PREFIX ?= rlhf_
 # configurable-http-proxy 5.3.0 and each of its dependencies, pinned by jupyter/hub/package-lock.json
 CHP_DIR := .cache/hub-proxy
 CHP := $(CHP_DIR)/node_modules/.bin/configurable-http-proxy
+# Under a lock: two hub tests (two pytest workers) may ask for it at once; the second finds it built.
 $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
-	mkdir -p $(CHP_DIR) && cp jupyter/hub/package.json jupyter/hub/package-lock.json $(CHP_DIR)/
-	cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund
-	touch $@
+	mkdir -p $(CHP_DIR)
+	flock $(CHP_DIR)/.build.lock sh -c '[ $@ -nt jupyter/hub/package-lock.json ] && [ $@ -nt jupyter/hub/package.json ] || \
+	  { cp jupyter/hub/package.json jupyter/hub/package-lock.json $(CHP_DIR)/ && \
+	    (cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund) && touch $@; }'
 
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
