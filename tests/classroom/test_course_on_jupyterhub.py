@@ -526,12 +526,14 @@ def test_02_students_fetch(scenario):
 def test_03_students_answer(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_answer"):
-        for student in (alice, bob):
+        for student in (alice, bob):  # both open it at once: their kernels start together, as a class's would
             page = pages[student]
             # from the Assignment List, as a student opens it: the assignment's notebooks, then this one
             row = assignment_row(page, edition[student])
             row.locator("a.assignment-notebooks-link").click(timeout=60_000)
             row.locator(".collapse a", has_text=NOTEBOOK.removesuffix(".ipynb")).click(timeout=60_000)
+        for student in (alice, bob):
+            page = pages[student]
             page.locator(".jp-Notebook").wait_for(timeout=60_000)
             page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
             for grade_id in ANSWER_CELLS:
