@@ -852,10 +852,11 @@ def test_13_hub_restarts_mid_class(scenario):
 def test_14_idle_server_culled_files_kept(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("idle_server_culled_files_kept"):
-        token, uid = scenario.token, users[alice].uid
+        token, uid, started = scenario.token, users[alice].uid, time.time()
         for page in list(pages.values()):  # the class is over: everyone closes their browser
             page.context.close()
         pages.clear()
+        closed = time.time()
         status, _ = api(hub, token, "PUT", f"/user/{alice}/api/contents/notes.txt",
                         {"type": "file", "format": "text", "content": "kept across an idle stop"})
         assert status in (200, 201), status
@@ -885,11 +886,13 @@ def test_14_idle_server_culled_files_kept(scenario):
         assert culled - idle_since >= IDLE - 1, said[-3000:]  # not before the idle time
         assert f"Culling server {alice} (inactive for" in said, said[-3000:]  # the culler stopped it
         wait_for("her processes' exit", lambda: not processes(uid), 30)  # server and kernels gone: memory returned
+        gone = time.time()
         assert (users[alice].home / "notes.txt").read_text() == "kept across an idle stop"
         start_server(hub, token, alice)  # her next login
         status, notes = api(hub, token, "GET", f"/user/{alice}/api/contents/notes.txt")
         assert status == 200 and notes["content"] == "kept across an idle stop"
-        print(f"culled after {culled - idle_since:.0f} s idle")
+        print(f"browsers closed in {closed - started:.1f} s; culled after {culled - idle_since:.1f} s idle; her "
+              f"processes gone {gone - culled:.1f} s later; her server back in {time.time() - gone:.1f} s")
 
 
 def test_15_the_lab_cache_is_the_one_her_lab_reads(scenario):
