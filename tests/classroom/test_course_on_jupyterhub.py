@@ -557,7 +557,11 @@ def test_03_students_answer(scenario):
 def test_04_slider(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("slider"):
-        # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
+        # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub), once her
+        # kernel has bound its sockets (the lab may show "idle" before the kernel it asked for runs: on a loaded
+        # machine Bob's list of sockets missed it)
+        wait_for("Alice's kernel's sockets", lambda: f" /run/rlhf-classroom/{alice}/kernel-" in
+                 Path("/proc/net/unix").read_text(), 120)
         listener = scenario.listener = subprocess.Popen(
             ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
              f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "120"],
