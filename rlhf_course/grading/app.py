@@ -29,7 +29,7 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import batch, class_report, deadlines, editions, examples, release
+from rlhf_course.grading import class_report, deadlines, editions, examples, release
 from rlhf_course.grading.report import REPORT, format_table
 from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
@@ -64,6 +64,7 @@ class GradeCommand(CourseCommand):
                   for name in ("call_seconds", "feedback_seconds", "submission_seconds")}}
 
     def start(self):
+        from rlhf_course.grading import batch  # (and torch, the sandbox's: not for the other commands)
         try:  # workers, Dask and every limit: the course's TrustedGrading settings
             results = batch.grade_all(self.course, students=self.students or None,
                                       assignments=self.extra_args or None)

@@ -14,15 +14,27 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
 5. a student is refused another student's server, the Formgrader and the course directory;
 6. from a student's shell, while a classmate's kernel runs: nothing of it can be heard (every loopback TCP
    port and every Unix socket subscribed to), its runtime files are unreadable, and it runs in its user's
-   cgroup under the classroom's limits.
+   cgroup under the classroom's limits;
+7. the hub restarts mid-class (issue #37): while it is down Alice's server still answers through the proxy, and
+   after it every user's server and kernel are the same processes, her kernel's variables intact, reached through
+   the new hub, whose own idle culler replaced the old hub's; her kernel's torch fits her CPU quota (one thread,
+   OMP_WAIT_POLICY=PASSIVE);
+8. everyone closes their browser; Alice's server, idle for the idle time, is stopped by jupyterhub-idle-culler
+   (the classroom's culler, its command, token and scopes, run with a few seconds' idle time instead of make hub's
+   hour): none of her processes is left (their memory returned), her files stay, her next start resumes with them;
+9. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks.
 
-Each step is a test of its own (test_01_... to test_12_..., in this order) on one hub and one browser: the
+Each step is a test of its own (test_01_... to test_15_..., in this order) on one hub and one browser: the
 first failure names its step, and the steps after it are skipped.  A screenshot of every open page lands in
-test-artifacts/hub/ at each step, and on the first failure.
+test-artifacts/hub/ on the first failure; RLHF_HUB_SCREENSHOTS=1 takes them at every step too (and the
+Assignment List's deadlines that docs/images/ shows).
 Needs root (accounts, setuid spawning), chromium, npm (the proxy) and bubblewrap (trusted grading).
 """
+import asyncio
+import concurrent.futures
 import contextlib
 import csv
+import datetime
 import hashlib
 import hmac
 import json
@@ -35,6 +47,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -42,7 +57,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.classroom.accounts import User
-from rlhf_course.classroom.hub import free_port
+from rlhf_course.classroom.hub import IDLE_TIMEOUT, free_port
 from rlhf_course.grading import examples, notebooks
 from rlhf_course.classroom.server_env import ServerEnv
 from tests.support import solutions
@@ -58,6 +73,8 @@ ZH = "rlhf_zh"  # the Chinese edition, Bob's
 DUE_SHOWN = "2100-01-01 00:00 UTC"
 DUE_SAID = {False: "due", True: "截止时间"}  # Alice's words, Bob's
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
+SCREENSHOTS = bool(os.environ.get("RLHF_HUB_SCREENSHOTS"))  # of every step, for a person to look at
+IDLE = 5  # seconds: the idle time the classroom's culler runs with in step 14 (make hub's is an hour)
 
 
 def _needs(repo):
@@ -99,7 +116,7 @@ def hub(repo, tmp_path_factory):
             time.sleep(0.5)
         print(f"make hub ready in {time.time() - started:.0f} s")
         accounts = json.loads((base / "hub" / "accounts.json").read_text())
-        yield accounts
+        yield {**accounts, "hub_dir": base / "hub", "log": log}
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -123,8 +140,8 @@ def _exists(name: str) -> bool:
 
 
 class Steps:
-    """Screenshots of every open page after each step, and at the first failure; after a failed step the later
-    steps are skipped (each is a test of its own: the first failure names its step)."""
+    """Screenshots of every open page at the first failure (and after each step with RLHF_HUB_SCREENSHOTS=1); after
+    a failed step the later steps are skipped (each is a test of its own: the first failure names its step)."""
 
     def __init__(self):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -132,7 +149,9 @@ class Steps:
             old.unlink()
         self.pages, self.count, self.failed = {}, 0, None
 
-    def shoot(self, label: str) -> None:
+    def shoot(self, label: str, failed: bool = False) -> None:
+        if not (SCREENSHOTS or failed):
+            return
         for who, page in self.pages.items():
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(ARTIFACTS / f"{self.count:02d}_{label}_{who}.png"))
@@ -147,7 +166,7 @@ class Steps:
             yield
         except BaseException:
             self.failed = label
-            self.shoot(f"{label}_FAILED")
+            self.shoot(f"{label}_FAILED", failed=True)
             raise
         self.shoot(label)
         print(f"step {self.count} {label}: {time.time() - started:.1f} s")
@@ -314,6 +333,114 @@ def tcp_listeners(pid: int) -> list[int]:
     return ports
 
 
+# -- a student's REST calls with her own token (steps 13 and 14: no browser) --------------------------------
+
+def api_token(page, hub, name: str) -> str:
+    """A token of hers, made as the hub's token page makes one: its API, from her logged-in browser."""
+    [xsrf] = [c["value"] for c in page.context.cookies(f"{hub['url']}/hub/") if c["name"] == "_xsrf"]
+    response = page.context.request.post(f"{hub['url']}/hub/api/users/{name}/tokens",
+                                         headers={"X-XSRFToken": xsrf}, data={"note": "her REST calls"})
+    assert response.status == 201, (response.status, response.text()[:500])
+    return response.json()["token"]
+
+
+def api(hub, token: str, method: str, path: str, body=None, timeout: float = 30):
+    """A REST call with ``token`` through the proxy: (status, parsed JSON or None)."""
+    request = urllib.request.Request(hub["url"] + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+def wait_for(what: str, condition, seconds: float, every: float = 0.5):
+    deadline = time.time() + seconds
+    while True:
+        with contextlib.suppress(OSError):
+            found = condition()
+            if found:
+                return found
+        assert time.time() < deadline, f"{what}: not within {seconds:.0f} s"
+        time.sleep(every)
+
+
+def her_server(hub, token: str, name: str) -> dict | None:
+    """Her server as the hub has it (``ready``, ``pending``...), or None when she has none."""
+    status, user = api(hub, token, "GET", f"/hub/api/users/{name}")
+    assert status == 200, status
+    return user["servers"].get("")
+
+
+def start_server(hub, token: str, name: str) -> None:
+    """As her login does: start her server unless it runs; back when it is ready."""
+    if not (her_server(hub, token, name) or {}).get("ready"):
+        status, _ = api(hub, token, "POST", f"/hub/api/users/{name}/server")
+        assert status in (201, 202), status
+    wait_for("her server", lambda: (her_server(hub, token, name) or {}).get("ready"), 120)
+
+
+def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
+    """Run ``code`` in the kernel over its websocket (as JupyterLab does); its printed output."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    async def run():
+        url = hub["url"].replace("http", "ws") + f"/user/{name}/api/kernels/{kernel}/channels"
+        connection = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"}))
+        msg_id = uuid.uuid4().hex
+        connection.write_message(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": uuid.uuid4().hex,
+                       "username": name, "version": "5.3", "date": datetime.datetime.now().isoformat()},
+            "parent_header": {}, "metadata": {}, "channel": "shell",
+            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        printed = []
+        while True:
+            message = json.loads(await connection.read_message())
+            if message.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if message["msg_type"] == "stream":
+                printed.append(message["content"]["text"])
+            if message["msg_type"] == "error":
+                printed.append(message["content"]["ename"])
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                connection.close()
+                return "".join(printed)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:  # Playwright's event loop runs in this one
+        return thread.submit(asyncio.run, asyncio.wait_for(run(), 60)).result()
+
+
+THREADS = """import os, torch
+from rlhf_course.lab import shared_stages, threads, train
+print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"],
+      shared_stages.cache_file(train.LabConfig.setting("quick"), threads.lab_threads()))
+"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, the lab's cache file
+
+
+def cullers(hub) -> dict[int, list[str]]:
+    """This classroom's jupyterhub-idle-culler processes (the hub's service; its environment's Python is this
+    run's own): pid -> argv."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit():
+                argv = [os.fsdecode(a) for a in (entry / "cmdline").read_bytes().split(b"\0")[:-1]]
+                if argv[:3] == [hub["python"], "-m", "jupyterhub_idle_culler"]:
+                    found[int(entry.name)] = argv
+    return found
+
+
+def servers_and_kernels(users, names) -> dict[int, str]:
+    """Every Jupyter server and kernel process of these users: pid -> command line."""
+    return {pid: cmd for name in names for pid, cmd in processes(users[name].uid).items()
+            if "jupyterhub.singleuser" in cmd or "ipykernel" in cmd}
+
+
 class Scenario:
     """What the steps share: the hub, its users and their answers, one Chromium with a page per person."""
 
@@ -338,6 +465,7 @@ class Scenario:
         self.steps = Steps()
         self.pages = self.steps.pages
         self.logging_in, self.listener = {}, None  # what one step leaves the next
+        self.token, self.kernel, self.lab_cache_file = None, None, None  # Alice's, from step 13 on
 
     def all(self):
         return (self.hub, self.browser, self.server, self.users, self.instructor, self.alice, self.bob, self.course,
@@ -398,12 +526,14 @@ def test_02_students_fetch(scenario):
 def test_03_students_answer(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("students_answer"):
-        for student in (alice, bob):
+        for student in (alice, bob):  # both open it at once: their kernels start together, as a class's would
             page = pages[student]
             # from the Assignment List, as a student opens it: the assignment's notebooks, then this one
             row = assignment_row(page, edition[student])
             row.locator("a.assignment-notebooks-link").click(timeout=60_000)
             row.locator(".collapse a", has_text=NOTEBOOK.removesuffix(".ipynb")).click(timeout=60_000)
+        for student in (alice, bob):
+            page = pages[student]
             page.locator(".jp-Notebook").wait_for(timeout=60_000)
             page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
             for grade_id in ANSWER_CELLS:
@@ -427,7 +557,11 @@ def test_03_students_answer(scenario):
 def test_04_slider(scenario):
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("slider"):
-        # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub)
+        # Bob listens from his shell while Alice's kernel runs her cells (code and outputs on its IOPub), once her
+        # kernel has bound its sockets (the lab may show "idle" before the kernel it asked for runs: on a loaded
+        # machine Bob's list of sockets missed it)
+        wait_for("Alice's kernel's sockets", lambda: f" /run/rlhf-classroom/{alice}/kernel-" in
+                 Path("/proc/net/unix").read_text(), 120)
         listener = scenario.listener = subprocess.Popen(
             ["setpriv", f"--reuid={users[bob].uid}", f"--regid={users[bob].gid}", "--init-groups", "env", "-i",
              f"HOME={users[bob].home}", f"PATH={server.path}", server.python, "-c", OVERHEAR, "120"],
@@ -544,9 +678,10 @@ def test_07_students_submit(scenario):
         assert "rlhf-deadline-late" in verdict[bob].get_attribute("class")
         told = pages[bob].locator("#submitted_assignments_list .list_item", has_text=ZH).locator(".rlhf-deadline").first
         assert "你的延期 +48 小时" in told.inner_text(), told.inner_text()
-        for student, language in ((alice, "en"), (bob, "zh")):  # docs/images/ has them, committed by hand
-            pages[student].locator("#assignments").first.screenshot(
-                path=str(ARTIFACTS / f"assignment_list_deadline_hub_{language}.png"))
+        if SCREENSHOTS:  # docs/images/ has them, committed by hand
+            for student, language in ((alice, "en"), (bob, "zh")):
+                pages[student].locator("#assignments").first.screenshot(
+                    path=str(ARTIFACTS / f"assignment_list_deadline_hub_{language}.png"))
 
 
 def test_08_instructor_collects_and_grades(scenario):
@@ -669,7 +804,8 @@ def test_12_students_refused(scenario):
         for number, url in enumerate(refusals):
             response = page.goto(hub["url"] + url)
             got[url] = response.status
-            page.screenshot(path=str(ARTIFACTS / f"{steps.count:02d}_refused_{number}.png"))
+            if SCREENSHOTS:
+                page.screenshot(path=str(ARTIFACTS / f"{steps.count:02d}_refused_{number}.png"))
             assert page.locator(".jp-LabShell").count() == 0, url
             assert "Manage Assignments" not in page.content() and "c.CourseDirectory" not in page.content(), url
         assert got == refusals, got
@@ -677,3 +813,98 @@ def test_12_students_refused(scenario):
         probe = student.python(f"import os\ntry:\n    os.listdir({str(course)!r})\n    print('ALLOWED')\n"
                                "except PermissionError:\n    print('denied')")
         assert probe.stdout.strip() == "denied"
+
+
+def test_13_hub_restarts_mid_class(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("hub_restarts_mid_class"):
+        started = time.time()
+        token = scenario.token = api_token(pages[alice], hub, alice)
+        status, sessions = api(hub, token, "GET", f"/user/{alice}/api/sessions")
+        assert status == 200, status
+        [kernel] = [s["kernel"]["id"] for s in sessions if s["path"] == f"{edition[alice]}/{NOTEBOOK}"]
+        scenario.kernel = kernel  # her notebook's, running since step 4
+        assert run_code(hub, token, alice, kernel, "answer = 41\nprint('set')").strip() == "set"
+        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; the lab
+        # would load its first two stages from the class's cache, which make hub fills meanwhile
+        fits = run_code(hub, token, alice, kernel, THREADS).split()
+        assert fits[:3] == ["1", "1", "PASSIVE"], fits
+        scenario.lab_cache_file = Path(fits[3])
+        assert scenario.lab_cache_file.parent == Path(hub["homes"][alice]).parents[1] / "lab-cache"
+        before = servers_and_kernels(users, (instructor, alice, bob))
+        assert sum("jupyterhub.singleuser" in cmd for cmd in before.values()) == 3, before
+        assert any(f"/run/rlhf-classroom/{alice}/" in cmd for cmd in before.values()), before  # her kernel
+        [old_culler] = cullers(hub)
+        hub_pid = int((hub["hub_dir"] / "jupyterhub.pid").read_text())
+        os.kill(hub_pid, signal.SIGTERM)  # the hub stops (as in a crash or an upgrade); the classroom starts it again
+        wait_for("the old hub's exit", lambda: not Path(f"/proc/{hub_pid}").exists(), 60, every=0.1)
+        # meanwhile her server answers through the proxy (which outlives the hub)
+        status, _ = api(hub, token, "GET", f"/user/{alice}/api/kernels/{kernel}")
+        assert status == 200, status
+        wait_for("a new hub", lambda: int((hub["hub_dir"] / "jupyterhub.pid").read_text()) != hub_pid, 60)
+        wait_for("the new hub's answer", lambda: urllib.request.urlopen(hub["url"] + "/hub/health", timeout=5), 120)
+        assert her_server(hub, token, alice)["ready"]  # the new hub found her server
+        assert servers_and_kernels(users, (instructor, alice, bob)) == before  # the same servers and kernels
+        assert run_code(hub, token, alice, kernel, "print(answer + 1)").strip() == "42"  # nothing lost
+        # the new hub's culler replaced the old hub's (a hub stopped by a signal may leave its service behind)
+        wait_for("the new hub's culler, alone", lambda: len(now := cullers(hub)) == 1 and old_culler not in now, 60)
+        hub["log"].seek(0)
+        assert "starting it again" in hub["log"].read()
+        print(f"restart: {time.time() - started:.0f} s")
+
+
+def test_14_idle_server_culled_files_kept(scenario):
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("idle_server_culled_files_kept"):
+        token, uid, started = scenario.token, users[alice].uid, time.time()
+        for page in list(pages.values()):  # the class is over: everyone closes their browser
+            page.context.close()
+        pages.clear()
+        closed = time.time()
+        status, _ = api(hub, token, "PUT", f"/user/{alice}/api/contents/notes.txt",
+                        {"type": "file", "format": "text", "content": "kept across an idle stop"})
+        assert status in (200, 201), status
+        assert processes(uid)
+        # The classroom's culler: the hub's service, with make hub's idle time (an hour) and its token's scopes.
+        # The same command, environment and token, run with an idle time of IDLE seconds, stops her server.
+        from jupyterhub_idle_culler import IdleCuller
+        [(pid, argv)] = cullers(hub).items()
+        configured = IdleCuller()
+        configured.parse_command_line(argv[3:])
+        assert (configured.timeout, configured.cull_every, configured.cull_users) == (IDLE_TIMEOUT, 60, False), argv
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+        assert environ["JUPYTERHUB_SERVICE_NAME"] == "idle-culler", environ.keys()
+        idle_since = time.time()  # her last activity the hub hears of, now:
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        assert api(hub, token, "POST", f"/hub/api/users/{alice}/activity",
+                   {"last_activity": now, "servers": {"": {"last_activity": now}}})[0] == 200
+        culler = subprocess.Popen([*argv[:3], f"--timeout={IDLE}", "--cull-every=1"], env=environ,
+                                  cwd=hub["hub_dir"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_for("the idle culler", lambda: her_server(hub, token, alice) is None, IDLE + 60, every=0.5)
+            culled = time.time()
+        finally:
+            culler.terminate()
+            said = culler.communicate(timeout=30)[0]
+        assert culled - idle_since >= IDLE - 1, said[-3000:]  # not before the idle time
+        assert f"Culling server {alice} (inactive for" in said, said[-3000:]  # the culler stopped it
+        wait_for("her processes' exit", lambda: not processes(uid), 30)  # server and kernels gone: memory returned
+        gone = time.time()
+        assert (users[alice].home / "notes.txt").read_text() == "kept across an idle stop"
+        start_server(hub, token, alice)  # her next login
+        status, notes = api(hub, token, "GET", f"/user/{alice}/api/contents/notes.txt")
+        assert status == 200 and notes["content"] == "kept across an idle stop"
+        print(f"browsers closed in {closed - started:.1f} s; culled after {culled - idle_since:.1f} s idle; her "
+              f"processes gone {gone - culled:.1f} s later; her server back in {time.time() - gone:.1f} s")
+
+
+def test_15_the_lab_cache_is_the_one_her_lab_reads(scenario):
+    """make hub trained the lab's first two stages for the class, under the name her kernel computed (step 13): the
+    same code, settings and thread count; the file is root's and she may only read it."""
+    hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
+    with steps.step("the_lab_cache_is_the_one_her_lab_reads"):
+        path = wait_for("the class's lab cache",
+                        lambda: scenario.lab_cache_file.is_file() and scenario.lab_cache_file, 300, every=1)
+        assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o644
+        assert path.parent.stat().st_uid == 0 and path.parent.stat().st_mode & 0o777 == 0o755
