@@ -45,6 +45,18 @@ def _scratch_gradebooks_commit_without_a_disk_sync(connection, _record) -> None:
         connection.execute("PRAGMA synchronous=OFF")
 
 
+@pytest.fixture(scope="session")
+def lab_stage_cache(tmp_path_factory) -> Path:
+    """A folder for the lab's SFT policy and reward model (RLHF_LAB_CACHE, rlhf_course/lab/shared_stages.py), one
+    per test run and shared by its workers: the first test to need a pair of them trains it, the next ones with
+    the same settings, seed and thread count load it (exactly the trained numbers: tests/lab/test_shared_stages.py).
+    Never a previous run's: each run trains its own once."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lab-stage-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture
 def course(tmp_path) -> Path:
     return copy_course(tmp_path / "course")

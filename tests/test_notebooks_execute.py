@@ -33,11 +33,19 @@ def instructor_path(monkeypatch, repo):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
 
 
+@pytest.fixture
+def smoke_lab(monkeypatch, lab_stage_cache):
+    """The lab cell trains the smoke setting (a few steps).  The four notebooks that train share its SFT policy and
+    reward model (lab_stage_cache): the first one run trains them, the others load them, as a class's labs do on
+    the hub."""
+    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
+    monkeypatch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
+
+
 @pytest.mark.slow
-def test_source_notebook_runs_clean(repo, instructor_path, monkeypatch):
+def test_source_notebook_runs_clean(repo, instructor_path, smoke_lab):
     # The lab's smoke setting: the quick one's effects (RM score up, KL up, entropy down, DPO margin
     # up) are tests/lab/test_ppo_dpo.py's, on the same code the notebook's lab cell calls.
-    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / ASSIGNMENT / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
@@ -125,11 +133,10 @@ def test_kl_penalty_chinese_release_stops_where_the_english_one_does(repo):
 
 
 @pytest.mark.slow
-def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, monkeypatch):
+def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, smoke_lab):
     """The Chinese edition's source, completed with the reference answers: the same numbers, and every
     hidden test reports in Chinese.  Its lab trains the smoke setting (the same code as the English
     edition's quick run above, a few steps) and prints its summary in Chinese."""
-    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "rlhf_zh" / NOTEBOOK)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "A = +1: 目标值 = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
@@ -149,10 +156,9 @@ def test_chinese_release_stops_where_the_english_one_does(repo):
 
 
 @pytest.mark.slow
-def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_functions(repo, instructor_path, monkeypatch):
+def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_functions(repo, instructor_path, smoke_lab):
     """The lab cell finds ppo_clipped_objective and kl_estimator_k3 in the notebooks beside it (here the
     instructor's sources, as a student's fetched folders would hold theirs) and trains the smoke setting."""
-    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "grpo" / "grpo.ipynb")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
@@ -172,11 +178,10 @@ def test_grpo_release_runs_until_its_todo(repo):
 
 
 @pytest.mark.slow
-def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, monkeypatch):
+def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, smoke_lab):
     """The Chinese GRPO edition's source: the English edition's printed numbers, every hidden test
     reporting in Chinese, the lab trained (smoke setting) with the functions of the notebooks beside it
     and its summary in Chinese."""
-    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
     nb = execute(repo / "source" / "grpo_zh" / "grpo.ipynb")
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     # what the contract's expected-output block shows, line for line (the same in both editions)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhf_course.lab import train
+from rlhf_course.lab import shared_stages, train
 from rlhf_course.lab.grpo import GrpoConfig, GrpoFunctions, grpo_train
 from rlhf_course.lab.plots import plot_ppo_history
 from rlhf_course.lab.student import StudentFunctionError
@@ -34,14 +34,12 @@ REFERENCE = GrpoFunctions.wrap(group_relative_advantages, ppo_clipped_objective,
 
 
 @pytest.fixture(scope="module")
-def sft_and_reward_model():
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(0)
-    # the quick setting's SFT and reward model, 100 steps each, not 150 (the effects below measured on them)
+def sft_and_reward_model(lab_stage_cache):
+    # the quick setting's SFT and reward model, 100 steps each, not 150 (the effects below measured on them), seed 0:
+    # test_ppo_dpo.py's, trained by whichever of the two files runs first
     config = train.LabConfig.setting("quick", sft_steps=100, rm_steps=100)
-    sft = train.train_sft(config, generator, show_progress=False)
-    reward_model, _ = train.train_reward_model(sft, config, generator, show_progress=False)
-    return sft, reward_model
+    stages = shared_stages.sft_and_reward_model(config, show_progress=False, folder=lab_stage_cache)
+    return stages.sft, stages.reward_model
 
 
 def early_late(history, key, width=5):

@@ -25,8 +25,11 @@ SHORTER = dict(sft_steps=100, rm_steps=100, ppo_iterations=25, dpo_steps=70)
 
 
 @pytest.fixture(scope="module")
-def result(reference_functions):
-    return demo.run_demo(**reference_functions, setting="quick", show_progress=False, **SHORTER)
+def result(reference_functions, lab_stage_cache):
+    """Its SFT policy and reward model are test_grpo.py's (the same settings): trained by whichever file runs first."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
+        return demo.run_demo(**reference_functions, setting="quick", show_progress=False, **SHORTER)
 
 
 def early_late(history, key, width=5):
