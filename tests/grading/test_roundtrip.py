@@ -53,15 +53,17 @@ WARNS = textwrap.dedent('''
 def graded_class(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("roundtrip") / "course")
     release_course(course)
-    students = {"reference": (), "empty": None}
+    students = {"empty": None}
     students.update(MISTAKE_CLASSES)
     for student, wrong in students.items():
         examples.write_submission(course, student, examples.answers_for(course, wrong))
     for student, variants in CORRECT_CLASSES.items():  # every correct style, a few per submission
         examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
-    warns = examples.answers_for(course, ())
-    warns["ppo_answer"] = WARNS
-    examples.write_submission(course, "warns_on_stderr", warns)
+    # The reference, its PPO answer warning on stderr (one kernel fewer than a submission of its own: a notebook
+    # each).  The reference exactly as written gets full marks through the sandbox (tests/grading/test_batch.py).
+    reference = examples.answers_for(course, ())
+    reference["ppo_answer"] = WARNS
+    examples.write_submission(course, "reference", reference)
     for tamper, student in TAMPERED.items():  # correct answers that edited what may not be edited
         answer_catalogue.tamper_notebook(course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb",
                                          tamper)
@@ -134,9 +136,9 @@ def test_empty_release_gets_zero(graded_class):
 @pytest.mark.slow
 def test_stderr_warning_does_not_zero_a_correct_answer(graded_class):
     course, _ = graded_class
-    cells = scores(course, "warns_on_stderr")
+    cells = scores(course, "reference")  # its PPO answer warns
     assert all(c.score == c.max_score for c in cells.values()), cells
-    autograded = (course / "autograded" / "warns_on_stderr" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
+    autograded = (course / "autograded" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb").read_text()
     # The setup cell prints warnings on stdout (so that Validate agrees); the warning is still shown.
     assert "UserWarning: torch-style UserWarning printed to stderr by a correct answer" in autograded
 
@@ -174,8 +176,8 @@ def test_export_lists_every_student(graded_class):
     for student in CORRECT_CLASSES:
         assert float(rows[student]["score"]) == AUTOGRADED_TOTAL
     assert float(rows["empty"]["score"]) == 0.0
-    # reference, empty, warns, the correct variants' (two of them tampered) and the mistakes' submissions
-    assert len(rows) == 3 + len(CORRECT_CLASSES) + len(MISTAKE_CLASSES)
+    # reference (its PPO answer warns), empty, the correct variants' (two of them tampered) and the mistakes'
+    assert len(rows) == 2 + len(CORRECT_CLASSES) + len(MISTAKE_CLASSES)
 
 
 @pytest.mark.slow

@@ -89,11 +89,14 @@ def test_grading_one_assignment_by_name_leaves_the_other_alone(graded):
 
 
 def test_stock_autograde_agrees_with_the_checks_on_the_kl_exercise(tmp_path):
-    course = copy_course(tmp_path / "course")
-    make_class(course)
+    """A right and a wrong KL notebook (a kernel each): the class above's cy, right too, would add a kernel and
+    nothing else."""
+    course = release_course(copy_course(tmp_path / "course"))
+    for student, wrong in (("ada", None), ("bob", WRONG)):
+        examples.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
     examples.autograde(course, assignment=KL)
     url = gradebook_url(course)
-    for student, lost in (("ada", set()), ("bob", set(WRONG.loses)), ("cy", set())):
+    for student, lost in (("ada", set()), ("bob", set(WRONG.loses))):
         cells = examples.cell_scores(url, student, KL, KL_NOTEBOOK)
         autograded = {g: s for g, s in cells.items() if g in kl_checks.CHECKS}
         assert set(autograded) == set(kl_checks.CHECKS)
