@@ -1,4 +1,5 @@
-"""Every notebook runs top to bottom on a fresh kernel, as a person would run it."""
+"""Every notebook runs top to bottom on a fresh kernel, as a person would run it (a source's Chinese edition after
+the English source, in its kernel emptied: execute_with_its_chinese_edition)."""
 import os
 from pathlib import Path
 
@@ -28,25 +29,70 @@ def run_until_todo(path: Path, timeout: int = 300) -> list:
     return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
 
 
-@pytest.fixture
-def instructor_path(monkeypatch, repo):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
+def execute_with_its_chinese_edition(english: Path, chinese: Path, timeout: int = 300) -> dict:
+    """A source notebook top to bottom on a fresh kernel, then its Chinese edition top to bottom in the same kernel,
+    its namespace emptied (%reset -f) and its own folder made the working one: en -> executed notebook, zh -> ...
+    One kernel start and one import of torch, the explorers and the lab instead of two.  The Chinese edition's code is
+    the English one's but for the set-up cell's language line and translated strings (make release generates it;
+    tests/grading/test_editions.py), so the fresh kernel of the English run already shows that the code needs no state
+    from elsewhere; what the Chinese run adds, every translated line run and its output in Chinese, it still shows.
+    Raises CellExecutionError as execute() does."""
+    en = nbformat.read(str(english), as_version=4)
+    first = SlicedPollClient(en, timeout=timeout, kernel_name="python3",
+                             resources={"metadata": {"path": str(english.parent)}})
+    try:
+        first.execute(cleanup_kc=False)  # the kernel kept for the Chinese edition
+        zh = nbformat.read(str(chinese), as_version=4)
+        # the English run's names gone; relative paths (the notebooks beside it) from the edition's folder
+        zh.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(chinese.parent)!r})\n%reset -f"))
+        second = SlicedPollClient(zh, km=first.km, timeout=timeout,
+                                  resources={"metadata": {"path": str(chinese.parent)}})
+        try:
+            second.execute()
+        finally:
+            if second.kc is not None:
+                second.kc.stop_channels()
+        reset = zh.cells.pop(0)
+        assert not [o for o in reset.outputs if o.output_type == "error"], reset.outputs
+        return {"en": en, "zh": zh}
+    finally:
+        first._cleanup_kernel()
 
 
-@pytest.fixture
-def smoke_lab(monkeypatch, lab_stage_cache):
-    """The lab cell trains the smoke setting (a few steps).  The four notebooks that train share its SFT policy and
-    reward model (lab_stage_cache): the first one run trains them, the others load them, as a class's labs do on
-    the hub."""
-    monkeypatch.setenv("RLHF_LAB_SETTING", "smoke")
-    monkeypatch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
+def sources_with_their_chinese_editions(repo: Path, lab_stage_cache: Path, assignment: str, notebook: str) -> dict:
+    """An assignment's source and its Chinese edition's (<assignment>_zh), executed once for the file (one kernel:
+    execute_with_its_chinese_edition) with the instructor's modules importable.  A lab cell trains the smoke setting
+    (a few steps); the notebooks that train share its SFT policy and reward model (lab_stage_cache): the first one run
+    trains them, the others load them, as a class's labs do on the hub."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
+        patch.setenv("RLHF_LAB_SETTING", "smoke")
+        patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
+        return execute_with_its_chinese_edition(repo / "source" / assignment / notebook,
+                                                repo / "source" / f"{assignment}_zh" / notebook)
+
+
+@pytest.fixture(scope="module")
+def rlhf_sources(repo, lab_stage_cache):
+    return sources_with_their_chinese_editions(repo, lab_stage_cache, ASSIGNMENT, NOTEBOOK)
+
+
+@pytest.fixture(scope="module")
+def kl_penalty_sources(repo, lab_stage_cache):
+    """Its English source's test and the Chinese edition's comparison read both."""
+    return sources_with_their_chinese_editions(repo, lab_stage_cache, "kl_penalty", "kl_penalty.ipynb")
+
+
+@pytest.fixture(scope="module")
+def grpo_sources(repo, lab_stage_cache):
+    return sources_with_their_chinese_editions(repo, lab_stage_cache, "grpo", "grpo.ipynb")
 
 
 @pytest.mark.slow
-def test_source_notebook_runs_clean(repo, instructor_path, smoke_lab):
+def test_source_notebook_runs_clean(rlhf_sources):
     # The lab's smoke setting: the quick one's effects (RM score up, KL up, entropy down, DPO margin
     # up) are tests/lab/test_ppo_dpo.py's, on the same code the notebook's lab cell calls.
-    nb = execute(repo / "source" / ASSIGNMENT / NOTEBOOK)
+    nb = rlhf_sources["en"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
            and notebooks.grade_id(c) in ("lab_run", "lab_plots")}
@@ -71,18 +117,9 @@ def test_release_notebook_runs_until_first_todo(repo):
         assert not any(o.output_type == "error" for o in cell.outputs)
 
 
-@pytest.fixture(scope="module")
-def kl_penalty_source(repo):
-    """The English KL-penalty source, executed once for the file: its own test and the Chinese edition's
-    comparison read it."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
-        return execute(repo / "source" / "kl_penalty" / "kl_penalty.ipynb")
-
-
 @pytest.mark.slow
-def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(kl_penalty_source):
-    nb = kl_penalty_source
+def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(kl_penalty_sources):
+    nb = kl_penalty_sources["en"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "k3 per token: [0.1931, 0.3069, 0.0]" in text
     assert text.count("passed: ") == 5
@@ -103,16 +140,16 @@ def test_kl_penalty_release_runs_until_its_todo(repo):
 
 
 @pytest.mark.slow
-def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, kl_penalty_source):
+def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(kl_penalty_sources):
     """The Chinese KL-penalty edition's source: the English edition's printed numbers, and every hidden
     test reporting in Chinese (its set-up cell, found by grade id, sets the language)."""
-    nb = execute(repo / "source" / "kl_penalty_zh" / "kl_penalty.ipynb")
+    nb = kl_penalty_sources["zh"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "逐 token 的 k3： [0.1931, 0.3069, 0.0]" in text  # the visible test prints in Chinese too
     assert text.count("通过：") == 5 and "passed: " not in text
     assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "远：pi = [0.99, 0.01]" in text and "精确 KL" in text  # the demonstrations' labels too
-    english = kl_penalty_source
+    english = kl_penalty_sources["en"]
     import re
     numbers = lambda notebook: [re.findall(r"-?\d+(?:\.\d+)?%?", o.get("text", ""))  # noqa: E731
                                 for c in notebook.cells
@@ -133,11 +170,11 @@ def test_kl_penalty_chinese_release_stops_where_the_english_one_does(repo):
 
 
 @pytest.mark.slow
-def test_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, smoke_lab):
+def test_chinese_edition_runs_clean_and_speaks_chinese(rlhf_sources):
     """The Chinese edition's source, completed with the reference answers: the same numbers, and every
     hidden test reports in Chinese.  Its lab trains the smoke setting (the same code as the English
     edition's quick run above, a few steps) and prints its summary in Chinese."""
-    nb = execute(repo / "source" / "rlhf_zh" / NOTEBOOK)
+    nb = rlhf_sources["zh"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "A = +1: 目标值 = 1.0200" in text and "tensor([7.0051, 7.4589, 7.9415, 8.4545, 9.0000])" in text
     assert text.count("通过：") == 31 and "passed: " not in text
@@ -156,10 +193,10 @@ def test_chinese_release_stops_where_the_english_one_does(repo):
 
 
 @pytest.mark.slow
-def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_functions(repo, instructor_path, smoke_lab):
+def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_functions(grpo_sources):
     """The lab cell finds ppo_clipped_objective and kl_estimator_k3 in the notebooks beside it (here the
     instructor's sources, as a student's fetched folders would hold theirs) and trains the smoke setting."""
-    nb = execute(repo / "source" / "grpo" / "grpo.ipynb")
+    nb = grpo_sources["en"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
     assert "unscaled: [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
@@ -178,11 +215,11 @@ def test_grpo_release_runs_until_its_todo(repo):
 
 
 @pytest.mark.slow
-def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(repo, instructor_path, smoke_lab):
+def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(grpo_sources):
     """The Chinese GRPO edition's source: the English edition's printed numbers, every hidden test
     reporting in Chinese, the lab trained (smoke setting) with the functions of the notebooks beside it
     and its summary in Chinese."""
-    nb = execute(repo / "source" / "grpo_zh" / "grpo.ipynb")
+    nb = grpo_sources["zh"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     # what the contract's expected-output block shows, line for line (the same in both editions)
     assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
