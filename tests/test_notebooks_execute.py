@@ -1,5 +1,5 @@
-"""Every notebook runs top to bottom on a fresh kernel, as a person would run it (a source's Chinese edition after
-the English source, in its kernel emptied: execute_with_its_chinese_edition)."""
+"""Every notebook runs top to bottom on a fresh kernel, as a person would run it, or in a kernel emptied after a
+notebook whose code is its own but for what a fresh kernel could not tell apart (execute_in_one_kernel)."""
 import os
 from pathlib import Path
 
@@ -19,57 +19,72 @@ def execute(path: Path, timeout: int = 300) -> nbformat.NotebookNode:
     return nb
 
 
-def run_until_todo(path: Path, timeout: int = 300) -> list:
-    """Run a student release until it stops at its first unimplemented function; the code cells that ran."""
-    nb = nbformat.read(str(path), as_version=4)
-    with pytest.raises(CellExecutionError) as info:
-        SlicedPollClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    assert info.value.ename == "NotImplementedError"
-    return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
-
-
-def execute_with_its_chinese_edition(english: Path, chinese: Path, timeout: int = 300) -> dict:
-    """A source notebook top to bottom on a fresh kernel, then its Chinese edition top to bottom in the same kernel,
-    its namespace emptied (%reset -f) and its own folder made the working one: en -> executed notebook, zh -> ...
-    One kernel start and one import of torch, the explorers and the lab instead of two.  The Chinese edition's code is
-    the English one's but for the set-up cell's language line and translated strings (make release generates it;
-    tests/grading/test_editions.py), so the fresh kernel of the English run already shows that the code needs no state
-    from elsewhere; what the Chinese run adds, every translated line run and its output in Chinese, it still shows.
-    Raises CellExecutionError as execute() does."""
-    en = nbformat.read(str(english), as_version=4)
-    first = SlicedPollClient(en, timeout=timeout, kernel_name="python3",
-                             resources={"metadata": {"path": str(english.parent)}})
+def execute_in_one_kernel(paths: list[Path], timeout: int = 300, until_todo: bool = False) -> list:
+    """Notebooks top to bottom in one kernel: the first on a fresh kernel, each next one after the kernel's namespace
+    is emptied (%reset -f) and its own folder made the working one; the executed notebooks.  One kernel start and one
+    import of torch (the explorers', the lab's) instead of one each.  Used where the later notebooks' code is the
+    first's but for what a fresh kernel could not tell apart: a Chinese edition's source after its English one (the
+    same code but the set-up cell's language line and translated strings: make release generates it;
+    tests/grading/test_editions.py), releases after each other (each one's code before its TODO is its source's,
+    and every source runs on a fresh kernel).  ``until_todo``: each stops at its first unimplemented function
+    (NotImplementedError; any other error raises); else any error raises CellExecutionError."""
+    clients, executed = [], []
     try:
-        first.execute(cleanup_kc=False)  # the kernel kept for the Chinese edition
-        zh = nbformat.read(str(chinese), as_version=4)
-        # the English run's names gone; relative paths (the notebooks beside it) from the edition's folder
-        zh.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(chinese.parent)!r})\n%reset -f"))
-        second = SlicedPollClient(zh, km=first.km, timeout=timeout,
-                                  resources={"metadata": {"path": str(chinese.parent)}})
-        try:
-            second.execute()
-        finally:
-            if second.kc is not None:
-                second.kc.stop_channels()
-        reset = zh.cells.pop(0)
-        assert not [o for o in reset.outputs if o.output_type == "error"], reset.outputs
-        return {"en": en, "zh": zh}
+        for path in paths:
+            nb = nbformat.read(str(path), as_version=4)
+            if clients:  # the names of the notebook before gone; relative paths (the notebooks beside it) from here
+                nb.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(path.parent)!r})\n%reset -f"))
+            client = SlicedPollClient(nb, timeout=timeout, kernel_name="python3",
+                                      km=clients[0].km if clients else None,
+                                      resources={"metadata": {"path": str(path.parent)}})
+            clients.append(client)
+            try:
+                client.execute(cleanup_kc=False)  # the kernel kept for the next notebook
+            except CellExecutionError as error:
+                if not until_todo or error.ename != "NotImplementedError":
+                    raise
+            else:
+                assert not until_todo, f"{path} ran to its end: no TODO stopped it"
+            if len(clients) > 1:
+                reset = nb.cells.pop(0)
+                assert not [o for o in reset.outputs if o.output_type == "error"], reset.outputs
+            executed.append(nb)
+        return executed
     finally:
-        first._cleanup_kernel()
+        for client in clients[1:]:
+            if client.kc is not None:
+                client.kc.stop_channels()
+        if clients:
+            clients[0]._cleanup_kernel()
+
+
+def ran(nb) -> list:
+    """The code cells that ran."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
 
 
 def sources_with_their_chinese_editions(repo: Path, lab_stage_cache: Path, assignment: str, notebook: str) -> dict:
     """An assignment's source and its Chinese edition's (<assignment>_zh), executed once for the file (one kernel:
-    execute_with_its_chinese_edition) with the instructor's modules importable.  A lab cell trains the smoke setting
+    execute_in_one_kernel), en and zh, with the instructor's modules importable.  A lab cell trains the smoke setting
     (a few steps); the notebooks that train share its SFT policy and reward model (lab_stage_cache): the first one run
     trains them, the others load them, as a class's labs do on the hub."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
         patch.setenv("RLHF_LAB_SETTING", "smoke")
         patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
-        return execute_with_its_chinese_edition(repo / "source" / assignment / notebook,
-                                                repo / "source" / f"{assignment}_zh" / notebook)
+        english, chinese = execute_in_one_kernel([repo / "source" / assignment / notebook,
+                                                  repo / "source" / f"{assignment}_zh" / notebook])
+        return {"en": english, "zh": chinese}
+
+
+@pytest.fixture(scope="module")
+def releases(repo) -> dict:
+    """The three releases, each run until its first TODO (one kernel: execute_in_one_kernel): assignment -> the code
+    cells that ran, the last one the cell that stopped it."""
+    names = {ASSIGNMENT: NOTEBOOK, "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
+    executed = execute_in_one_kernel([repo / "release" / name / notebook for name, notebook in names.items()],
+                                     until_todo=True)
+    return {name: ran(nb) for name, nb in zip(names, executed)}
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +124,8 @@ def test_source_notebook_runs_clean(rlhf_sources):
 
 
 @pytest.mark.slow
-def test_release_notebook_runs_until_first_todo(repo):
-    executed = run_until_todo(repo / "release" / ASSIGNMENT / NOTEBOOK)
+def test_release_notebook_runs_until_first_todo(releases):
+    executed = releases[ASSIGNMENT]
     failing = executed[-1]
     assert failing.metadata["nbgrader"]["grade_id"] == "ppo_visible_tests"
     for cell in executed[:-1]:
@@ -134,8 +149,8 @@ def test_kl_penalty_source_runs_clean_and_its_monte_carlo_agrees(kl_penalty_sour
 
 
 @pytest.mark.slow
-def test_kl_penalty_release_runs_until_its_todo(repo):
-    executed = run_until_todo(repo / "release" / "kl_penalty" / "kl_penalty.ipynb", timeout=120)
+def test_kl_penalty_release_runs_until_its_todo(releases):
+    executed = releases["kl_penalty"]
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "kl_visible_tests"
 
 
@@ -209,8 +224,8 @@ def test_grpo_source_runs_clean_and_trains_with_the_earlier_assignments_function
 
 
 @pytest.mark.slow
-def test_grpo_release_runs_until_its_todo(repo):
-    executed = run_until_todo(repo / "release" / "grpo" / "grpo.ipynb", timeout=120)
+def test_grpo_release_runs_until_its_todo(releases):
+    executed = releases["grpo"]
     assert executed[-1].metadata["nbgrader"]["grade_id"] == "grpo_visible_tests"
 
 
