@@ -48,7 +48,7 @@ def execute_in_one_kernel(paths: list[Path], timeout: int = 300, until_todo: boo
     first's but for what a fresh kernel could not tell apart: a Chinese edition's source after its English one (the
     same code but the set-up cell's language line and translated strings: make release generates it;
     tests/grading/test_editions.py), releases after each other (each one's code before its TODO is its source's,
-    and every source runs on a fresh kernel).  ``until_todo``: each stops at its first unimplemented function
+    and every English source runs on a fresh kernel).  ``until_todo``: each stops at its first unimplemented function
     (NotImplementedError; any other error raises); else any error raises CellExecutionError."""
     clients, executed = [], []
     try:
