@@ -20,7 +20,10 @@ pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sand
 EN, ZH = "rlhf", "rlhf_zh"
 POINTS = cell_points("rlhf")  # what each grade cell is worth (the notebook's nbgrader.points)
 TAMPERED = [a for a in answer_catalogue.ADVERSARIAL if a.tamper and not a.answers]
-STUDENTS = {"correct": (), **{w.name: (w.name,) for w in answer_catalogue.WRONG_ANSWERS}}
+# Every catalogued mistake, at most one of each function a submission (a grade cell tests one function: each cell's
+# score is its function's mistake's, and the editions are compared cell by cell), 10 submissions, not 23
+STUDENTS = {"correct": (), **answer_catalogue.wrong_answer_classes()}
+GUIDE_BUG = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]  # holds the guide's PPO slip, among others
 
 
 def hand_in(course, assignment):
@@ -59,12 +62,12 @@ def test_every_submission_gets_the_same_state_and_cell_scores_in_both_editions(g
 def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
     _, results = graded
     messages = editions.edition_of(graded[0], ZH).table()["messages"]
-    wrong = results[(ZH, "ppo_clip_without_min")]
+    wrong = results[(ZH, GUIDE_BUG)]
     failed = [c for c in wrong.cells.values() if c.score < c.points]
     assert failed
     for cell in failed:
         assert cell.message.startswith(messages[cell.grade_id]["text"] + "。问题所在："), cell.message
-    english = results[(EN, "ppo_clip_without_min")].cells[failed[0].grade_id].message
+    english = results[(EN, GUIDE_BUG)].cells[failed[0].grade_id].message
     assert ". What went wrong: " in english
     # the checks' own sentences too (numbers, and the test cases' notes, as they are), and an unreadable
     # notebook's state
@@ -89,7 +92,7 @@ def test_no_failure_of_any_wrong_answer_reads_in_english(graded):
 
 def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
     course, results = graded
-    page = (course / "feedback" / "ppo_clip_without_min" / ZH / "rlhf_building_blocks.html").read_text()
+    page = (course / "feedback" / GUIDE_BUG / ZH / "rlhf_building_blocks.html").read_text()
     assert "测试得分" in page and "| 测试 | 分数 | 结果 | 检查的性质 |" not in page  # rendered as a table
     assert "<th>测试</th>" in page or ">测试<" in page
     assert "run_check" not in page and "rlhf_hidden_checks" not in page
