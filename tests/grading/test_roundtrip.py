@@ -6,8 +6,8 @@ gradebook as the judge.  Only the autograded cells (one per check) are compared:
 also hold manually graded cells, which autograde leaves at 0 for a person to grade.
 
 Stock autograde runs the same checks (the notebook's hidden cells call them, tests/grading/test_hidden_checks.py)
-in a kernel per notebook: the suite sends a representative few through it (two of the correct-variant submissions,
-both tampered, and one mistake of each function); every catalogued correct variant and mistake is judged in-process
+in a kernel per notebook: the suite sends a representative few through it (a correct-variant submission, tampered
+both ways, and one mistake of each function); every catalogued correct variant and mistake is judged in-process
 (test_hidden_checks.py, test_pipeline_in_process.py) and in the real sandbox (test_batch.py).  The whole catalogue
 through stock autograde: ``python bench/catalogue.py`` (this file with RLHF_WHOLE_CATALOGUE=1).
 """
@@ -29,14 +29,15 @@ AUTOGRADED_TOTAL = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
 WHOLE_CATALOGUE = bool(os.environ.get("RLHF_WHOLE_CATALOGUE"))
 CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
 MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
-if not WHOLE_CATALOGUE:  # a representative few: two correct-variant submissions, one mistake of each function
-    CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:2])
+if not WHOLE_CATALOGUE:  # a representative few: a correct-variant submission, one mistake of each function
+    CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:1])
     MISTAKE_CLASSES = {student: names for student, names in MISTAKE_CLASSES.items()
                        if len(names) == len(answer_catalogue.FUNCTION_OF_CELL)}
     MISTAKE_CLASSES = dict([next(iter(MISTAKE_CLASSES.items()))])
 MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
-# Two of the correct-variant submissions also edit what may not be edited: full marks all the same.
-TAMPERED = dict(zip(("raise_points", "edit_locked_cell"), sorted(CORRECT_CLASSES)))
+# The correct-variant submissions also edit what may not be edited (the first both ways, each in a cell of its own):
+# full marks all the same.
+TAMPERED = dict(zip(("raise_points", "edit_locked_cell"), sorted(CORRECT_CLASSES) * 2))
 
 WARNS = textwrap.dedent('''
     import warnings
@@ -176,7 +177,7 @@ def test_export_lists_every_student(graded_class):
     for student in CORRECT_CLASSES:
         assert float(rows[student]["score"]) == AUTOGRADED_TOTAL
     assert float(rows["empty"]["score"]) == 0.0
-    # reference (its PPO answer warns), empty, the correct variants' (two of them tampered) and the mistakes'
+    # reference (its PPO answer warns), empty, the correct variants' (tampered) and the mistakes'
     assert len(rows) == 2 + len(CORRECT_CLASSES) + len(MISTAKE_CLASSES)
 
 
