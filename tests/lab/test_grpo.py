@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhf_course.lab import shared_stages, train
+from rlhf_course.lab import train
 from rlhf_course.lab.grpo import GrpoConfig, GrpoFunctions, grpo_train
 from rlhf_course.lab.plots import plot_ppo_history
 from rlhf_course.lab.student import StudentFunctionError
+from tests.support.lab_stages import trained_once
 
 
 def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
@@ -38,7 +39,7 @@ def sft_and_reward_model(lab_stage_cache):
     # the quick setting's SFT and reward model, 100 steps each, not 150 (the effects below measured on them), seed 0:
     # test_ppo_dpo.py's, trained by whichever of the two files runs first
     config = train.LabConfig.setting("quick", sft_steps=100, rm_steps=100)
-    stages = shared_stages.sft_and_reward_model(config, show_progress=False, folder=lab_stage_cache)
+    stages = trained_once(lab_stage_cache, config)
     return stages.sft, stages.reward_model
 
 

@@ -8,8 +8,10 @@ import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.lab import ppo_dpo as demo
+from rlhf_course.lab import train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
+from tests.support.lab_stages import trained_once
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,11 @@ SHORTER = dict(sft_steps=100, rm_steps=100, ppo_iterations=25, dpo_steps=70)
 
 @pytest.fixture(scope="module")
 def result(reference_functions, lab_stage_cache):
-    """Its SFT policy and reward model are test_grpo.py's (the same settings): trained by whichever file runs first."""
+    """Its SFT policy and reward model are test_grpo.py's (the same settings): trained by whichever file gets there
+    first, loaded by the other."""
+    if demo.DEFAULT_THREADS:  # run_demo's thread count, which names the cached models
+        torch.set_num_threads(demo.DEFAULT_THREADS)
+    trained_once(lab_stage_cache, train.LabConfig.setting("quick", **SHORTER))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
         return demo.run_demo(**reference_functions, setting="quick", show_progress=False, **SHORTER)
