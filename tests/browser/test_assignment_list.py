@@ -38,7 +38,9 @@ def student_lab(tmp_path, repo, monkeypatch):
     config.mkdir()
     (config / "nbgrader_config.py").write_text(
         f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
-    server = LabServer(home, tmp_path, env_extra={"HOME": str(home)})
+    # Validate runs every cell: the lab's training there only has to run (tests/test_notebooks_execute.py checks
+    # what it learns), so it trains a few steps, as in tests/browser/test_explorers_in_lab.py.
+    server = LabServer(home, tmp_path, env_extra={"HOME": str(home), "RLHF_LAB_SETTING": "smoke"})
     yield server, home, course
     server.stop()
 
@@ -81,9 +83,13 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
     nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
 
-    page.goto(server.url(f"lab/tree/{ASSIGNMENT}/{NOTEBOOK}"))
-    page.locator(".jp-Notebook").wait_for(timeout=60_000)
-    page.get_by_role("button", name="Validate").first.click()
+    # opened as the student opens it, from the fetched assignment's notebooks in the list (no second lab load)
+    page.locator("#fetched_assignments_list .assignment-notebooks-link", has_text=ASSIGNMENT).click()
+    page.locator("#fetched_assignments_list .nested_list_item a",
+                 has_text=NOTEBOOK.removesuffix(".ipynb")).click(timeout=30_000)
+    notebook = page.locator(".jp-NotebookPanel", has=page.locator(".jp-Notebook"))
+    notebook.locator(".jp-Notebook").wait_for(timeout=60_000)
+    notebook.get_by_role("button", name="Validate").click()  # the notebook's own (the list has one per notebook)
     page.locator(".jp-Dialog").get_by_text("Success! Your notebook passes all the tests.").wait_for(timeout=120_000)
     page.screenshot(path=str(artifacts / "validate_success_with_a_warning.png"))
 
