@@ -38,9 +38,7 @@ def student_lab(tmp_path, repo, monkeypatch):
     config.mkdir()
     (config / "nbgrader_config.py").write_text(
         f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
-    # Validate runs every cell: the lab's training there only has to run (tests/test_notebooks_execute.py checks
-    # what it learns), so it trains a few steps, as in tests/browser/test_explorers_in_lab.py.
-    server = LabServer(home, tmp_path, env_extra={"HOME": str(home), "RLHF_LAB_SETTING": "smoke"})
+    server = LabServer(home, tmp_path, env_extra={"HOME": str(home)})
     yield server, home, course
     server.stop()
 
