@@ -1,7 +1,9 @@
 """The student release, completed, opened in JupyterLab in headless Chromium: run all cells, move
 every slider, and check that each plot redraws and no error appears.  The Chinese edition (the same code cells)
 runs its first explorer and the cells above it and moves one slider; its lab's summary in Chinese is
-tests/test_notebooks_execute.py's (the Chinese source's lab cell, in a kernel)."""
+tests/test_notebooks_execute.py's (the Chinese source's lab cell, in a kernel).  One JupyterLab page for the file
+(loading JupyterLab costs Chromium about 5 CPU-s): the Chinese edition is opened from its file browser, in a tab of
+its own, after the English one."""
 
 import warnings
 
@@ -11,7 +13,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, notebooks
 
-from tests.support.browser import LabServer
+from tests.support.browser import ARTIFACTS, LabServer
 
 SLIDERS = [  # (explorer cell, slider description, new value)
     ("ppo_explorer", "epsilon", "0.45"),
@@ -23,6 +25,10 @@ SLIDERS = [  # (explorer cell, slider description, new value)
 
 
 EDITIONS = [ASSIGNMENT, "rlhf_zh"]
+# The notebook the page shows: another notebook's tab stays in the page, hidden.
+SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+STARTED = ("[...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.jp-InputArea-prompt')]"
+           ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,32 @@ def lab(request, server):
     return server
 
 
+@pytest.fixture(scope="module")
+def lab_page(browser):
+    """The file's one page, with JupyterLab's dialogs accepted (``accept_dialog``); ``page.opened`` says whether it
+    shows JupyterLab yet."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, ARTIFACTS))
+    page.opened = False
+    yield page
+    page.close()
+
+
+def open_notebook(page, lab, notebook: str) -> None:
+    """The notebook in the page: the lab opened on it (a workspace of its own, not a layout an earlier run left), or,
+    once the page shows the lab, opened as a person does, from the file browser's top folder."""
+    if not page.opened:
+        page.goto(lab.url(f"lab/workspaces/{lab.assignment}/tree/{notebook}"))
+        page.opened = True
+    else:
+        page.locator(".jp-FileBrowser .jp-BreadCrumbs-home").click()
+        for name in notebook.split("/"):
+            page.locator(".jp-FileBrowser .jp-DirListing-itemText").get_by_text(name, exact=True).dblclick()
+    page.locator(SHOWN).locator(".jp-Notebook").wait_for(timeout=60_000)
+    page.locator(SHOWN).locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+
+
 def accept_dialog(dialog, artifacts) -> None:
     """Playwright's handler for an unexpected overlay: accept the JupyterLab dialog that covers the
     page, and say which one (CI's warnings summary, dialogs.txt and a screenshot).  Once in CI (1 run
@@ -70,9 +102,7 @@ def run_all_cells(page, attempts: int = 3) -> None:
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
-            page.wait_for_function(
-                "[...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
-                timeout=30_000)
+            page.wait_for_function(STARTED, timeout=30_000)
             return
         except Exception:
             continue
@@ -82,16 +112,14 @@ def run_all_cells(page, attempts: int = 3) -> None:
 def run_first_explorer(page, attempts: int = 3) -> None:
     """Select the cell under the first explorer (PPO's), then Run > Run All Above Selected Cell: the set-up, the
     answer and the explorer run, not the rest of the notebook (its lab's training among them)."""
-    explorer = page.locator(".jp-Notebook .jp-Cell").filter(has_text="ppo_explorer(").first
+    explorer = page.locator(SHOWN).locator(".jp-Notebook .jp-Cell").filter(has_text="ppo_explorer(").first
     below = explorer.locator("xpath=following-sibling::div[contains(@class, 'jp-Cell')][1]")
     for _ in range(attempts):
         below.locator(".jp-InputArea-prompt").first.click()
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Above Selected Cell", exact=True).click()
         try:
-            page.wait_for_function(
-                "[...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
-                timeout=30_000)
+            page.wait_for_function(STARTED, timeout=30_000)
             return
         except Exception:
             continue
@@ -103,7 +131,7 @@ def _show_explorers(page, artifacts) -> None:
     cell and what its output holds, for the report."""
     for dialog in page.locator(".jp-Dialog").all():
         print(f"open dialog: {dialog.inner_text()[:500]!r}")
-    for index, cell in enumerate(page.locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
+    for index, cell in enumerate(page.locator(SHOWN).locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
         cell.scroll_into_view_if_needed()
         cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
         print(f"explorer cell {index}: {cell.locator('.jp-Cell-outputArea').first.inner_text()[:500]!r}")
@@ -111,7 +139,7 @@ def _show_explorers(page, artifacts) -> None:
 
 def explorer_output(page, grade_id, description):
     """The output area of the cell whose slider has this description."""
-    cells = page.locator(".jp-Cell").filter(has=page.locator(f".widget-slider:has-text('{description}')"))
+    cells = page.locator(SHOWN).locator(".jp-Cell").filter(has=page.locator(f".widget-slider:has-text('{description}')"))
     return cells.first
 
 
@@ -120,31 +148,29 @@ def plot_source(cell) -> str:
 
 
 @pytest.mark.slow
-def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
+def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
+    page = lab_page
     artifacts = artifacts / lab.assignment
     artifacts.mkdir(exist_ok=True)
     notebook = f"{lab.assignment}/{NOTEBOOK}"
     others = set(lab.kernel_ids())  # the other edition's, if it ran first
     kernel = lab.start_kernel_for(notebook)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, artifacts))
-    # a workspace of its own: the lab opens this notebook alone, not the layout the other edition's page left
-    page.goto(lab.url(f"lab/workspaces/{lab.assignment}/tree/{notebook}"))
-    page.locator(".jp-Notebook").wait_for(timeout=60_000)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    open_notebook(page, lab, notebook)
     assert set(lab.kernel_ids()) == others | {kernel}  # the page joined the session's kernel and started no other
     english = lab.assignment == ASSIGNMENT
     try:
         if english:
             run_all_cells(page)
             # five sliders appear, and the lab's summary once the training cell finishes
-            page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 5", timeout=180_000)
+            page.wait_for_function(f"document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 5",
+                                   timeout=180_000)
             page.wait_for_function(
-                "[...document.querySelectorAll('.jp-RenderedText')].some(e => /PPO samples after/.test(e.textContent))",
-                timeout=180_000)
+                f"[...document.querySelector({SHOWN!r}).querySelectorAll('.jp-RenderedText')]"
+                ".some(e => /PPO samples after/.test(e.textContent))", timeout=180_000)
         else:
             run_first_explorer(page)
-            page.wait_for_function("document.querySelectorAll('.widget-slider').length >= 2", timeout=180_000)
+            page.wait_for_function(f"document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 2",
+                                   timeout=180_000)
     except Exception:
         _show_explorers(page, artifacts)
         raise
@@ -173,9 +199,8 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, browser, artifacts):
         cell.screenshot(path=str(artifacts / f"{grade_id}_{safe}.png"))
 
     if lab.assignment == "rlhf_zh":  # the prose the student reads is Chinese
-        headings = page.locator(".jp-RenderedMarkdown h2").all_inner_texts()
+        headings = page.locator(SHOWN).locator(".jp-RenderedMarkdown h2").all_inner_texts()
         assert headings and all(any("\u4e00" <= ch <= "\u9fff" for ch in h) for h in headings), headings
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    errors = page.locator(SHOWN).locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     texts = [errors.nth(i).inner_text()[:300] for i in range(errors.count())]
     assert not [t for t in texts if "Error" in t or "Traceback" in t], texts
-    page.close()  # the other edition's test shares the lab (and the browser)

@@ -4,18 +4,30 @@ mistake, so the trusted grader's verdict lines say FAILED with their reason, and
 math).  What the canonical copy and its sanitiser must not take from an honest student: the notebook's
 math typeset, its code highlighted, its tables readable, Chinese in CJK glyphs, one grade control per
 grade cell in that cell's own panel, and every verdict read whole: wrapped inside its box, never cut at
-the right edge nor inside a word or number ("-1.34" / "8").  A few seconds once the release exists."""
+the right edge nor inside a word or number ("-1.34" / "8").
+
+The Formgrader's page also renders its LaTeX with MathJax served by the Jupyter server itself and asks nothing of
+any other host (the control: nbgrader's stock page asks a CDN), and, graded by the real sandbox (`make grade`), shows
+the trusted verdict and its message under each failing test cell.  One graded course, one instructor's Jupyter
+server and one page per submission for the file (each Formgrader page costs seconds of MathJax typesetting)."""
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, settings
+from rlhf_course.grading import batch, examples, settings
+from rlhf_course.grading.sandbox import sandbox_available
 from tests.support.browser import LabServer
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, needs_sandbox, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
-pytestmark = pytest.mark.slow  # a Jupyter server and four page loads
+pytestmark = pytest.mark.slow  # Jupyter servers and five page loads
+
+LOCAL = {"127.0.0.1", "localhost", "::1"}
 
 WRITTEN = {
     ASSIGNMENT: "Clipping keeps $r_t$ inside $[1-\\epsilon, 1+\\epsilon]$ only where moving further would help:\n\n"
@@ -73,24 +85,71 @@ HIGHLIGHTED = """([keyword, name]) => {
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """Ada (English) and Lin (Chinese): the reference answers but PPO's min forgotten, written answers
-    with math; graded (the grader's own path, student code in this process), then a Formgrader."""
+    with math; graded by trusted grading (`make grade`: the real sandbox; without one, the in-process double,
+    tests/support/in_process_sandbox.py, for the tests that do not need it); a function that starts an
+    instructor's Jupyter server (as `make lab-instructor` does) on a course, once per course."""
     root = tmp_path_factory.mktemp("honest")
     course = release_course(copy_course(root / "course"))
     for student, assignment in STUDENTS.items():
         answers = examples.answers_for(course, ("ppo_clip_without_min",))
         examples.write_submission(course, student, {**answers, "lab_question_1": WRITTEN[assignment]},
                                   assignment=assignment)
-    results = {r.student: r for r in grade_in_process(course)}
+    real_sandbox = sandbox_available() is None
+    results = {r.student: r for r in (batch.grade_all(course, workers=1, show_progress=False, class_reports=False)
+                                      if real_sandbox else grade_in_process(course))}
     assert {s: r.state for s, r in results.items()} == {"ada": "failed tests", "lin": "failed tests"}
     from nbgrader.api import Gradebook
     with Gradebook(settings.Course.at(course).db_url, "rlhf-course") as gradebook:
         submissions = {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), a, s)
                        for s, a in STUDENTS.items()}
         ids = {s: (n.id, len(n.grades)) for s, n in submissions.items()}
-    (root / "server").mkdir()
-    server = LabServer(course, root / "server", env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
-    yield course, server, ids, results
-    server.stop()
+    servers = {}
+
+    def start(at: Path = course) -> LabServer:
+        if at not in servers:
+            scratch = root / f"server{len(servers)}"
+            scratch.mkdir()
+            servers[at] = LabServer(at, scratch, env_extra={"PYTHONPATH": f"{at / 'instructor'}:{at}"})
+        return servers[at]
+
+    yield course, start, ids, results, real_sandbox
+    for server in servers.values():
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def formgrader_page(graded, browser):
+    """The Formgrader's grading page of a student's submission as the logged-in instructor opens it, once for the
+    file, typeset (MathJax done) and its grades and comments loaded: (page, every URL it requested, its script
+    errors)."""
+    course, start, ids, _, _ = graded
+    opened, contexts = {}, []
+
+    def open_page(student: str):
+        if student not in opened:
+            server = start()
+            context = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                                          viewport={"width": 1400, "height": 1000})
+            contexts.append(context)
+            page = context.new_page()
+            requests, errors = [], []
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(server.url(f"formgrader/submissions/{ids[student][0]}/"))
+            # formgrade.js sets MathJax.loaded once MathJax has typeset the page
+            page.wait_for_function("window.MathJax && MathJax.loaded === true && window.formgrader"
+                                   " && formgrader.grades.loaded && formgrader.comments.loaded", timeout=60_000)
+            opened[student] = page, requests, errors
+        return opened[student]
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def other_hosts(requests: list[str]) -> list[str]:
+    return [url for url in requests if urlparse(url).scheme in ("http", "https", "ws", "wss")
+            and urlparse(url).hostname not in LOCAL]
 
 
 def _shoot(page, element, path) -> None:
@@ -110,48 +169,89 @@ def _verdicts_read_whole(page, assignment: str, tests: int) -> None:
 
 
 @pytest.mark.parametrize("student", STUDENTS)
-def test_the_formgrader_page_of_an_honest_submission(graded, browser, artifacts, student):
-    course, server, ids, results = graded
+def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, artifacts, student):
+    _, _, ids, results, _ = graded
     assignment, (submission_id, grades) = STUDENTS[student], ids[student]
-    context = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
-                                  viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page, _, errors = formgrader_page(student)
+    _shoot(page, page.locator(".output_subarea pre").filter(has_text=VERDICT[assignment]).nth(2).locator(
+        "xpath=ancestor::div[contains(@class, 'code_cell')][1]"), artifacts / f"formgrader_honest_{assignment}.png")
+    # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
+    assert page.locator("input.score").count() == grades
+    assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
+    assert page.evaluate("formgrader.grade_uis.length") == grades
+    assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
+    # the derivations' and the written answer's math, typeset; the code, highlighted
+    assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() > 50
+    assert page.locator(".nbgrader_cell .panel-body .MathJax_Display").count() >= 1  # the written answer's
+    assert page.evaluate(HIGHLIGHTED, [".input_area .highlight .kn", ".input_area .highlight .n"])
+    assert page.evaluate(CUT_CODE, ".input_area pre") == []
+    # a markdown table's cells apart, a hint's disclosure marker shown
+    assert page.evaluate("parseFloat(getComputedStyle(document.querySelector('.rendered_html td'))"
+                         ".paddingLeft)") >= 4
+    assert page.evaluate("getComputedStyle(document.querySelector('.rendered_html summary')).display") \
+        == "list-item"
+    _verdicts_read_whole(page, assignment, len(results[student].cells))
+    if assignment.endswith("_zh"):
+        assert page.get_by_text("裁剪只在继续移动有利时").count() == 1  # the written answer
+        assert page.evaluate(DRAWN_APART, ["裁", "剪", ".rendered_html p"])
+        assert page.evaluate(DRAWN_APART, ["未", "通", ".output_subarea pre"])
+    assert errors == []
+
+
+def test_the_formgrader_page_renders_latex_without_other_hosts(graded, formgrader_page, browser, artifacts):
+    """MathJax from the Jupyter server (jupyter/formgrader/formgrade/mathjax.html.j2), nothing asked of another
+    host; the control: nbgrader's stock page (without the course's template) asks a CDN for MathJax, and with no
+    network its script stops (the issue the template fixes)."""
+    course, start, ids, _, _ = graded
+    page, requests, errors = formgrader_page("ada")
+    page.locator(".MathJax_Display").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "formgrader_submission_mathjax.png"))
+    assert not other_hosts(requests), other_hosts(requests)
+    assert any("/static/jupyter_server_mathjax/MathJax.js" in url for url in requests), requests
+    assert not errors, errors
+
+    # On a copy of the course: the file's server keeps the course's template.
+    stock = course.parent / "stock course"
+    shutil.copytree(course, stock, ignore=shutil.ignore_patterns("formgrader"))
+    assert not (stock / "jupyter" / "formgrader").exists() and (stock / "gradebook.db").exists()
+    server = start(stock)
+    page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                               viewport={"width": 1400, "height": 1000}).new_page()
+    asked_a_cdn = []
+    page.on("request", lambda request: asked_a_cdn.append(request.url) if (
+        "mathjax" in request.url.lower() and other_hosts([request.url])) else None)
     try:
-        page.goto(server.url(f"formgrader/submissions/{submission_id}/"))
-        page.wait_for_function("window.MathJax && MathJax.loaded === true && window.formgrader"
-                               " && formgrader.grades.loaded && formgrader.comments.loaded", timeout=60_000)
-        _shoot(page, page.locator(".output_subarea pre").filter(has_text=VERDICT[assignment]).nth(2).locator(
-            "xpath=ancestor::div[contains(@class, 'code_cell')][1]"), artifacts / f"formgrader_honest_{assignment}.png")
-        # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
-        assert page.locator("input.score").count() == grades
-        assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
-        assert page.evaluate("formgrader.grade_uis.length") == grades
-        assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
-        # the derivations' and the written answer's math, typeset; the code, highlighted
-        assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() > 50
-        assert page.locator(".nbgrader_cell .panel-body .MathJax_Display").count() >= 1  # the written answer's
-        assert page.evaluate(HIGHLIGHTED, [".input_area .highlight .kn", ".input_area .highlight .n"])
-        assert page.evaluate(CUT_CODE, ".input_area pre") == []
-        # a markdown table's cells apart, a hint's disclosure marker shown
-        assert page.evaluate("parseFloat(getComputedStyle(document.querySelector('.rendered_html td'))"
-                             ".paddingLeft)") >= 4
-        assert page.evaluate("getComputedStyle(document.querySelector('.rendered_html summary')).display") \
-            == "list-item"
-        _verdicts_read_whole(page, assignment, len(results[student].cells))
-        if assignment.endswith("_zh"):
-            assert page.get_by_text("裁剪只在继续移动有利时").count() == 1  # the written answer
-            assert page.evaluate(DRAWN_APART, ["裁", "剪", ".rendered_html p"])
-            assert page.evaluate(DRAWN_APART, ["未", "通", ".output_subarea pre"])
-        assert errors == []
+        page.goto(server.url(f"formgrader/submissions/{ids['ada'][0]}/"), wait_until="commit")
+        page.locator("#notebook").first.wait_for(timeout=60_000)
+        for _ in range(150):  # until the page has asked another host for MathJax (at most 30 s)
+            if asked_a_cdn:
+                break
+            page.wait_for_timeout(200)
+        page.screenshot(path=str(artifacts / "formgrader_submission_stock_cdn.png"))
     finally:
-        context.close()
+        page.context.close()
+    assert asked_a_cdn
+
+
+@needs_sandbox
+def test_the_formgrader_shows_why_a_hidden_test_scored_zero(graded, formgrader_page, artifacts):
+    """Trusted grading (`make grade`, the real sandbox) of a PPO without the min: the instructor's Formgrader
+    page for that submission shows, under each failing test cell, the trusted verdict and its message."""
+    _, _, _, results, real_sandbox = graded
+    assert real_sandbox
+    page, _, _ = formgrader_page("ada")
+    verdict = page.get_by_text("[trusted grader] FAILED (0 / 2): clipping must not apply to r < 1 - eps when A > 0")
+    verdict.first.wait_for(timeout=10_000)
+    verdict.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "formgrader_trusted_verdict.png"))
+    assert page.get_by_text("[trusted grader] passed").count() > 5  # the cells it got right say so too
+    assert page.get_by_text("What went wrong:").count() >= len(
+        [c for c in results["ada"].cells.values() if c.score < c.points])
 
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_the_feedback_page_of_an_honest_submission(graded, browser, artifacts, student):
-    course, _, _, results = graded
+    course, _, _, results, _ = graded
     assignment = STUDENTS[student]
     path = course / "feedback" / student / assignment / NOTEBOOK.replace(".ipynb", ".html")
     page = browser.new_page(viewport={"width": 1100, "height": 900})

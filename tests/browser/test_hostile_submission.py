@@ -7,6 +7,7 @@ gives the attacker marks through the Formgrader's own API."""
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -97,9 +98,8 @@ def _open(browser, url: str, server: LabServer | None = None):
     """The page as the logged-in instructor sees it (its own API calls authenticated too)."""
     headers = {"Authorization": f"token {server.token}"} if server else {}
     page = browser.new_context(extra_http_headers=headers, viewport={"width": 1400, "height": 1000}).new_page()
-    page.goto(url)
+    page.goto(url)  # "load": after every image's error handler and every inline script or SVG onload had its turn
     page.get_by_text("My answer is").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1000)  # time for an image's error handler
     return page
 
 
@@ -127,8 +127,8 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     server = start()
     page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
     page.screenshot(path=str(artifacts / "formgrader_hostile_submission.png"))
-    page.wait_for_function("formgrader.grades.loaded", timeout=10_000)  # the scores are live
-    page.wait_for_timeout(1500)
+    # the scores are live, and MathJax (which renders the student's formulas after "load") is done
+    page.wait_for_function("formgrader.grades.loaded && window.MathJax && MathJax.loaded === true", timeout=60_000)
     assert page.evaluate("window.__pwned") is None
     assert page.locator(".text_cell_render img[onerror]").count() == 0
     # defence in depth: the page's policy refuses script and requests to any other host
@@ -151,9 +151,11 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
     page.wait_for_function("window.__pwned >= 1", timeout=10_000)
     page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
-    page.wait_for_timeout(1500)  # the script's saves
+    changed, deadline = set(), time.monotonic() + 30
+    while not changed and time.monotonic() < deadline:  # the script's saves, as they reach the gradebook
+        page.wait_for_timeout(200)
+        changed = {key for key, score in manual_scores(stock).items() if score != before[key]}
     page.close()
-    changed = {key for key, score in manual_scores(stock).items() if score != before[key]}
     assert changed, "the control: stock rendering should have let the script change a score"
 
 
@@ -198,12 +200,18 @@ def test_a_grading_click_changes_exactly_the_cell_clicked(graded, browser, artif
         in_release_order = [g for g in release_ids if g in shown]
         assert shown == in_release_order and len(shown) == len(set(shown))
         assert page.locator("h6").count() == 0 or page.locator("h6[id], h6[class]").count() == 0
+        saves = []  # the Formgrader's saves of a grade (PUT .../api/grade/<id>), answered
+        page.on("response", lambda r: saves.append(r.url) if "/api/grade/" in r.url and r.request.method == "PUT"
+                else None)
         heading = page.locator("#lab_question_1").locator("xpath=ancestor::div[contains(@class,'panel-heading')]")
         heading.locator("button.full-credit").click()
         page.locator("#lab_question_2").fill("1")
         page.locator("#lab_question_2").press("Tab")
         page.get_by_text("My answer is a plausible one.").click()
-        page.wait_for_timeout(2000)  # the Formgrader's saves
+        deadline = time.monotonic() + 30
+        while len(saves) < 2 and time.monotonic() < deadline:  # the two changes saved
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(500)  # and room for a third save, which would be a bug the assertions below catch
         page.screenshot(path=str(artifacts / "formgrader_clobbering_submission.png"), full_page=False)
     finally:
         page.close()
