@@ -345,11 +345,42 @@ class Kernel:
                 idle = True
         return time.perf_counter() - started, errors
 
+    def pause(self, seconds: float, stop: threading.Event) -> bool:
+        """A person's pause before the next cell, the page open: :func:`keep_reading`.  True if the run stops."""
+        return keep_reading(self.ws, seconds, stop, self.session.timeout)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.ws.close()
         with contextlib.suppress(Exception):
             self.session.api("DELETE", f"/api/sessions/{self.session_id}")
+
+
+def keep_reading(ws, seconds: float, stop: threading.Event, timeout: float) -> bool:
+    """Wait ``seconds`` as a browser with the notebook open does: reading the kernel's websocket all along, which
+    answers the server's pings (websocket-client answers a ping only inside ``recv``).  Jupyter Server pings
+    every 30 s and closes a websocket whose last pong is more than 90 s old (``ws_ping_timeout``): a client
+    that stopped reading for a pause of 86 s after a cell was cut off (s039 of the lab session of 40, both
+    runs; a browser never is).  What arrives meanwhile (late output of an earlier cell) is dropped, as
+    :meth:`Kernel.execute` drops what is not its cell's.  True if ``stop`` was set; raises if the server
+    closed the websocket."""
+    import websocket
+    deadline = time.perf_counter() + seconds
+    try:
+        while not stop.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return False
+            ws.settimeout(min(1.0, left))
+            try:  # back at each ping too (answered by then), so the deadline holds whatever the pings' pace
+                opcode, _ = ws.recv_data(control_frame=True)
+            except websocket.WebSocketTimeoutException:
+                continue
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                raise RuntimeError(f"the kernel's websocket was closed by the server during a pause ({ws.status})")
+        return True
+    finally:
+        ws.settimeout(timeout)
 
 
 CPU_PROBE = ("import os as _o; _t = _o.times(); "
@@ -402,7 +433,7 @@ class Student:
                 kernel.execute(f"import os; os.environ['RLHF_LAB_SETTING'] = {self.lab_setting!r}")
             code = [c for c in nb["cells"] if c["cell_type"] == "code"]
             for index, cell in enumerate(code):
-                if self.pauses_before and stop.wait(self.pauses_before[index]):
+                if self.pauses_before and kernel.pause(self.pauses_before[index], stop):
                     return
                 seconds, errors = kernel.execute(cell["source"])
                 if errors:

@@ -1,7 +1,10 @@
 """The pure parts of the class benches (bench/class_grading.py, bench/classroom.py): the synthetic class's
 draw and the scores it must get, the check that finds what an export lost or mixed, and the figures'
 computation.  The load runs themselves are benchmarks, not tests (their figures: bench/RESULTS.md)."""
+import contextlib
+import logging
 import math
+import threading
 
 import pytest
 
@@ -138,3 +141,63 @@ def test_validate_answers_read_as_the_lab_reads_them():
     assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x", "error": "No response"}]}})[1] == \
         "failed: 1 (first: 'No response')"
     assert cr.validate_verdict({"success": False, "value": "Traceback ..."})[0] is False
+
+
+@contextlib.contextmanager
+def pinging_websocket_server(ping_ms: int, timeout_ms: int):
+    """A websocket echo server that pings and drops a silent client as Jupyter Server's kernel websocket does
+    (its WebSocketMixin, with the pings every ``ping_ms`` instead of 30 s): yields its ws:// address."""
+    import asyncio
+    from jupyter_server.base.websocket import WebSocketMixin
+    from tornado import web, websocket
+
+    class Echo(WebSocketMixin, websocket.WebSocketHandler):
+        log = logging.getLogger("pinging_websocket_server")
+
+        def on_message(self, message):
+            self.write_message(message)
+
+    ready, state = threading.Event(), {}
+
+    def serve():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        app = web.Application([("/ws", Echo)], ws_ping_interval=ping_ms, ws_ping_timeout=timeout_ms,
+                              allow_unauthenticated_access=True)
+        server = app.listen(0, "127.0.0.1")
+        state.update(loop=loop, port=next(iter(server._sockets.values())).getsockname()[1])
+        ready.set()
+        loop.run_forever()
+        server.stop()
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield f"ws://127.0.0.1:{state['port']}/ws"
+    finally:
+        state["loop"].call_soon_threadsafe(state["loop"].stop)
+        thread.join(10)
+
+
+def test_a_students_pause_keeps_the_kernel_websocket_open_as_a_browser_does():
+    """s039 of the lab session of 40: a pause of 86 s after its first cell without reading the websocket, and the
+    server (pinging every 30 s, dropping a client silent for 90 s) closed it.  Here in miniature: 0.1 s and 0.3 s."""
+    import websocket
+    with pinging_websocket_server(ping_ms=100, timeout_ms=300) as url:
+        silent = websocket.create_connection(url, timeout=5)
+        reading = websocket.create_connection(url, timeout=5)
+        # meanwhile ``silent`` waits as the old harness did (stop.wait), nobody reading it
+        assert cr.keep_reading(reading, 0.8, threading.Event(), 5) is False
+        try:
+            silent.send("cell")
+            closed = silent.recv() == ""  # the close frame: the failure s039 met
+        except (OSError, websocket.WebSocketException):
+            closed = True
+        assert closed
+        reading.send("cell")
+        assert reading.recv() == "cell" and reading.timeout == 5
+        stop = threading.Event()
+        stop.set()
+        assert cr.keep_reading(reading, 5, stop, 5) is True  # Ctrl-C stops the pause at once
