@@ -183,7 +183,7 @@ def table(name: str, f: dict) -> str:
 class Hub:
     """`make hub` on a free loopback port, its own folder and accounts; stopped (all removed) by :meth:`stop`."""
 
-    def __init__(self, students: list[str], memory: str | None):
+    def __init__(self, students: list[str], memory: str | None, training_slots: int | None = None):
         from rlhf_course.classroom.hub import free_port
         self.scratch = Path(tempfile.mkdtemp(prefix="bench-classroom-"))
         self.scratch.chmod(0o755)
@@ -191,7 +191,8 @@ class Hub:
         self.log = open(self.scratch / "make-hub.log", "w+")
         command = ["make", "--no-print-directory", "-C", str(REPO), "hub", f"HUB_PORT={free_port()}",
                    f"HUB_BASE={self.base}", f"HUB_PREFIX={PREFIX}", f"HUB_STUDENTS={' '.join(students)}",
-                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else [])
+                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else []) + \
+            ([f"HUB_TRAINING_SLOTS={training_slots}"] if training_slots is not None else [])
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 900) -> dict:
@@ -673,6 +674,9 @@ def main() -> int:
     parser.add_argument("--lab-setting", choices=("", "smoke", "quick", "full"), default="",
                         help="the training cell's length (RLHF_LAB_SETTING, set in each kernel first); default: "
                              "what students run (quick)")
+    parser.add_argument("--training-slots", type=int, default=None,
+                        help="labs training at once (HUB_TRAINING_SLOTS; default make hub's, cores over each user's "
+                             "CPU quota; 0: no training queue)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in "
                         "10 s, the lab's smoke setting")
     parser.add_argument("--json", type=Path, help="write the figures there too")
@@ -685,7 +689,7 @@ def main() -> int:
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
-    hub = Hub(students + second_class + extra + ["solo"], args.memory)
+    hub = Hub(students + second_class + extra + ["solo"], args.memory, args.training_slots)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "args": {k: str(v) for k, v in vars(args).items()}, "load_at_start": os.getloadavg()}
