@@ -125,7 +125,7 @@ def test_a_run_is_summarised_and_item_3_judged():
     loads = [(1.0, 1.0, 1.0), (3.0, 2.0, 1.0), (2.0, 2.0, 1.0)]
     f = cr.summarise(students, [0.01, 0.03], 20.0, 1, loads)
     assert f["cell_latency_s"]["p50"] == pytest.approx(0.25) and f["cell_latency_s"]["count"] == 4
-    assert f["training_s"]["p50_over_alone"] == 2.0 and f["validate_failures"] == 1
+    assert f["training_s"]["p50_over_alone"] == f["training_s"]["p95_over_alone"] == 2.0 and f["validate_failures"] == 1
     assert f["failures"] == {"b": "RuntimeError: boom"} and (f["submitted"], f["collected"]) == (1, 1)
     assert f["load"]["peak_1min"] == 3.0 and f["spawn_s"]["max"] == 4.0
     assert "submitted / collected" in cr.table("lab", f)
