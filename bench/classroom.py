@@ -182,6 +182,31 @@ def table(name: str, f: dict) -> str:
 
 # ----------------------------------------------------------------------------- the run (root)
 
+RUN_LOCK = Path("/run/lock/rlhf-bench-classroom.lock")
+
+
+def one_class_at_a_time(path: Path = RUN_LOCK, say=print):
+    """Take the machine's lock of this bench (an open file, held until it is closed or the process ends), waiting
+    for another run to end first: every run makes and removes the same accounts (``rlhfcr_*``), so a run started
+    beside another removed the other's accounts at its start or end (2026-12-06: a burst run lost
+    ``rlhfcr_instructor`` to a lab run's clean-up), and two classes on one machine measure each other anyway."""
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        say(f"another bench/classroom.py run holds {path} ({lock.read().strip() or 'pid unknown'}): waiting for it "
+            f"to end")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, since {dt.datetime.now(dt.timezone.utc):%H:%M:%S} UTC\n")
+    lock.flush()
+    return lock
+
+
 class Hub:
     """`make hub` on a free loopback port, its own folder and accounts; stopped (all removed) by :meth:`stop`."""
 
@@ -691,6 +716,7 @@ def main() -> int:
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
+    _lock = one_class_at_a_time()  # held until this process ends
     hub = Hub(students + second_class + extra + ["solo"], args.memory, args.training_slots)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -4,6 +4,7 @@ computation.  The load runs themselves are benchmarks, not tests (their figures:
 import contextlib
 import logging
 import math
+import os
 import threading
 
 import pytest
@@ -201,3 +202,19 @@ def test_a_students_pause_keeps_the_kernel_websocket_open_as_a_browser_does():
         stop = threading.Event()
         stop.set()
         assert cr.keep_reading(reading, 5, stop, 5) is True  # Ctrl-C stops the pause at once
+
+
+def test_a_second_run_waits_for_the_first_it_would_remove_the_accounts_of(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "bench.lock"
+    first = cr.one_class_at_a_time(path)
+    second = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from pathlib import Path; "
+                               "from bench import classroom as cr; "
+                               f"cr.one_class_at_a_time(Path({str(path)!r})); print('ran', flush=True)"],
+                              stdout=subprocess.PIPE, text=True, cwd=cr.REPO)
+    said = second.stdout.readline()
+    assert said.startswith(f"another bench/classroom.py run holds {path} (pid {os.getpid()}, since ")
+    assert second.poll() is None  # waiting
+    first.close()
+    assert second.stdout.readline() == "ran\n" and second.wait(10) == 0
