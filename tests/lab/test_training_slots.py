@@ -31,7 +31,8 @@ def folder():
 
 
 def holder(folder: Path, seconds: float, as_nobody: bool = False) -> subprocess.Popen:
-    """Another process (another Unix user's, with ``as_nobody``) that takes the slot, says so, holds it."""
+    """Another process that takes the slot, says so, holds it: a lab's (TrainingQueue), or with ``as_nobody``
+    another Unix user's taking the slot file's lock as the queue does (it may not read this checkout)."""
     code = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
@@ -40,9 +41,18 @@ def holder(folder: Path, seconds: float, as_nobody: bool = False) -> subprocess.
             print("held" if held else "none", flush=True)
             time.sleep({seconds})
     """)
-    command = [sys.executable, "-c", code]
     if as_nobody:
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+        code = textwrap.dedent(f"""
+            import fcntl, os, time
+            descriptor = os.open({str(folder / "slot-0")!r}, os.O_RDONLY | os.O_NOFOLLOW)
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            print("held", flush=True)
+            time.sleep({seconds})
+        """)
+    command = [sys.executable, "-c", code]
+    if as_nobody:  # the system's Python: the checkout's may be out of another account's reach
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   shutil.which("python3", path="/usr/bin:/bin") or sys.executable, "-c", code]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert process.stdout.readline().strip() == "held"
