@@ -81,13 +81,17 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
+# HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
+# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180).
 # make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
 	  --students $(HUB_STUDENTS) $(if $(HUB_MAKE_PRIVATE),--make-checkout-private) \
 	  $(if $(HUB_MEMORY),--memory $(HUB_MEMORY)) $(if $(HUB_CPUS),--cpus $(HUB_CPUS)) \
 	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE)) \
-	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT))
+	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT)) \
+	  $(if $(HUB_TRAINING_SLOTS),--training-slots $(HUB_TRAINING_SLOTS)) \
+	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT))
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

@@ -124,8 +124,10 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
         "spawn_s": {"p50": percentile(spawn, 50), "p95": percentile(spawn, 95), "max": max(spawn, default=math.nan)},
         "cell_latency_s": {"p50": percentile(cells, 50), "p95": percentile(cells, 95), "max": max(cells, default=math.nan),
                            "count": len(cells)},
-        "training_s": {"alone": alone_training, "p50": percentile(training, 50), "max": max(training, default=math.nan),
-                       "p50_over_alone": percentile(training, 50) / alone_training if alone_training else math.nan},
+        "training_s": {"alone": alone_training, "p50": percentile(training, 50), "p95": percentile(training, 95),
+                       "max": max(training, default=math.nan),
+                       "p50_over_alone": percentile(training, 50) / alone_training if alone_training else math.nan,
+                       "p95_over_alone": percentile(training, 95) / alone_training if alone_training else math.nan},
         "validate_s": {"p50": percentile(validate, 50), "max": max(validate, default=math.nan)},
         "validate_failures": sum(1 for s in students if not s.validate_ok),
         "cpu_s_per_notebook": {"p50": percentile(cpu, 50), "max": max(cpu, default=math.nan)},
@@ -158,9 +160,9 @@ def table(name: str, f: dict) -> str:
         ("cell latency s, training apart (p50 / p95 / max)",
          f"{s(f['cell_latency_s']['p50'])} / {s(f['cell_latency_s']['p95'])} / {s(f['cell_latency_s']['max'])}"
          f"  ({f['cell_latency_s']['count']} cells)"),
-        ("training s (alone / p50 / max; p50 over alone)",
-         f"{s(f['training_s']['alone'])} / {s(f['training_s']['p50'])} / {s(f['training_s']['max'])}; "
-         f"{s(f['training_s']['p50_over_alone'])}x"),
+        ("training s (alone / p50 / p95 / max; p50, p95 over alone)",
+         f"{s(f['training_s']['alone'])} / {s(f['training_s']['p50'])} / {s(f['training_s']['p95'])} / "
+         f"{s(f['training_s']['max'])}; {s(f['training_s']['p50_over_alone'])}x, {s(f['training_s']['p95_over_alone'])}x"),
         ("Validate s (p50 / max), failures", f"{s(f['validate_s']['p50'])} / {s(f['validate_s']['max'])}, "
                                             f"{f['validate_failures']}"),
         ("kernel CPU s per notebook (p50 / max)", f"{s(f['cpu_s_per_notebook']['p50'])} / {s(f['cpu_s_per_notebook']['max'])}"),
@@ -180,10 +182,35 @@ def table(name: str, f: dict) -> str:
 
 # ----------------------------------------------------------------------------- the run (root)
 
+RUN_LOCK = Path("/run/lock/rlhf-bench-classroom.lock")
+
+
+def one_class_at_a_time(path: Path = RUN_LOCK, say=print):
+    """Take the machine's lock of this bench (an open file, held until it is closed or the process ends), waiting
+    for another run to end first: every run makes and removes the same accounts (``rlhfcr_*``), so a run started
+    beside another removed the other's accounts at its start or end (2026-12-06: a burst run lost
+    ``rlhfcr_instructor`` to a lab run's clean-up), and two classes on one machine measure each other anyway."""
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        say(f"another bench/classroom.py run holds {path} ({lock.read().strip() or 'pid unknown'}): waiting for it "
+            f"to end")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, since {dt.datetime.now(dt.timezone.utc):%H:%M:%S} UTC\n")
+    lock.flush()
+    return lock
+
+
 class Hub:
     """`make hub` on a free loopback port, its own folder and accounts; stopped (all removed) by :meth:`stop`."""
 
-    def __init__(self, students: list[str], memory: str | None):
+    def __init__(self, students: list[str], memory: str | None, training_slots: int | None = None):
         from rlhf_course.classroom.hub import free_port
         self.scratch = Path(tempfile.mkdtemp(prefix="bench-classroom-"))
         self.scratch.chmod(0o755)
@@ -191,7 +218,8 @@ class Hub:
         self.log = open(self.scratch / "make-hub.log", "w+")
         command = ["make", "--no-print-directory", "-C", str(REPO), "hub", f"HUB_PORT={free_port()}",
                    f"HUB_BASE={self.base}", f"HUB_PREFIX={PREFIX}", f"HUB_STUDENTS={' '.join(students)}",
-                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else [])
+                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else []) + \
+            ([f"HUB_TRAINING_SLOTS={training_slots}"] if training_slots is not None else [])
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 900) -> dict:
@@ -345,11 +373,42 @@ class Kernel:
                 idle = True
         return time.perf_counter() - started, errors
 
+    def pause(self, seconds: float, stop: threading.Event) -> bool:
+        """A person's pause before the next cell, the page open: :func:`keep_reading`.  True if the run stops."""
+        return keep_reading(self.ws, seconds, stop, self.session.timeout)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.ws.close()
         with contextlib.suppress(Exception):
             self.session.api("DELETE", f"/api/sessions/{self.session_id}")
+
+
+def keep_reading(ws, seconds: float, stop: threading.Event, timeout: float) -> bool:
+    """Wait ``seconds`` as a browser with the notebook open does: reading the kernel's websocket all along, which
+    answers the server's pings (websocket-client answers a ping only inside ``recv``).  Jupyter Server pings
+    every 30 s and closes a websocket whose last pong is more than 90 s old (``ws_ping_timeout``): a client
+    that stopped reading for a pause of 86 s after a cell was cut off (s039 of the lab session of 40, both
+    runs; a browser never is).  What arrives meanwhile (late output of an earlier cell) is dropped, as
+    :meth:`Kernel.execute` drops what is not its cell's.  True if ``stop`` was set; raises if the server
+    closed the websocket."""
+    import websocket
+    deadline = time.perf_counter() + seconds
+    try:
+        while not stop.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return False
+            ws.settimeout(min(1.0, left))
+            try:  # back at each ping too (answered by then), so the deadline holds whatever the pings' pace
+                opcode, _ = ws.recv_data(control_frame=True)
+            except websocket.WebSocketTimeoutException:
+                continue
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                raise RuntimeError(f"the kernel's websocket was closed by the server during a pause ({ws.status})")
+        return True
+    finally:
+        ws.settimeout(timeout)
 
 
 CPU_PROBE = ("import os as _o; _t = _o.times(); "
@@ -402,7 +461,7 @@ class Student:
                 kernel.execute(f"import os; os.environ['RLHF_LAB_SETTING'] = {self.lab_setting!r}")
             code = [c for c in nb["cells"] if c["cell_type"] == "code"]
             for index, cell in enumerate(code):
-                if self.pauses_before and stop.wait(self.pauses_before[index]):
+                if self.pauses_before and kernel.pause(self.pauses_before[index], stop):
                     return
                 seconds, errors = kernel.execute(cell["source"])
                 if errors:
@@ -642,6 +701,9 @@ def main() -> int:
     parser.add_argument("--lab-setting", choices=("", "smoke", "quick", "full"), default="",
                         help="the training cell's length (RLHF_LAB_SETTING, set in each kernel first); default: "
                              "what students run (quick)")
+    parser.add_argument("--training-slots", type=int, default=None,
+                        help="labs training at once (HUB_TRAINING_SLOTS; default make hub's, cores over each user's "
+                             "CPU quota; 0: no training queue)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in "
                         "10 s, the lab's smoke setting")
     parser.add_argument("--json", type=Path, help="write the figures there too")
@@ -654,7 +716,8 @@ def main() -> int:
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
-    hub = Hub(students + second_class + extra + ["solo"], args.memory)
+    _lock = one_class_at_a_time()  # held until this process ends
+    hub = Hub(students + second_class + extra + ["solo"], args.memory, args.training_slots)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "args": {k: str(v) for k, v in vars(args).items()}, "load_at_start": os.getloadavg()}

@@ -20,6 +20,8 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
+* `<base>/training-slots/`: the machine's training queue (rlhf_course/lab/training_slots.py), world-writable
+  and sticky, K slot files of root's: at most K labs train at once (`--training-slots`), the others wait;
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts.
 
@@ -160,11 +162,16 @@ def free_port() -> int:
 class Classroom:
     def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
                  make_checkout_private: bool = False, limits: dict | None = None,
-                 idle_timeout: int = IDLE_TIMEOUT):
+                 idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
+                 training_wait: float | None = None):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
         self.idle_timeout = idle_timeout  # seconds before an idle server is stopped; 0: never
+        # the machine's training queue (rlhf_course/lab/training_slots.py): K labs train at once; 0: no queue
+        self.training_slots = self.default_training_slots() if training_slots is None else training_slots
+        self.training_wait = training_wait  # seconds a lab waits for a slot at most (None: the lab's default)
+        self.training_slot_dir = base / "training-slots"
         self.hub_port, self.proxy_api_port = free_port(), free_port()
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
@@ -246,6 +253,9 @@ class Classroom:
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
         self.hub_dir.mkdir(mode=0o700)
+        if self.training_slots:
+            from rlhf_course.lab.training_slots import create_folder
+            create_folder(self.training_slot_dir, self.training_slots)
         self.fill_lab_cache()
         self.write_hub_config()
 
@@ -255,6 +265,23 @@ class Classroom:
         from rlhf_course.lab.threads import LAB_MAX_THREADS, usable_cpus
         cpus = self.limits.get("cpu_limit", DEFAULT_CPUS) or usable_cpus()
         return max(1, min(LAB_MAX_THREADS, math.ceil(cpus - 1e-9), usable_cpus()))
+
+    def default_training_slots(self) -> int:
+        """K: as many labs as this machine's cores train at each user's full CPU quota, at least one."""
+        from rlhf_course.lab.threads import usable_cpus
+        from rlhf_course.lab.training_slots import default_slots
+        return default_slots(usable_cpus(), self.limits.get("cpu_limit", DEFAULT_CPUS))
+
+    def training_queue_env(self) -> dict[str, str]:
+        """What every server needs to find the queue (none when it is off)."""
+        from rlhf_course.lab import training_slots
+        if not self.training_slots:
+            return {}
+        env = {training_slots.FOLDER_VARIABLE: str(self.training_slot_dir),
+               training_slots.SLOTS_VARIABLE: str(self.training_slots)}
+        if self.training_wait is not None:
+            env[training_slots.MAX_WAIT_VARIABLE] = str(self.training_wait)
+        return env
 
     def fill_lab_cache(self) -> None:
         """The lab's first two stages, trained once for the whole class, in the background: a lab run before
@@ -276,7 +303,8 @@ class Classroom:
         return env
 
     def write_hub_config(self) -> None:
-        base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache)}
+        base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache),
+                    **self.training_queue_env()}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:
             environments[name] = {**base_env,
@@ -459,6 +487,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
                   f"course directory: {self.course}", f"exchange: {self.exchange}",
                   f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}",
+                  f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots)"
+                  if self.training_slots else "labs train whenever they are run (no training queue)",
                   f"idle servers stopped after {self.idle_timeout} s (files kept; the next login starts them)"
                   if self.idle_timeout else "idle servers are never stopped (--idle-timeout 0)",
                   f"the hub restarts by itself if it stops (kill $(cat {self.hub_dir}/jupyterhub.pid)): "
@@ -496,6 +526,11 @@ def main(argv=None) -> None:
     parser.add_argument("--cpus", type=float, default=None, help="CPU cores each user's processes may use together")
     parser.add_argument("--processes", type=int, default=None, help="processes (and threads) per user")
     parser.add_argument("--file-size", default=None, help="largest file a user's process may write (e.g. 1G)")
+    parser.add_argument("--training-slots", type=int, default=None,
+                        help="labs that train at once on this machine, the others wait their turn (default: the "
+                             "cores over each user's CPU quota, at least 1; 0: no queue)")
+    parser.add_argument("--training-wait", type=float, default=None,
+                        help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
@@ -504,7 +539,7 @@ def main(argv=None) -> None:
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
-                          args.idle_timeout)
+                          args.idle_timeout, args.training_slots, args.training_wait)
     stopping = []
 
     def stop(signum, frame):

@@ -32,6 +32,7 @@ import torch
 from rlhf_course.lab import SETTINGS, language, notebook_setting
 from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
+from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.i18n import padded, plot_text, t
 from rlhf_course.lab.student import StudentFunctionError, guard
@@ -199,10 +200,12 @@ class GrpoLabResult:
 
 
 def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable, kl_estimator_k3: Callable,
-            setting: str = "quick", show_progress: bool = True, threads: int | None = None, **overrides) -> GrpoLabResult:
+            setting: str = "quick", show_progress: bool = True, threads: int | None = None,
+            queue: TrainingQueue | None = None, **overrides) -> GrpoLabResult:
     """SFT and the reward model as in the PPO lab (same seed, same models), then GRPO with the three
     functions. Raises StudentFunctionError naming a function that cannot train.  ``threads``: torch's,
-    by default the PPO lab's (at most two, never more than the CPUs this process may use)."""
+    by default the PPO lab's (at most two, never more than the CPUs this process may use).  The training waits
+    for a slot of ``queue``, by default the machine's where the hub set one up (rlhf_course/lab/training_slots.py)."""
     import time
     from rlhf_course.lab.shared_stages import sft_and_reward_model
     from rlhf_course.lab.train import LabConfig
@@ -213,14 +216,15 @@ def run_lab(group_relative_advantages: Callable, ppo_clipped_objective: Callable
     check_before_training(student)
     lab_config = LabConfig.setting(setting)
     seconds = {}
-    start = time.perf_counter()
-    shared = sft_and_reward_model(lab_config, show_progress)  # once per machine with RLHF_LAB_CACHE (make hub)
-    sft, reward_model, generator = shared.sft, shared.reward_model, shared.generator
-    seconds["SFT and reward model"] = time.perf_counter() - start
-    start = time.perf_counter()
-    _, history, samples = grpo_train(sft, reward_model, student, GrpoConfig.setting(setting, **overrides), generator,
-                                     show_progress)
-    seconds["GRPO"] = time.perf_counter() - start
+    with training_slot(queue):
+        start = time.perf_counter()
+        shared = sft_and_reward_model(lab_config, show_progress)  # once per machine with RLHF_LAB_CACHE (make hub)
+        sft, reward_model, generator = shared.sft, shared.reward_model, shared.generator
+        seconds["SFT and reward model"] = time.perf_counter() - start
+        start = time.perf_counter()
+        _, history, samples = grpo_train(sft, reward_model, student, GrpoConfig.setting(setting, **overrides),
+                                         generator, show_progress)
+        seconds["GRPO"] = time.perf_counter() - start
     return GrpoLabResult(history, samples, seconds)
 
 

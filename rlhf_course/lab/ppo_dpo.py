@@ -27,6 +27,7 @@ from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.shared_stages import sft_and_reward_model
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 from rlhf_course.lab.threads import lab_threads
+from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 
 # Two threads on the course machines (2 cores): faster alone (bench/demo.py measures one thread against two;
 # figures in bench/RESULTS.md), but never more than the CPUs this process may use (its affinity and its
@@ -64,8 +65,10 @@ class DemoResult:
 
 def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: Callable,
              setting: str = "quick", show_progress: bool = True, threads: int | None = DEFAULT_THREADS,
-             **overrides) -> DemoResult:
-    """Run SFT, reward model, PPO and DPO with the given functions; raise StudentFunctionError on a bug."""
+             queue: TrainingQueue | None = None, **overrides) -> DemoResult:
+    """Run SFT, reward model, PPO and DPO with the given functions; raise StudentFunctionError on a bug.
+    The training waits for a slot of ``queue`` (by default the machine's, where the hub set one up:
+    rlhf_course/lab/training_slots.py); the functions' checks do not."""
     if threads:
         torch.set_num_threads(threads)
     config = train.LabConfig.setting(setting, **overrides)
@@ -81,14 +84,15 @@ def run_demo(ppo_clipped_objective: Callable, dpo_loss: Callable, compute_gae: C
         cpu_seconds[name] = time.process_time() - cpu_start
         return out
 
-    # the same for every student: trained once per machine where RLHF_LAB_CACHE names a cache (make hub)
-    shared = timed("sft_and_reward_model", sft_and_reward_model, config, show_progress)
-    sft, reward_model, report, generator = shared.sft, shared.reward_model, shared.report, shared.generator
-    _, ppo_history, samples = timed("ppo", train.ppo_rlhf, sft, reward_model, student, config, generator,
-                                    show_progress)
-    pairs = timed("dpo_data", train.sample_preferences, sft, config.dpo_pairs, generator)
-    _, dpo_history = timed("dpo", train.dpo_train, sft, reward_model, pairs, student, config, generator,
-                           show_progress)
+    with training_slot(queue):
+        # the same for every student: trained once per machine where RLHF_LAB_CACHE names a cache (make hub)
+        shared = timed("sft_and_reward_model", sft_and_reward_model, config, show_progress)
+        sft, reward_model, report, generator = shared.sft, shared.reward_model, shared.report, shared.generator
+        _, ppo_history, samples = timed("ppo", train.ppo_rlhf, sft, reward_model, student, config, generator,
+                                        show_progress)
+        pairs = timed("dpo_data", train.sample_preferences, sft, config.dpo_pairs, generator)
+        _, dpo_history = timed("dpo", train.dpo_train, sft, reward_model, pairs, student, config, generator,
+                               show_progress)
     return DemoResult(config, report, ppo_history, samples, dpo_history, parameter_count(sft), seconds, cpu_seconds)
 
 

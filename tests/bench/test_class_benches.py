@@ -1,7 +1,11 @@
 """The pure parts of the class benches (bench/class_grading.py, bench/classroom.py): the synthetic class's
 draw and the scores it must get, the check that finds what an export lost or mixed, and the figures'
 computation.  The load runs themselves are benchmarks, not tests (their figures: bench/RESULTS.md)."""
+import contextlib
+import logging
 import math
+import os
+import threading
 
 import pytest
 
@@ -122,7 +126,7 @@ def test_a_run_is_summarised_and_item_3_judged():
     loads = [(1.0, 1.0, 1.0), (3.0, 2.0, 1.0), (2.0, 2.0, 1.0)]
     f = cr.summarise(students, [0.01, 0.03], 20.0, 1, loads)
     assert f["cell_latency_s"]["p50"] == pytest.approx(0.25) and f["cell_latency_s"]["count"] == 4
-    assert f["training_s"]["p50_over_alone"] == 2.0 and f["validate_failures"] == 1
+    assert f["training_s"]["p50_over_alone"] == f["training_s"]["p95_over_alone"] == 2.0 and f["validate_failures"] == 1
     assert f["failures"] == {"b": "RuntimeError: boom"} and (f["submitted"], f["collected"]) == (1, 1)
     assert f["load"]["peak_1min"] == 3.0 and f["spawn_s"]["max"] == 4.0
     assert "submitted / collected" in cr.table("lab", f)
@@ -138,3 +142,79 @@ def test_validate_answers_read_as_the_lab_reads_them():
     assert cr.validate_verdict({"success": True, "value": {"failed": [{"source": "x", "error": "No response"}]}})[1] == \
         "failed: 1 (first: 'No response')"
     assert cr.validate_verdict({"success": False, "value": "Traceback ..."})[0] is False
+
+
+@contextlib.contextmanager
+def pinging_websocket_server(ping_ms: int, timeout_ms: int):
+    """A websocket echo server that pings and drops a silent client as Jupyter Server's kernel websocket does
+    (its WebSocketMixin, with the pings every ``ping_ms`` instead of 30 s): yields its ws:// address."""
+    import asyncio
+    from jupyter_server.base.websocket import WebSocketMixin
+    from tornado import web, websocket
+
+    class Echo(WebSocketMixin, websocket.WebSocketHandler):
+        log = logging.getLogger("pinging_websocket_server")
+
+        def on_message(self, message):
+            self.write_message(message)
+
+    ready, state = threading.Event(), {}
+
+    def serve():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        app = web.Application([("/ws", Echo)], ws_ping_interval=ping_ms, ws_ping_timeout=timeout_ms,
+                              allow_unauthenticated_access=True)
+        server = app.listen(0, "127.0.0.1")
+        state.update(loop=loop, port=next(iter(server._sockets.values())).getsockname()[1])
+        ready.set()
+        loop.run_forever()
+        server.stop()
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield f"ws://127.0.0.1:{state['port']}/ws"
+    finally:
+        state["loop"].call_soon_threadsafe(state["loop"].stop)
+        thread.join(10)
+
+
+def test_a_students_pause_keeps_the_kernel_websocket_open_as_a_browser_does():
+    """s039 of the lab session of 40: a pause of 86 s after its first cell without reading the websocket, and the
+    server (pinging every 30 s, dropping a client silent for 90 s) closed it.  Here in miniature: 0.1 s and 0.3 s."""
+    import websocket
+    with pinging_websocket_server(ping_ms=100, timeout_ms=300) as url:
+        silent = websocket.create_connection(url, timeout=5)
+        reading = websocket.create_connection(url, timeout=5)
+        # meanwhile ``silent`` waits as the old harness did (stop.wait), nobody reading it
+        assert cr.keep_reading(reading, 0.8, threading.Event(), 5) is False
+        try:
+            silent.send("cell")
+            closed = silent.recv() == ""  # the close frame: the failure s039 met
+        except (OSError, websocket.WebSocketException):
+            closed = True
+        assert closed
+        reading.send("cell")
+        assert reading.recv() == "cell" and reading.timeout == 5
+        stop = threading.Event()
+        stop.set()
+        assert cr.keep_reading(reading, 5, stop, 5) is True  # Ctrl-C stops the pause at once
+
+
+def test_a_second_run_waits_for_the_first_it_would_remove_the_accounts_of(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "bench.lock"
+    first = cr.one_class_at_a_time(path)
+    second = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from pathlib import Path; "
+                               "from bench import classroom as cr; "
+                               f"cr.one_class_at_a_time(Path({str(path)!r})); print('ran', flush=True)"],
+                              stdout=subprocess.PIPE, text=True, cwd=cr.REPO)
+    said = second.stdout.readline()
+    assert said.startswith(f"another bench/classroom.py run holds {path} (pid {os.getpid()}, since ")
+    assert second.poll() is None  # waiting
+    first.close()
+    assert second.stdout.readline() == "ran\n" and second.wait(10) == 0

@@ -1,0 +1,40 @@
+"""make hub's training queue (rlhf_course/lab/training_slots.py), fast (no hub): K from the machine's cores and each
+user's CPU quota, the variables every server gets, the folder's modes (students add tickets and lock slots,
+never remove the slots)."""
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlhf_course.classroom.hub import Classroom
+from rlhf_course.lab import training_slots
+from rlhf_course.lab.threads import usable_cpus
+
+
+def classroom(tmp_path, **kwargs) -> Classroom:
+    return Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path(sys.executable), **kwargs)
+
+
+def test_k_and_the_variables_every_server_gets(tmp_path):
+    room = classroom(tmp_path, limits={"cpu_limit": 1.0})
+    assert room.training_slots == max(1, usable_cpus())
+    assert room.training_queue_env() == {"RLHF_TRAINING_SLOT_DIR": str(tmp_path / "base" / "training-slots"),
+                                         "RLHF_TRAINING_SLOTS": str(room.training_slots)}
+    queue = training_slots.TrainingQueue.from_environment(room.training_queue_env())
+    assert (queue.folder, queue.slots) == (tmp_path / "base" / "training-slots", room.training_slots)
+    assert classroom(tmp_path, training_slots=3, training_wait=60).training_queue_env()["RLHF_TRAINING_SLOT_WAIT"] == "60"
+    assert classroom(tmp_path, training_slots=0).training_queue_env() == {}  # --training-slots 0: no queue
+
+
+def test_the_queue_folder_is_sticky_and_its_slots_are_roots(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the hub makes it as root")
+    folder = tmp_path / "training-slots"
+    training_slots.create_folder(folder, 2)
+    training_slots.create_folder(folder, 2)  # again: a restarted classroom
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o1777
+    assert sorted(p.name for p in folder.iterdir()) == ["slot-0", "slot-1"]
+    for slot in folder.iterdir():
+        assert (slot.stat().st_uid, stat.S_IMODE(slot.stat().st_mode)) == (0, 0o644)
