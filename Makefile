@@ -87,7 +87,7 @@ hub: $(STAMP) $(CHP)
 	  --students $(HUB_STUDENTS) $(if $(HUB_MAKE_PRIVATE),--make-checkout-private) \
 	  $(if $(HUB_MEMORY),--memory $(HUB_MEMORY)) $(if $(HUB_CPUS),--cpus $(HUB_CPUS)) \
 	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE)) \
-	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT))
+	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT)) $(if $(HUB_WARM_KERNELS),--warm-kernels)
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)
