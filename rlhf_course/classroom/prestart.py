@@ -225,7 +225,10 @@ def main(argv: list[str]) -> int:
     if args.parallel < 1:
         parser.error("--parallel must be at least 1")
     moment = until(args.hold_until) if args.hold_until else None
-    asked = args.names + (read_roster(args.roster) if args.roster else [])
+    try:
+        asked = args.names + (read_roster(args.roster) if args.roster else [])
+    except (OSError, UnicodeDecodeError) as unreadable:
+        raise SystemExit(f"--roster {args.roster}: {unreadable}") from None
     names, outcomes = resolve_names(asked, accounts["students"], accounts.get("prefix", ""))
     api = HubAPI(accounts["url"], token)
     from tqdm import tqdm
