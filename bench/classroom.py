@@ -634,6 +634,15 @@ def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_
         "per_student": [vars(f) for f in figures]}
 
 
+def classrooms_with_prefix(prefix: str) -> list[int]:
+    """The pids of running classrooms (``python -m rlhf_course.classroom``) whose accounts take ``prefix``: a second
+    one would remove and re-create the same accounts under the first (it clears accounts an interrupted run left)."""
+    from rlhf_course.classroom.hub import _processes
+    return [pid for pid, argv in _processes()
+            if argv[1:3] == ["-m", "rlhf_course.classroom"] and "--prefix" in argv
+            and argv[argv.index("--prefix") + 1:argv.index("--prefix") + 2] == [prefix]]
+
+
 def classroom_cpu_seconds(names: list[str]) -> float:
     """CPU seconds the processes now in these users' cgroups have used (their servers and kernels)."""
     from rlhf_course.classroom.spawner import UserCgroup
@@ -716,6 +725,10 @@ def main() -> int:
         args.lab_setting = args.lab_setting or "smoke"
     if os.geteuid() != 0:
         parser.error("needs root: make hub creates accounts and runs each server as its user")
+    running = classrooms_with_prefix(PREFIX)
+    if running:
+        parser.error(f"another bench/classroom.py's hub runs with the accounts {PREFIX}* (pid {running[0]}): two at "
+                     f"once remove each other's accounts; wait for it to end")
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
