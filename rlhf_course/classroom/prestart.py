@@ -75,14 +75,20 @@ class HubAPI:
         return self.http.post(f"{self.base}/users/{name}/server", timeout=self.timeout)
 
     def mark_active(self, names: list[str]) -> list[str]:
-        """Tell the hub these users' servers are active now; the names it refused."""
+        """Tell the hub these users' servers are active now; the names it refused, each with why (a hub down
+        for a moment, restarting mid-class, is said and tried again at the next round)."""
+        import requests
         now = dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
         refused = []
         for name in names:
-            reply = self.http.post(f"{self.base}/users/{name}/activity", timeout=self.timeout,
-                                   json={"last_activity": now, "servers": {"": {"last_activity": now}}})
+            try:
+                reply = self.http.post(f"{self.base}/users/{name}/activity", timeout=self.timeout,
+                                       json={"last_activity": now, "servers": {"": {"last_activity": now}}})
+            except requests.RequestException as error:
+                refused.append(f"{name} (the hub did not answer: {type(error).__name__})")
+                continue
             if reply.status_code >= 400:
-                refused.append(name)
+                refused.append(f"{name} ({reply.status_code}: {_reason(reply)})")
         return refused
 
 
