@@ -91,7 +91,8 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_PROCESSES),--processes $(HUB_PROCESSES)) $(if $(HUB_FILE_SIZE),--file-size $(HUB_FILE_SIZE)) \
 	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT)) \
 	  $(if $(HUB_TRAINING_SLOTS),--training-slots $(HUB_TRAINING_SLOTS)) \
-	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT))
+	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT)) \
+	  $(if $(HUB_WARM_KERNELS),--warm-kernels)
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

@@ -19,6 +19,12 @@ root), saves it (``PUT /api/contents``), Validates (``/assignments/validate``) a
     burst   everyone logs in at once and runs all cells without a pause; then everyone Submits in the same
             second while the instructor collects.
 
+--prestart: before the class (after the student alone), the instructor starts the class's servers
+(``python -m rlhf_course.classroom prestart``), timed and reported apart; the class begins once the servers'
+processes are quiet (their cgroups under 0.1 core), so the students find their servers running.  --warm-kernels:
+``make hub HUB_WARM_KERNELS=1``, each student's server keeps a kernel with the notebook's imports done for the first
+notebook (rlhf_course/classroom/warm_kernels.py).  ``bench/cell_cpu.py`` gives each cell's CPU alone.
+
 Before the class, one student runs the notebook alone: the training cell's time alone.  After it, the instructor
 collects (``nbgrader collect rlhf``) and the submissions collected are counted.
 
@@ -210,7 +216,7 @@ def one_class_at_a_time(path: Path = RUN_LOCK, say=print):
 class Hub:
     """`make hub` on a free loopback port, its own folder and accounts; stopped (all removed) by :meth:`stop`."""
 
-    def __init__(self, students: list[str], memory: str | None, training_slots: int | None = None):
+    def __init__(self, students: list[str], memory: str | None, make_variables: tuple[str, ...] = ()):
         from rlhf_course.classroom.hub import free_port
         self.scratch = Path(tempfile.mkdtemp(prefix="bench-classroom-"))
         self.scratch.chmod(0o755)
@@ -218,8 +224,7 @@ class Hub:
         self.log = open(self.scratch / "make-hub.log", "w+")
         command = ["make", "--no-print-directory", "-C", str(REPO), "hub", f"HUB_PORT={free_port()}",
                    f"HUB_BASE={self.base}", f"HUB_PREFIX={PREFIX}", f"HUB_STUDENTS={' '.join(students)}",
-                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else []) + \
-            ([f"HUB_TRAINING_SLOTS={training_slots}"] if training_slots is not None else [])
+                   "HUB_MAKE_PRIVATE=1"] + ([f"HUB_MEMORY={memory}"] if memory else []) + list(make_variables)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 900) -> dict:
@@ -687,6 +692,67 @@ def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_
         "per_student": [vars(f) for f in figures]}
 
 
+def classrooms_with_prefix(prefix: str) -> list[int]:
+    """The pids of running classrooms (``python -m rlhf_course.classroom``) whose accounts take ``prefix``: a second
+    one would remove and re-create the same accounts under the first (it clears accounts an interrupted run left)."""
+    from rlhf_course.classroom.hub import _processes
+    return [pid for pid, argv in _processes()
+            if argv[1:3] == ["-m", "rlhf_course.classroom"] and "--prefix" in argv
+            and argv[argv.index("--prefix") + 1:argv.index("--prefix") + 2] == [prefix]]
+
+
+def classroom_cpu_seconds(names: list[str]) -> float:
+    """CPU seconds the processes now in these users' cgroups have used (their servers and kernels)."""
+    from rlhf_course.classroom.spawner import UserCgroup
+    ticks, seen = 0, set()
+    for name in names:
+        for folder in UserCgroup(name).dirs():
+            with contextlib.suppress(OSError):
+                seen.update((folder / "cgroup.procs").read_text().split())
+    for pid in seen:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_quiet(names: list[str], cores: float = 0.1, window: float = 3.0, cap: float = 300.0) -> float:
+    """Wait until these users' processes use less than ``cores`` cores over ``window`` seconds (a pre-started
+    server's warm kernel imports in the background after the hub calls the server ready); the seconds waited
+    (``cap`` at most).  Only the class's own cgroups count: other developers' load does not hold it up."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < cap:
+        before = classroom_cpu_seconds(names)
+        time.sleep(window)
+        if classroom_cpu_seconds(names) - before < cores * window:
+            break
+    return time.perf_counter() - began
+
+
+def prestart_class(accounts: dict, base: Path, names: list[str], parallel: int | None) -> dict:
+    """``python -m rlhf_course.classroom prestart`` for the class (what an instructor runs before it), timed, then
+    the wait until the servers are quiet; the figures, reported apart from the students' spawn."""
+    command = [sys.executable, "-m", "rlhf_course.classroom", "prestart", "--base", str(base), *names]
+    if parallel:
+        command += ["--parallel", str(parallel)]
+    load = os.getloadavg()
+    began = time.perf_counter()
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    settle = wait_until_quiet(names)
+    started = re.findall(r"^  (\S+)\s+started in ([0-9.]+) s", proc.stdout, re.M)
+    figures = {"seconds": seconds, "settled_after_s": settle, "returncode": proc.returncode,
+               "servers_started": len(started),
+               "server_s": {"p50": percentile([float(x) for _, x in started], 50),
+                            "max": max((float(x) for _, x in started), default=math.nan)},
+               "summary": [line for line in proc.stdout.splitlines() if re.match(r"\d+ started, ", line)],
+               "failures": [line.strip() for line in proc.stdout.splitlines() if " failed" in line and ":" in line],
+               "load_start": load, "load_end": os.getloadavg()}
+    if proc.returncode:
+        print(f"prestart failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}", flush=True)
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=5)
@@ -706,6 +772,13 @@ def main() -> int:
                              "CPU quota; 0: no training queue)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 students, pauses x0.05, arrivals in "
                         "10 s, the lab's smoke setting")
+    parser.add_argument("--prestart", action="store_true", help="the instructor starts the class's servers before "
+                        "the class (python -m rlhf_course.classroom prestart), timed apart; the class starts once "
+                        "their processes are quiet")
+    parser.add_argument("--prestart-parallel", type=int, default=None, help="servers prestart starts at a time "
+                        "(default: its own, the CPUs)")
+    parser.add_argument("--warm-kernels", action="store_true", help="make hub HUB_WARM_KERNELS=1: each student's "
+                        "server keeps a kernel with the notebook's imports done for the first notebook")
     parser.add_argument("--json", type=Path, help="write the figures there too")
     args = parser.parse_args()
     if args.quick:
@@ -713,11 +786,17 @@ def main() -> int:
         args.lab_setting = args.lab_setting or "smoke"
     if os.geteuid() != 0:
         parser.error("needs root: make hub creates accounts and runs each server as its user")
+    running = classrooms_with_prefix(PREFIX)
+    if running:
+        parser.error(f"another bench/classroom.py's hub runs with the accounts {PREFIX}* (pid {running[0]}): two at "
+                     f"once remove each other's accounts; wait for it to end")
     students = [f"s{i:03d}" for i in range(1, args.students + 1)]
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
     _lock = one_class_at_a_time()  # held until this process ends
-    hub = Hub(students + second_class + extra + ["solo"], args.memory, args.training_slots)
+    make_variables = (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
+        ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ())
+    hub = Hub(students + second_class + extra + ["solo"], args.memory, make_variables)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                      "args": {k: str(v) for k, v in vars(args).items()}, "load_at_start": os.getloadavg()}
@@ -735,6 +814,12 @@ def main() -> int:
         results["alone"] = vars(solo)
         print(f"alone: training {solo.training:.1f} s, cells p50 {percentile(solo.cells, 50):.3f} s, "
               f"Validate {solo.validate:.1f} s, kernel CPU {solo.cpu_seconds:.1f} s", flush=True)
+        if args.prestart:
+            results["prestart"] = prestart_class(accounts, hub.base, names, args.prestart_parallel)
+            p = results["prestart"]
+            print(f"prestart: {p['servers_started']} servers in {p['seconds']:.1f} s (each {p['server_s']['p50']:.1f} s "
+                  f"p50, {p['server_s']['max']:.1f} s max), quiet {p['settled_after_s']:.0f} s later; "
+                  f"{' '.join(p['summary'][:1])}; load {' '.join(f'{x:.2f}' for x in p['load_end'])}", flush=True)
         results["class"] = scenario_figures(accounts, names, args.scenario, args, answers, course_id, solo.training)
         print(table(f"{args.scenario}, {len(names)} students", results["class"]), flush=True)
         if args.with_neighbours:

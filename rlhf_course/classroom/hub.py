@@ -50,6 +50,8 @@ from pathlib import Path
 
 from rlhf_course import COURSE_FILES, COURSE_ROOT
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
+from rlhf_course.classroom.prestart import TOKEN_FILE
+from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.i18n import cjk_font
@@ -163,7 +165,7 @@ class Classroom:
     def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
                  make_checkout_private: bool = False, limits: dict | None = None,
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
-                 training_wait: float | None = None):
+                 training_wait: float | None = None, warm_kernels: bool = False):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -172,6 +174,7 @@ class Classroom:
         self.training_slots = self.default_training_slots() if training_slots is None else training_slots
         self.training_wait = training_wait  # seconds a lab waits for a slot at most (None: the lab's default)
         self.training_slot_dir = base / "training-slots"
+        self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
         self.hub_port, self.proxy_api_port = free_port(), free_port()
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
@@ -246,9 +249,11 @@ class Classroom:
             "from rlhf_course import exchange\n"
             f"exchange.configure(get_config(), {str(self.exchange)!r}, {self.course_id!r})\n")
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
-        (self.student_config / "jupyter_server_config.json").write_text(json.dumps(
-            {"ServerApp": {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}},
-            indent=1))
+        server_app = {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}
+        if self.warm_kernels:  # a kernel with the notebook's imports done, waiting for the first notebook
+            server_app["kernel_manager_class"] = "rlhf_course.classroom.warm_kernels.WarmKernelManager"
+        (self.student_config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": server_app},
+                                                                                  indent=1))
         subprocess.run(["chmod", "-R", "go+rX", str(self.base / "jupyter")], check=True)
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
@@ -256,6 +261,9 @@ class Classroom:
         if self.training_slots:
             from rlhf_course.lab.training_slots import create_folder
             create_folder(self.training_slot_dir, self.training_slots)
+        token = self.hub_dir / TOKEN_FILE  # `prestart`'s key to the hub's API (root's, as the folder)
+        token.touch(mode=0o600)
+        token.write_text(secrets.token_hex(32))
         self.fill_lab_cache()
         self.write_hub_config()
 
@@ -352,11 +360,12 @@ def per_user(spawner):
 
 
 c.Spawner.pre_spawn_hook = per_user
-{self.culler_config()}""")
+{self.culler_config()}{prestart_hub_config(self.hub_dir / TOKEN_FILE)}""")
         accounts = {"url": self.url, "course": str(self.course), "exchange": str(self.exchange),
                     "python": self.server.python, "path": self.server.path,
                     "instructor": self.instructor_name, "students": self.student_names,
-                    "passwords": self.passwords, "homes": {n: str(self.base / "home" / n) for n in self.names}}
+                    "passwords": self.passwords, "homes": {n: str(self.base / "home" / n) for n in self.names},
+                    "prefix": self.prefix, "idle_timeout": self.idle_timeout}
         (self.hub_dir / "accounts.json").write_text(json.dumps(accounts, indent=1))
 
     def culler_config(self) -> str:
@@ -489,6 +498,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}",
                   f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots)"
                   if self.training_slots else "labs train whenever they are run (no training queue)",
+                  f"students' servers started before the class (as root): cd {self.repo} && .venv/bin/python "
+                  f"-m rlhf_course.classroom prestart --base {self.base}",
                   f"idle servers stopped after {self.idle_timeout} s (files kept; the next login starts them)"
                   if self.idle_timeout else "idle servers are never stopped (--idle-timeout 0)",
                   f"the hub restarts by itself if it stops (kill $(cat {self.hub_dir}/jupyterhub.pid)): "
@@ -534,12 +545,16 @@ def main(argv=None) -> None:
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
+    parser.add_argument("--warm-kernels", action="store_true",
+                        help="each student's server starts a python kernel as it starts, imports torch, matplotlib and "
+                             "the course's modules there, and hands it to the first notebook opened "
+                             "(rlhf_course/classroom/warm_kernels.py)")
     args = parser.parse_args(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
-                          args.idle_timeout, args.training_slots, args.training_wait)
+                          args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels)
     stopping = []
 
     def stop(signum, frame):
