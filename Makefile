@@ -82,7 +82,8 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
-# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180).
+# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180).  HUB_WARM_KERNELS=1: each server keeps one kernel
+# with the notebook's imports done for the first notebook (docs/classroom.md; with `prestart` before a class).
 # make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
