@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "instructor"))
 
-from rlhf_course import COURSE_FILES  # noqa: E402
+from rlhf_course import copy_course_files  # noqa: E402
 from rlhf_course.grading import instructor, notebooks  # noqa: E402
 
 ACCOUNT_PREFIX = "rlhfcb_"
@@ -250,12 +250,7 @@ def course_template(scratch: Path) -> Path:
     from rlhf_course.grading import release
     course = scratch / "template"
     course.mkdir(parents=True)
-    for name in COURSE_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, course / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, course / name)
+    copy_course_files(course, REPO)
     release.generate_release(course)
     return course
 

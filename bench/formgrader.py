@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import nbformat  # noqa: E402
 
-from rlhf_course import ASSIGNMENT, COURSE_FILES, NOTEBOOK  # noqa: E402
+from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files  # noqa: E402
 from rlhf_course.grading import examples, notebooks, release, settings  # noqa: E402
 
 MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer: 44 s on this (x3.3 per two more characters)
@@ -73,11 +73,7 @@ def load() -> str:
 
 def new_course(course: Path) -> None:
     course.mkdir(parents=True)
-    for name in COURSE_FILES:
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, course / name,
-                                                             **({"ignore": shutil.ignore_patterns("__pycache__")}
-                                                                if src.is_dir() else {}))
+    copy_course_files(course, REPO)
     release.generate_release(course)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -56,11 +55,9 @@ def bench_lab() -> None:
 
 def new_course(course: Path) -> Path:
     """A scratch course directory: the instructor's inputs (``rlhf_course.COURSE_FILES``), nothing generated."""
-    from rlhf_course import COURSE_FILES
+    from rlhf_course import copy_course_files
     course.mkdir(parents=True)
-    for name in COURSE_FILES:
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, course / name)
-    return course
+    return copy_course_files(course, REPO)
 
 
 def bench_grading(workers: int) -> None:

@@ -134,10 +134,10 @@ ZH = {
     "The lab stopped: {reason}": "实验已停止：{reason}",
     # the machine's training queue (rlhf_course/lab/training_slots.py: a shared hub trains a few labs at a time)
     "Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)":
-        "正在等待训练名额：前面还有 {ahead} 人（这台机器同时训练 {slots} 个）",
-    "Got a training slot after {seconds:.0f} s: training now": "等待 {seconds:.0f} 秒后轮到你：开始训练",
+        "正在等待训练名额：前面还有 {ahead} 个训练任务在等待（本机最多同时运行 {slots} 个）",
+    "Got a training slot after {seconds:.0f} s: training now": "等待 {seconds:.0f} 秒后获得训练名额：开始训练",
     "Waited {seconds:.0f} s for a training slot: training now without one":
-        "已等待训练名额 {seconds:.0f} 秒：现在不再等待，直接开始训练",
+        "已等待训练名额 {seconds:.0f} 秒：不再等待，不占名额直接开始训练",
     # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.lab.ppo_dpo)
     "GRPO lab stopped: {reason}": "GRPO 实验已停止：{reason}",
     "demo stopped: {reason}": "PPO 与 DPO 实验已停止：{reason}",

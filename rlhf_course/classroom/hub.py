@@ -48,7 +48,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlhf_course import COURSE_FILES, COURSE_ROOT
+from rlhf_course import COURSE_ROOT, copy_course_files
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
 from rlhf_course.classroom.prestart import TOKEN_FILE
 from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
@@ -230,12 +230,7 @@ class Classroom:
         os.chown(self.exchange, instructor.uid, instructor.gid)
         self.exchange.chmod(0o755)
         self.course.mkdir()
-        for name in COURSE_FILES:
-            src = self.repo / name
-            if src.is_dir():
-                shutil.copytree(src, self.course / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            else:
-                shutil.copy2(src, self.course / name)
+        copy_course_files(self.course, self.repo)
         for path in [self.course, *self.course.rglob("*")]:
             os.chown(path, instructor.uid, instructor.gid, follow_symlinks=False)
         # `make release` as the instructor: release/ and the gradebook's record of the assignment.

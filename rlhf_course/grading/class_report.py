@@ -437,13 +437,16 @@ def _plot_language(language: str) -> str:
     return ENGLISH if language == ENGLISH or cjk_font() is None else language
 
 
-def distribution_plot(report: ClassReport, language: str = ENGLISH) -> str | None:
-    """Histogram of the scores after penalty, stacked by edition."""
-    if not report.rows:
-        return None
+def _styled(draw, report: ClassReport, language: str) -> str:
+    """``draw(report, language)`` under the report's plot style, in English where no CJK font is installed."""
     import matplotlib
     with matplotlib.rc_context(_plot_style(language)):
-        return _distribution_plot(report, _plot_language(language))
+        return draw(report, _plot_language(language))
+
+
+def distribution_plot(report: ClassReport, language: str = ENGLISH) -> str | None:
+    """Histogram of the scores after penalty, stacked by edition."""
+    return _styled(_distribution_plot, report, language) if report.rows else None
 
 
 def _distribution_plot(report: ClassReport, language: str) -> str:
@@ -465,11 +468,7 @@ def _distribution_plot(report: ClassReport, language: str) -> str:
 
 def tests_plot(report: ClassReport, language: str = ENGLISH) -> str | None:
     """Each hidden test's pass rate and discrimination side by side; flagged tests in red."""
-    if not report.tests:
-        return None
-    import matplotlib
-    with matplotlib.rc_context(_plot_style(language)):
-        return _tests_plot(report, _plot_language(language))
+    return _styled(_tests_plot, report, language) if report.tests else None
 
 
 def _tests_plot(report: ClassReport, language: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, settings
 from rlhf_course.grading.sandbox import sandbox_available
-from tests.support.browser import LabServer
+from tests.support.browser import InstructorServers, LabServer
 from tests.support.course import copy_course, needs_sandbox, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -103,18 +103,13 @@ def graded(tmp_path_factory):
         submissions = {s: gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), a, s)
                        for s, a in STUDENTS.items()}
         ids = {s: (n.id, len(n.grades)) for s, n in submissions.items()}
-    servers = {}
+    servers = InstructorServers(root)
 
     def start(at: Path = course) -> LabServer:
-        if at not in servers:
-            scratch = root / f"server{len(servers)}"
-            scratch.mkdir()
-            servers[at] = LabServer(at, scratch, env_extra={"PYTHONPATH": f"{at / 'instructor'}:{at}"})
-        return servers[at]
+        return servers.start(at)
 
     yield course, start, ids, results, real_sandbox
-    for server in servers.values():
-        server.stop()
+    servers.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from rlhf_course.grading import examples, feedback, notebooks, settings
 from tests.support.course import copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
-from tests.support.browser import LabServer
+from tests.support.browser import InstructorServers, LabServer
 from tests.support.submissions import ran_with_outputs
 
 # Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
@@ -50,18 +50,13 @@ def graded(tmp_path_factory):
     _hostile_submission(course)
     release_ids = [g for g in _clobbering_submission(course, CLOBBERING) if g]
     results = {r.student: r for r in grade_in_process(course)}
-    servers = {}
+    servers = InstructorServers(tmp_path)
 
     def start(root: Path = course) -> LabServer:
-        if root not in servers:
-            scratch = tmp_path / f"server{len(servers)}"
-            scratch.mkdir()
-            servers[root] = LabServer(root, scratch, env_extra={"PYTHONPATH": f"{root / 'instructor'}:{root}"})
-        return servers[root]
+        return servers.start(root)
 
     yield course, results, release_ids, start
-    for server in servers.values():
-        server.stop()
+    servers.stop()
 
 
 def _hostile_submission(course):

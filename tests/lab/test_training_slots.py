@@ -126,8 +126,8 @@ def test_nobody_waits_past_the_cap_and_the_message_is_in_the_notebooks_language(
         with i18n.speaking(i18n.CHINESE):
             with TrainingQueue(folder, 1, max_wait=0.3, poll=0.05).slot(say=said.append) as held:
                 assert held is False and 0.3 <= time.monotonic() - started < 1.5
-        assert said == ["正在等待训练名额：前面还有 0 人（这台机器同时训练 1 个）",
-                        "已等待训练名额 0 秒：现在不再等待，直接开始训练"]
+        assert said == ["正在等待训练名额：前面还有 0 个训练任务在等待（本机最多同时运行 1 个）",
+                        "已等待训练名额 0 秒：不再等待，不占名额直接开始训练"]
     finally:
         other.kill()
         other.wait()

@@ -102,6 +102,26 @@ class LabServer:
         self.log.close()
 
 
+class InstructorServers:
+    """The instructor's Jupyter server on a course folder (its ``instructor/`` importable), started the first time
+    a test asks for that folder and shared by the next ones; :meth:`stop` stops them all."""
+
+    def __init__(self, scratch: Path):
+        self.scratch, self.servers = scratch, {}
+
+    def start(self, course: Path) -> LabServer:
+        if course not in self.servers:
+            scratch = self.scratch / f"server{len(self.servers)}"
+            scratch.mkdir()
+            self.servers[course] = LabServer(course, scratch,
+                                             env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+        return self.servers[course]
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+
 # What JupyterLab's Nbgrader menu offers: the lab and the hub tests read it the same way.
 INSTRUCTOR_ONLY = ("Formgrader", "Course List", "Create Assignment")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course import COURSE_FILES
+from rlhf_course import COURSE_FILES, copy_course_files
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -37,14 +37,7 @@ def gradebook_url(course: Path) -> str:
 
 def copy_course(destination: Path) -> Path:
     """A scratch course directory: the instructor's inputs only, nothing generated."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in COURSE_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, destination / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, destination / name)
-    return destination
+    return copy_course_files(destination, REPO)
 
 
 RELEASE_CACHE = Path(tempfile.gettempdir()) / f"rlhf-course-test-releases-{os.getuid()}"  # per user: /tmp is shared
@@ -84,9 +77,7 @@ def release_course(course: Path) -> Path:
         if not (RELEASE_CACHE / key / ".complete").exists():
             shutil.rmtree(RELEASE_CACHE / key, ignore_errors=True)
             generated.mkdir(parents=True)
-            for name in COURSE_FILES:  # the inputs only: anything else a test added stays its own
-                src = course / name
-                (shutil.copytree if src.is_dir() else shutil.copy2)(src, generated / name)
+            copy_course_files(generated, course)  # the inputs only: anything else a test added stays its own
             release.generate_release(generated)
             (RELEASE_CACHE / key / ".complete").touch()
     shutil.copytree(generated, course, dirs_exist_ok=True)
