@@ -107,6 +107,7 @@ class StudentFigures:
     spawn: float = math.nan
     cells: list[float] = field(default_factory=list)        # latency of each cell but the training cell
     training: float = math.nan
+    training_wait: float = 0.0                               # of it, waiting for a training slot (its own words)
     validate: float = math.nan
     validate_ok: bool = False
     validate_problem: str = ""
@@ -122,6 +123,8 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
     cells = [c for s in students for c in s.cells]
     spawn = [s.spawn for s in students if not math.isnan(s.spawn)]
     training = [s.training for s in students if not math.isnan(s.training)]
+    trained = [s.training - s.training_wait for s in students if not math.isnan(s.training)]
+    waits = [s.training_wait for s in students if not math.isnan(s.training)]
     validate = [s.validate for s in students if not math.isnan(s.validate)]
     cpu = [s.cpu_seconds for s in students if not math.isnan(s.cpu_seconds)]
     memory = [s.memory_mib for s in students if not math.isnan(s.memory_mib)]
@@ -133,7 +136,9 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
         "training_s": {"alone": alone_training, "p50": percentile(training, 50), "p95": percentile(training, 95),
                        "max": max(training, default=math.nan),
                        "p50_over_alone": percentile(training, 50) / alone_training if alone_training else math.nan,
-                       "p95_over_alone": percentile(training, 95) / alone_training if alone_training else math.nan},
+                       "p95_over_alone": percentile(training, 95) / alone_training if alone_training else math.nan,
+                       "waiting_p50": percentile(waits, 50), "waiting_p95": percentile(waits, 95),
+                       "training_p50": percentile(trained, 50), "training_p95": percentile(trained, 95)},
         "validate_s": {"p50": percentile(validate, 50), "max": max(validate, default=math.nan)},
         "validate_failures": sum(1 for s in students if not s.validate_ok),
         "cpu_s_per_notebook": {"p50": percentile(cpu, 50), "max": max(cpu, default=math.nan)},
@@ -169,6 +174,9 @@ def table(name: str, f: dict) -> str:
         ("training s (alone / p50 / p95 / max; p50, p95 over alone)",
          f"{s(f['training_s']['alone'])} / {s(f['training_s']['p50'])} / {s(f['training_s']['p95'])} / "
          f"{s(f['training_s']['max'])}; {s(f['training_s']['p50_over_alone'])}x, {s(f['training_s']['p95_over_alone'])}x"),
+        ("of it, waiting for a slot / training (p50, p95)",
+         f"{s(f['training_s']['waiting_p50'])}, {s(f['training_s']['waiting_p95'])} / "
+         f"{s(f['training_s']['training_p50'])}, {s(f['training_s']['training_p95'])}"),
         ("Validate s (p50 / max), failures", f"{s(f['validate_s']['p50'])} / {s(f['validate_s']['max'])}, "
                                             f"{f['validate_failures']}"),
         ("kernel CPU s per notebook (p50 / max)", f"{s(f['cpu_s_per_notebook']['p50'])} / {s(f['cpu_s_per_notebook']['max'])}"),
@@ -356,7 +364,7 @@ class Kernel:
                                "allow_stdin": False, "stop_on_error": True}}
         started = time.perf_counter()
         self.ws.send(json.dumps(message))
-        errors, replied, idle = [], False, False
+        errors, replied, idle, self.output = [], False, False, ""
         while not (replied and idle):
             if time.perf_counter() - started > timeout:
                 raise RuntimeError(f"a cell ran longer than {timeout} s")
@@ -372,6 +380,8 @@ class Kernel:
             kind = reply["header"]["msg_type"]
             if kind == "error":
                 errors.append(f"{reply['content']['ename']}: {reply['content']['evalue']}"[:300])
+            elif kind == "stream":
+                self.output += reply["content"]["text"]
             elif kind == "execute_reply":
                 replied = True
             elif kind == "status" and reply["content"]["execution_state"] == "idle":
@@ -414,6 +424,18 @@ def keep_reading(ws, seconds: float, stop: threading.Event, timeout: float) -> b
         return True
     finally:
         ws.settimeout(timeout)
+
+
+def slot_wait(output: str) -> float:
+    """Seconds the training cell said it waited for a training slot (its line in either language; 0 if none)."""
+    from rlhf_course.i18n import TABLES, t
+    waited = 0.0
+    for line in ("Got a training slot after {seconds:.0f} s: training now",
+                 "Waited {seconds:.0f} s for a training slot: training now without one"):
+        for language in ("en", *TABLES):
+            pattern = re.escape(t(line, language=language, seconds=0)).replace("0", r"(\d+)", 1)
+            waited = max([waited, *map(float, re.findall(pattern, output))])
+    return waited
 
 
 CPU_PROBE = ("import os as _o; _t = _o.times(); "
@@ -473,6 +495,7 @@ class Student:
                     raise RuntimeError(f"cell {index} raised {errors[0]}")
                 if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == TRAINING_CELL:
                     self.figures.training = seconds
+                    self.figures.training_wait = slot_wait(kernel.output)
                 else:
                     self.figures.cells.append(seconds)
                 if self.progress:

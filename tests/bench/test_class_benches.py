@@ -119,14 +119,26 @@ def test_percentiles_arrivals_and_pauses():
     assert cr.pauses("s1", cells, 37, 0.1) == pytest.approx([w * 0.1 for w in waits])
 
 
+def test_the_training_cells_slot_wait_is_read_from_its_own_words_in_either_language():
+    from rlhf_course.i18n import t
+    got, gave_up = ("Got a training slot after {seconds:.0f} s: training now",
+                    "Waited {seconds:.0f} s for a training slot: training now without one")
+    waiting = t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)", ahead=3, slots=2)
+    assert cr.slot_wait(f"{waiting}\n{t(got, seconds=23.4)}\nstep 1\n") == 23.0
+    assert cr.slot_wait(t(got, language="zh-CN", seconds=7)) == 7.0
+    assert cr.slot_wait(t(gave_up, language="zh-CN", seconds=180)) == 180.0
+    assert cr.slot_wait("step 10 of 20\n") == 0.0
+
+
 def test_a_run_is_summarised_and_item_3_judged():
-    students = [cr.StudentFigures("a", spawn=2.0, cells=[0.1, 0.2, 0.3], training=40.0, validate=5.0, validate_ok=True,
-                                  submitted=True, cpu_seconds=50.0, memory_mib=700.0),
+    students = [cr.StudentFigures("a", spawn=2.0, cells=[0.1, 0.2, 0.3], training=40.0, training_wait=30.0,
+                                  validate=5.0, validate_ok=True, submitted=True, cpu_seconds=50.0, memory_mib=700.0),
                 cr.StudentFigures("b", spawn=4.0, cells=[0.4], failure="RuntimeError: boom")]
     loads = [(1.0, 1.0, 1.0), (3.0, 2.0, 1.0), (2.0, 2.0, 1.0)]
     f = cr.summarise(students, [0.01, 0.03], 20.0, 1, loads)
     assert f["cell_latency_s"]["p50"] == pytest.approx(0.25) and f["cell_latency_s"]["count"] == 4
     assert f["training_s"]["p50_over_alone"] == f["training_s"]["p95_over_alone"] == 2.0 and f["validate_failures"] == 1
+    assert (f["training_s"]["waiting_p95"], f["training_s"]["training_p95"]) == (30.0, 10.0)
     assert f["failures"] == {"b": "RuntimeError: boom"} and (f["submitted"], f["collected"]) == (1, 1)
     assert f["load"]["peak_1min"] == 3.0 and f["spawn_s"]["max"] == 4.0
     assert "submitted / collected" in cr.table("lab", f)
