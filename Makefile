@@ -82,7 +82,8 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
-# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180).  HUB_WARM_KERNELS=1: each server keeps one kernel
+# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_BOOST: a lab's CPU weight while it
+# holds a slot (500; everyone else 100; 100: no boost).  HUB_WARM_KERNELS=1: each server keeps one kernel
 # with the notebook's imports done for the first notebook (docs/classroom.md; with `prestart` before a class).
 # make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
@@ -93,6 +94,7 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT)) \
 	  $(if $(HUB_TRAINING_SLOTS),--training-slots $(HUB_TRAINING_SLOTS)) \
 	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT)) \
+	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
 	  $(if $(HUB_WARM_KERNELS),--warm-kernels)
 
 clean:

@@ -108,6 +108,7 @@ class StudentFigures:
     cells: list[float] = field(default_factory=list)        # latency of each cell but the training cell
     training: float = math.nan
     training_wait: float = 0.0                               # of it, waiting for a training slot (its own words)
+    training_at: float = math.nan                            # when it was run, seconds after the class began
     validate: float = math.nan
     validate_ok: bool = False
     validate_problem: str = ""
@@ -490,11 +491,12 @@ class Student:
             for index, cell in enumerate(code):
                 if self.pauses_before and kernel.pause(self.pauses_before[index], stop):
                     return
+                sent = time.perf_counter() - started
                 seconds, errors = kernel.execute(cell["source"])
                 if errors:
                     raise RuntimeError(f"cell {index} raised {errors[0]}")
                 if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == TRAINING_CELL:
-                    self.figures.training = seconds
+                    self.figures.training, self.figures.training_at = seconds, sent
                     self.figures.training_wait = slot_wait(kernel.output)
                 else:
                     self.figures.cells.append(seconds)
@@ -790,6 +792,8 @@ def main() -> int:
     parser.add_argument("--lab-setting", choices=("", "smoke", "quick", "full"), default="",
                         help="the training cell's length (RLHF_LAB_SETTING, set in each kernel first); default: "
                              "what students run (quick)")
+    parser.add_argument("--training-boost", type=int, default=None,
+                        help="a slot holder's CPU weight (HUB_TRAINING_BOOST; default make hub's; 100: no boost)")
     parser.add_argument("--training-slots", type=int, default=None,
                         help="labs training at once (HUB_TRAINING_SLOTS; default make hub's, cores over each user's "
                              "CPU quota; 0: no training queue)")
@@ -818,7 +822,8 @@ def main() -> int:
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
     _lock = one_class_at_a_time()  # held until this process ends
     make_variables = (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
-        ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ())
+        ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ()) + \
+        ((f"HUB_TRAINING_BOOST={args.training_boost}",) if args.training_boost is not None else ())
     hub = Hub(students + second_class + extra + ["solo"], args.memory, make_variables)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -22,6 +22,8 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
 * `<base>/training-slots/`: the machine's training queue (rlhf_course/lab/training_slots.py), world-writable
   and sticky, K slot files of root's: at most K labs train at once (`--training-slots`), the others wait;
+  while a lab holds a slot its user's cgroup weighs more in the CPU scheduler (`--training-boost`,
+  rlhf_course/classroom/training_boost.py);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts.
 
@@ -54,6 +56,7 @@ from rlhf_course.classroom.prestart import TOKEN_FILE
 from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
+from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost
 from rlhf_course.i18n import cjk_font
 
 IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
@@ -165,7 +168,8 @@ class Classroom:
     def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
                  make_checkout_private: bool = False, limits: dict | None = None,
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
-                 training_wait: float | None = None, warm_kernels: bool = False):
+                 training_wait: float | None = None, warm_kernels: bool = False,
+                 training_boost: int = BOOSTED_WEIGHT):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -174,6 +178,9 @@ class Classroom:
         self.training_slots = self.default_training_slots() if training_slots is None else training_slots
         self.training_wait = training_wait  # seconds a lab waits for a slot at most (None: the lab's default)
         self.training_slot_dir = base / "training-slots"
+        # a slot holder's cgroup cpu.weight while it trains (training_boost.py); the default weight (100): none
+        self.training_boost_weight = training_boost
+        self.training_boost: TrainingBoost | None = None
         self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
         self.hub_port, self.proxy_api_port = free_port(), free_port()
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
@@ -468,7 +475,17 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
     def remove_accounts(self) -> None:
         remove_accounts(self.names, self.group)
 
+    def start_training_boost(self) -> None:
+        """Slot holders weigh ``training_boost_weight`` in the CPU scheduler while they train."""
+        from rlhf_course.lab.training_slots import slot_path
+        if not self.training_slots or self.training_boost_weight == DEFAULT_WEIGHT:
+            return
+        slots = [slot_path(self.training_slot_dir, index) for index in range(self.training_slots)]
+        self.training_boost = TrainingBoost(slots, self.training_boost_weight).start()
+
     def remove(self) -> None:
+        if self.training_boost:
+            self.training_boost.stop()
         self.stop()
         if self.lab_cache_process and self.lab_cache_process.poll() is None:
             self.lab_cache_process.kill()
@@ -492,6 +509,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   f"course directory: {self.course}", f"exchange: {self.exchange}",
                   f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}",
                   f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots)"
+                  + (f", each at CPU weight {self.training_boost_weight} while it trains (--training-boost)"
+                     if self.training_boost else "")
                   if self.training_slots else "labs train whenever they are run (no training queue)",
                   f"students' servers started before the class (as root): cd {self.repo} && .venv/bin/python "
                   f"-m rlhf_course.classroom prestart --base {self.base}",
@@ -537,6 +556,10 @@ def main(argv=None) -> None:
                              "cores over each user's CPU quota, at least 1; 0: no queue)")
     parser.add_argument("--training-wait", type=float, default=None,
                         help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
+    parser.add_argument("--training-boost", type=int, default=BOOSTED_WEIGHT,
+                        help=f"the CPU weight (cgroup v2 cpu.weight; everyone else's is {DEFAULT_WEIGHT}) of a lab "
+                             f"holding a training slot, while it holds it (default {BOOSTED_WEIGHT}; "
+                             f"{DEFAULT_WEIGHT}: no boost)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
@@ -549,7 +572,8 @@ def main(argv=None) -> None:
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
-                          args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels)
+                          args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
+                          args.training_boost)
     stopping = []
 
     def stop(signum, frame):
@@ -561,6 +585,7 @@ def main(argv=None) -> None:
     try:
         classroom.create()
         classroom.start()
+        classroom.start_training_boost()
         print(classroom.summary(), flush=True)
         print(f"\nready in {time.time() - started:.0f} s", flush=True)
         (classroom.hub_dir / "ready").write_text(classroom.url)

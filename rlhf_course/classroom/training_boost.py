@@ -1,0 +1,144 @@
+"""While a lab holds one of the training queue's slots, its user's cgroup weighs more in the CPU scheduler.
+
+The training queue (rlhf_course/lab/training_slots.py) lets K labs train at once so that each trains at
+about its full quota; but the kernel's scheduler gives every busy user's cgroup an equal share (the same CPU
+weight each), so while other students run their explorers, Validate or start their servers, a
+slot holder trains at a fraction of its core and the queue behind it grows (bench/RESULTS.md, a lab session
+of 40).  The classroom (root) watches the
+slots: every ``every`` seconds it reads which processes hold them (``/proc/locks``: a slot is an exclusive
+``flock``), finds each holder's user cgroup under the classroom's (``rlhf-classroom/<user>``) and sets its
+CPU weight to ``weight``; a cgroup whose user holds no slot any more gets the default back.  The user's
+quota (``cpu.max``) still bounds it: a boosted lab never has more than its own cores, it only has them first.
+
+Only root writes a cgroup's weight, so a student cannot boost themselves but by holding a slot; one who holds
+it on purpose (their own code taking the lock) gets their own quota first and no more, and the others train
+without a slot after ``RLHF_TRAINING_SLOT_WAIT``, as without the boost.
+cgroup v2's ``cpu.weight`` (default 100) or v1's ``cpu.shares`` (default 1024, the weight scaled alike), as the
+spawner made the user's cgroup (rlhf_course/classroom/spawner.py: UserCgroup).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+
+from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
+
+DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight when nobody set it (v1: cpu.shares 1024)
+BOOSTED_WEIGHT = 500  # a slot holder's: five other busy users' worth
+CLASS_CGROUPS = (CGROUP_ROOT / CGROUP_NAME, CGROUP_ROOT / "cpu" / CGROUP_NAME)  # v2's, v1's cpu hierarchy's
+
+
+def locked_inodes(locks_text: str) -> dict[tuple[int, int, int], int]:
+    """``/proc/locks``'s granted FLOCK locks: (major, minor, inode) -> the holding process's pid (waiters,
+    the ``->`` lines, and POSIX locks are left out)."""
+    held = {}
+    for line in locks_text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        try:
+            pid = int(fields[4])
+            major, minor, inode = fields[5].split(":")
+            held[(int(major, 16), int(minor, 16), int(inode))] = pid
+        except ValueError:
+            continue
+    return held
+
+
+def user_cgroup(pid: int, parents: tuple[Path, ...] = CLASS_CGROUPS, root: Path = CGROUP_ROOT) -> Path | None:
+    """The classroom user cgroup (``<parent>/<user>``, v2's or v1's cpu hierarchy's) the process runs in, or
+    None (not one of the class's)."""
+    try:
+        text = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            cgroup = root / path.lstrip("/")
+        elif "cpu" in controllers.split(","):
+            cgroup = root / "cpu" / path.lstrip("/")
+        else:
+            continue
+        if cgroup.parent in parents:
+            return cgroup
+    return None
+
+
+class TrainingBoost:
+    """Slot holders' cgroups at ``weight``, everyone else's at the default (see the module's docstring)."""
+
+    def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT,
+                 parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5):
+        if not 1 <= weight <= 10000:
+            raise ValueError(f"a CPU weight is 1 to 10000 (cgroup v2's cpu.weight), not {weight}")
+        self.slot_files, self.weight, self.parents, self.every = slot_files, weight, parents, every
+        self.boosted: set[Path] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def holders(self) -> set[Path]:
+        """The user cgroups whose processes hold a slot now."""
+        try:
+            held = locked_inodes(Path("/proc/locks").read_text())
+        except OSError:
+            return set()
+        cgroups = set()
+        for path in self.slot_files:
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            pid = held.get((os.major(info.st_dev), os.minor(info.st_dev), info.st_ino))
+            cgroup = user_cgroup(pid, self.parents) if pid else None
+            if cgroup is not None:
+                cgroups.add(cgroup)
+        return cgroups
+
+    def step(self) -> set[Path]:
+        """One look at the slots: boost the new holders, give the others their weight back; the boosted now."""
+        holders = self.holders()
+        for cgroup in self.boosted - holders:
+            _set_weight(cgroup, DEFAULT_WEIGHT)
+        for cgroup in holders - self.boosted:
+            _set_weight(cgroup, self.weight)
+        self.boosted = {c for c in holders if c.is_dir()}
+        return self.boosted
+
+    def restore(self) -> None:
+        for cgroup in self.boosted:
+            _set_weight(cgroup, DEFAULT_WEIGHT)
+        self.boosted = set()
+
+    def start(self) -> "TrainingBoost":
+        def watch():
+            while not self._stop.wait(self.every):
+                self.step()
+            self.restore()
+        self._thread = threading.Thread(target=watch, name="training-boost", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def cpu_weight(cgroup: Path) -> int | None:
+    """The cgroup's CPU weight on v2's scale (v1's cpu.shares / 10.24), or None (no such cgroup)."""
+    with contextlib.suppress(OSError):
+        return int((cgroup / "cpu.weight").read_text())
+    with contextlib.suppress(OSError):
+        return round(int((cgroup / "cpu.shares").read_text()) * DEFAULT_WEIGHT / 1024)
+    return None
+
+
+def _set_weight(cgroup: Path, weight: int) -> None:
+    with contextlib.suppress(OSError):  # the user's server stopped meanwhile: its cgroup is gone
+        if (cgroup / "cpu.weight").exists():
+            (cgroup / "cpu.weight").write_text(str(weight))
+        else:
+            (cgroup / "cpu.shares").write_text(str(weight * 1024 // DEFAULT_WEIGHT))
