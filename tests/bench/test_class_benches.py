@@ -230,3 +230,11 @@ def test_a_second_run_waits_for_the_first_it_would_remove_the_accounts_of(tmp_pa
     assert second.poll() is None  # waiting
     first.close()
     assert second.stdout.readline() == "ran\n" and second.wait(10) == 0
+
+
+def test_the_ideal_replay_of_trainings_queues_them_on_the_cores():
+    from bench import training_bound
+    assert training_bound.replay([0, 0, 0, 0], 10, cores=2) == [10, 10, 20, 20]  # two at a time
+    assert training_bound.replay([0, 5, 30], 10, cores=2) == [10, 10, 10]  # never more than two: nobody waits
+    assert training_bound.replay([0, 0, 0, 0], 10, cores=2, pair_factor=1.5) == [15, 15, 30, 30]
+    assert training_bound.replay([0, 0], 10, cores=1) == [10, 20]
