@@ -229,9 +229,9 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
     import ipywidgets as widgets
 
     def redraw(**values):
-        import matplotlib.pyplot as plt
+        from rlhf_course import figure_output
         drawn = plot(student_function, **values)
-        plt.show()
+        figure_output.show()
         return drawn
 
     return widgets.interactive(redraw, **sliders(widgets))

@@ -119,11 +119,11 @@ def show_in_notebook(result: DemoResult | None) -> None:
         if not os.environ.get("NBGRADER_EXECUTION"):
             print(t("Run the lab above once all three functions pass their visible tests."))
         return
-    import matplotlib.pyplot as plt
+    from rlhf_course import figure_output
     from rlhf_course.lab.plots import plot_dpo_history, plot_ppo_history
     for plot, history in ((plot_ppo_history, result.ppo_history), (plot_dpo_history, result.dpo_history)):
         plot(history)
-        plt.show()
+        figure_output.show()
 
 
 def save_figures(result: DemoResult, out_dir: Path) -> list[Path]:
