@@ -9,6 +9,7 @@ Stages: SFT on a toy sentiment language -> a Bradley-Terry reward model -> PPO-R
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -111,6 +112,10 @@ def run_in_notebook(ppo_clipped_objective: Callable, dpo_loss: Callable, compute
         print(t("The lab stopped: {reason}", reason=exc))
         return None
     print(format_summary(result))
+    # The training leaves many surviving objects behind, and Python's next full collection (0.2 CPU-s in a
+    # kernel after training) would fall on whatever cell allocates next: the plots below, which thirty students
+    # run at once.  Collected here, inside the training cell, which the class's training slots pace.
+    gc.collect()
     return result
 
 
