@@ -22,7 +22,7 @@ INLINE_BACKENDS = ("module://matplotlib_inline.backend_inline", "inline")
 
 def _inline_png_only(fig) -> bool:
     """Whether ``fig`` would go to an IPython kernel's inline backend as a plain PNG with the default print
-    options and no display metadata (an opaque background)."""
+    options, closed once shown, with no display metadata (an opaque background)."""
     import matplotlib
     if matplotlib.get_backend() not in INLINE_BACKENDS:
         return False
@@ -30,7 +30,7 @@ def _inline_png_only(fig) -> bool:
     from matplotlib_inline.config import InlineBackend
     backend = InlineBackend.instance()
     return (set(backend.figure_formats) == {"png"} and backend.print_figure_kwargs == {"bbox_inches": "tight"}
-            and _fetch_figure_metadata(fig) is None)
+            and backend.close_figures and _fetch_figure_metadata(fig) is None)
 
 
 def tight_png(fig) -> bytes:
@@ -68,6 +68,9 @@ def show(fig=None) -> None:
         plt.show()
         return
     from IPython.display import display
+    if not fig.axes and not fig.lines:  # IPython prints nothing for an empty figure
+        plt.close(fig)
+        return
     # base64 text, as IPython's own PNG formatter sends a figure
     data = {"image/png": base64.b64encode(tight_png(fig)).decode("ascii"), "text/plain": repr(fig)}
     plt.close(fig)
