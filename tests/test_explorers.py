@@ -162,3 +162,113 @@ def test_grpo_explorer_names_an_unready_function():
     _todo.__name__ = "group_relative_advantages"
     shown = explorers.grpo_explorer(_todo)
     assert isinstance(shown, widgets.HTML) and "Implement group_relative_advantages above" in shown.value
+
+
+# ----------------------------------------------------------------------------- the cost of a class drawing at once
+
+class _DrawCounter:
+    """Counts Figure.draw calls (each is a layout and a pass over every artist), as a wrapper the test installs."""
+
+    def __init__(self, monkeypatch):
+        from matplotlib.figure import Figure
+        self.count, original = 0, Figure.draw
+
+        def draw(figure, renderer):
+            self.count += 1
+            return original(figure, renderer)
+        monkeypatch.setattr(Figure, "draw", draw)
+
+
+def test_tight_png_draws_once_and_matches_the_inline_backends_png(fns, monkeypatch):
+    """The inline backend prints a figure with bbox_inches="tight": two draws (issue #37).  tight_png draws
+    once and gives the same picture at the same size (up to anti-aliasing of a sub-pixel shift)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from rlhf_course import figure_output
+
+    explorers.plot_ppo_objective(fns["ppo_clipped_objective"])
+    fig = plt.gcf()
+    counter = _DrawCounter(monkeypatch)
+    ours = figure_output.tight_png(fig)
+    assert counter.count == 1
+    theirs = io.BytesIO()
+    fig.savefig(theirs, format="png", dpi=fig.dpi, bbox_inches="tight")  # what print_figure does
+    assert counter.count == 3
+    plt.close(fig)
+    a, b = (np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=float) for data in (ours, theirs.getvalue()))
+    assert a.shape == b.shape
+    differ = np.abs(a - b) > 64
+    # measured: 0.1 % of the pixels differ by more than a quarter of the grey range, all on edges of lines
+    # and glyphs; a one-pixel shift or a missing panel would be 5-10 %
+    assert differ.mean() < 0.01, differ.mean()
+
+
+def test_explorer_update_draws_its_figure_once(fns, monkeypatch):
+    """Moving a slider redraws the student's figure with one draw, shown as one PNG (the inline backend's
+    path is taken as in a kernel; here the display is captured)."""
+    import IPython.display
+
+    from rlhf_course import figure_output
+
+    import matplotlib.pyplot as plt
+    open_before = set(plt.get_fignums())
+    shown = []
+    monkeypatch.setattr(figure_output, "_inline_png_only", lambda fig: True)
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False: shown.append(data))
+    explorer = explorers.dpo_explorer(fns["dpo_loss"])
+    assert len(shown) == 1  # the first drawing, as the cell runs
+    counter = _DrawCounter(monkeypatch)
+    shown.clear()
+    slider(explorer, "beta").value = 1.0
+    assert counter.count == 1
+    assert len(shown) == 1 and shown[0]["image/png"].startswith("iVBORw0KGgo")  # base64 of a PNG's signature
+    assert set(plt.get_fignums()) <= open_before  # shown and closed: nothing left for the backend to print again
+
+
+def _one_by_one_ppo(ppo_clipped_objective, ratios, advantage, clip_epsilon):
+    points = [explorers._ppo_point(ppo_clipped_objective, r, advantage, clip_epsilon) for r in ratios]
+    return np.array([v for v, _ in points]), np.array([g for _, g in points])
+
+
+def test_ppo_curve_batched_is_the_single_token_calls(fns):
+    """The explorer calls the student's objective once on a batch (vmap): the same numbers as 251 calls."""
+    ratios = np.linspace(0.0, 2.5, 251)
+    for advantage, eps in ((1.0, 0.2), (-1.5, 0.4)):
+        batched = explorers._ppo_curve_batched(fns["ppo_clipped_objective"], ratios, advantage, eps)
+        assert batched is not None  # the reference can be batched: the cheap path is the one taken
+        for got, want in zip(batched, _one_by_one_ppo(fns["ppo_clipped_objective"], ratios, advantage, eps)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_functions_that_cannot_be_batched_are_called_one_by_one(fns):
+    """Python control flow on a value, or a write into an unbatched tensor, makes vmap fail: the explorers then
+    call the function per input and draw what it computes, silently."""
+    def ppo_with_item(ratio, advantage, clip_epsilon=0.2):
+        low, high = 1 - clip_epsilon, 1 + clip_epsilon
+        if low <= ratio.item() <= high:
+            return (ratio * advantage).mean()
+        return (ratio * 0 + min(max(ratio.item(), low), high) * advantage).mean()
+
+    ratios = np.linspace(0.0, 2.5, 26)
+    assert explorers._ppo_curve_batched(ppo_with_item, ratios, 1.0, 0.2) is None
+    got = explorers.ppo_curve(ppo_with_item, ratios, 1.0, 0.2)
+    for g, w in zip(got, _one_by_one_ppo(ppo_with_item, ratios, 1.0, 0.2)):
+        np.testing.assert_array_equal(g, w)
+    assert got[1][0] == 0.0 and got[1][10] == 1.0  # flat outside the region, slope A inside
+
+    def gae_into_a_fresh_tensor(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+        advantages, running = torch.zeros(rewards.shape[0], dtype=rewards.dtype), 0.0
+        for t in reversed(range(rewards.shape[0])):
+            next_v = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+            running = rewards[t] + gamma * next_v - values[t] + gamma * gae_lambda * running
+            advantages[t] = running  # vmap cannot write a batched value into this unbatched tensor
+        return advantages
+
+    episodes = [torch.randn(12, generator=torch.Generator().manual_seed(i), dtype=torch.float64) for i in range(4)]
+    for function in (gae_into_a_fresh_tensor, fns["compute_gae"]):
+        got = explorers._first_advantages(function, episodes, episodes[::-1], 0.9, 0.5)
+        want = [fns["compute_gae"](r, v, 0.0, 0.9, 0.5)[0].item() for r, v in zip(episodes, episodes[::-1])]
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -248,10 +248,10 @@ def run_in_notebook(group_relative_advantages: Callable, folder: Path | None = N
 def show_in_notebook(result: GrpoLabResult | None) -> None:
     if result is None:
         return
-    import matplotlib.pyplot as plt
+    from rlhf_course import figure_output
     from rlhf_course.lab.plots import plot_ppo_history
     plot_ppo_history(result.history, method="GRPO")
-    plt.show()
+    figure_output.show()
 
 
 def main(argv: list[str] | None = None) -> int:

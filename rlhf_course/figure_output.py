@@ -1,0 +1,77 @@
+"""Showing a figure in a notebook with one draw instead of two (issue #37: thirty kernels drawing at once).
+
+The inline backend prints each figure with ``bbox_inches="tight"``: matplotlib then lays the figure out and draws
+it without rendering to find its tight box, and lays it out and draws it again to render the PNG
+(``FigureCanvasBase.print_figure``).  :func:`show` draws once (the layout engine and the rendering, as
+``fig.canvas.draw()`` does), measures the same tight box on that drawing (``Figure.get_tightbbox`` on the same
+renderer, padded by ``savefig.pad_inches``) and crops the rendered pixels to it, so the student gets the PNG the
+inline backend would have sent, at the same size, up to a sub-pixel shift of the whole picture.
+
+Anything else (another backend, another inline format such as SVG or retina, other print options) is shown by
+``plt.show()`` as before.
+"""
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+
+INLINE_BACKENDS = ("module://matplotlib_inline.backend_inline", "inline")
+
+
+def _inline_png_only(fig) -> bool:
+    """Whether ``fig`` would go to an IPython kernel's inline backend as a plain PNG with the default print
+    options, closed once shown, with no display metadata (an opaque background)."""
+    import matplotlib
+    if matplotlib.get_backend() not in INLINE_BACKENDS:
+        return False
+    from matplotlib_inline.backend_inline import _fetch_figure_metadata
+    from matplotlib_inline.config import InlineBackend
+    backend = InlineBackend.instance()
+    return (set(backend.figure_formats) == {"png"} and backend.print_figure_kwargs == {"bbox_inches": "tight"}
+            and backend.close_figures and _fetch_figure_metadata(fig) is None)
+
+
+def tight_png(fig) -> bytes:
+    """The figure as PNG bytes cropped to its tight bounding box (what ``savefig(bbox_inches="tight")`` writes),
+    from a single draw.  Pixels of the box beyond the figure's edge (the padding) take the figure's face colour,
+    as in ``savefig``."""
+    import matplotlib
+    from matplotlib import colors, image
+
+    fig.canvas.draw()  # the layout engine runs here, once, then the rendering
+    dpi = fig.dpi
+    box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
+    pixels = np.asarray(fig.canvas.buffer_rgba())  # (rows, columns, RGBA), row 0 at the top
+    width, height = int(box.width * dpi), int(box.height * dpi)  # as the renderer of a tight savefig sizes it
+    # savefig moves the figure by the box's lower-left corner and keeps the bottom ``height`` rows above it
+    left = int(round(box.x0 * dpi))
+    top = int(round(pixels.shape[0] - box.y0 * dpi - height))
+    out = np.empty((height, width, 4), dtype=np.uint8)
+    out[:] = np.round(np.array(colors.to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    rows = slice(max(top, 0), min(top + height, pixels.shape[0]))
+    columns = slice(max(left, 0), min(left + width, pixels.shape[1]))
+    out[rows.start - top:rows.stop - top, columns.start - left:columns.stop - left] = pixels[rows, columns]
+    buffer = io.BytesIO()
+    image.imsave(buffer, out, format="png", origin="upper", dpi=dpi)
+    return buffer.getvalue()
+
+
+def show(fig=None) -> None:
+    """Show ``fig`` (default: the current figure) below the cell and close it: as the inline backend's
+    ``plt.show()`` would, drawn once (:func:`tight_png`); with any other backend or inline setting, ``plt.show()``."""
+    import matplotlib.pyplot as plt
+    if fig is None:
+        fig = plt.gcf()
+    if not _inline_png_only(fig):
+        plt.show()
+        return
+    from IPython.display import display
+    if not fig.axes and not fig.lines:  # IPython prints nothing for an empty figure
+        plt.close(fig)
+        return
+    # base64 text, as IPython's own PNG formatter sends a figure
+    data = {"image/png": base64.b64encode(tight_png(fig)).decode("ascii"), "text/plain": repr(fig)}
+    plt.close(fig)
+    display(data, raw=True)
