@@ -13,7 +13,7 @@ import pytest
 
 import answer_catalogue
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, examples, instructor, release
+from rlhf_course.grading import batch, examples, instructor, notebooks, release
 from tests.support.course import copy_course, needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -105,26 +105,27 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
     monkeypatch.setenv("RLHF_GRADEBOOK_URL", postgres_url)
     course = copy_course(tmp_path / "shared" / "course")  # "shared storage": the same path on every worker
     release.generate_release(course, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
-    plan = {"pg_correct": (), "pg_wrong": ("dpo_missing_beta",), "pg_invalid": None}
+    plan = {"pg_correct_1": (), "pg_correct_2": (), "pg_wrong": ("dpo_missing_beta",), "pg_invalid": None}
     for student, wrong in plan.items():
         folder = examples.write_submission(course, student, examples.answers_for(course, wrong or ()))
         if wrong is None:
             answer_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
-    # the second assignment too, in the same command and gradebook: its one submission loses one check of eight (a
-    # correct one gets full marks in-process: tests/grading/test_two_assignments.py)
+    # the second assignment too, in the same command and gradebook
+    kl_source = notebooks.read(course / "source" / "kl_penalty" / "kl_penalty.ipynb")
     naive = instructor.load_module(course, "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
-    examples.write_submission(course, "pg_wrong", {"kl_answer": naive.source}, assignment="kl_penalty",
-                              notebook="kl_penalty.ipynb")
+    for student, answers in (("pg_correct_1", notebooks.solution_answers(kl_source)),
+                             ("pg_wrong", {"kl_answer": naive.source})):
+        examples.write_submission(course, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")
     graded = batch.grade_all(course, dask_address=dask_cluster, show_progress=False)
     results = {r.student: r for r in graded if r.assignment == "rlhf"}
     assert {s: r.state for s, r in results.items()} == {
-        "pg_correct": "graded", "pg_wrong": "failed tests", "pg_invalid": "malformed notebook"}
+        "pg_correct_1": "graded", "pg_correct_2": "graded", "pg_wrong": "failed tests", "pg_invalid": "malformed notebook"}
     assert not (course / "gradebook.db").exists()  # everything went to PostgreSQL
     with Gradebook(postgres_url) as gb:
         scores = {s.student.id: s.score for s in gb.assignment_submissions("rlhf")}
         kl_scores = {s.student.id: s.score for s in gb.assignment_submissions("kl_penalty")}
-    assert scores["pg_correct"] == 44
+    assert scores["pg_correct_1"] == scores["pg_correct_2"] == 44
     assert scores["pg_wrong"] == 44 - 9 and scores["pg_invalid"] == 0
-    assert kl_scores == {"pg_wrong": 7}  # the naive k3 loses only the float32 check
+    assert kl_scores == {"pg_correct_1": 8, "pg_wrong": 7}  # the naive k3 loses only the float32 check
     grades = (course / "grades.csv").read_text()
     assert all(student in grades for student in plan)
