@@ -225,7 +225,7 @@ def test_special_files_are_refused_and_the_collect_goes_on(loop):
         "instructor is a symbolic link", f"{NOTEBOOK} is a symbolic link", f"{NOTEBOOK} is a FIFO"]), rows
     assert {row["status"] for row in rows.values()} == {"refused"}
     assert f"Nothing collected for {mallory.name}: every entry of theirs was refused" in loop["collect_log"]
-    assert loop["collect_seconds"] < 30  # nbgrader's start-up; a blocked FIFO or /dev/zero would never end
+    assert loop["collect_seconds"] < 30  # a blocked FIFO or /dev/zero would never end
     size = sum(path.stat().st_size for path in (course / "submitted").rglob("*") if path.is_file())
     assert size < 2_000_000, size
     # Students after Mallory (alphabetically and in the log) are collected.
