@@ -20,13 +20,16 @@ class User:
         entry = pwd.getpwnam(name)
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
 
-    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
+    def command(self, *args: str, env: dict | None = None) -> list[str]:
+        """``args`` as a command line that runs them as this user, with only a user's environment and ``env``."""
         environment = {"HOME": str(self.home), "USER": self.name, "PATH": self.server.path,
                        "LANG": "C.UTF-8", **(env or {})}
-        command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
-                   "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
-        proc = subprocess.run(command, cwd=cwd or self.home, capture_output=True, text=True)
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups",
+                "env", "-i", *[f"{k}={v}" for k, v in environment.items()], *args]
+
+    def run(self, *args: str, cwd: Path | None = None, env: dict | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(self.command(*args, env=env), cwd=cwd or self.home, capture_output=True, text=True)
         if check and proc.returncode != 0:
             raise AssertionError(f"{self.name}: {' '.join(args)} failed ({proc.returncode})\n"
                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -1,13 +1,12 @@
 """The whole nbgrader loop with separate Unix users: release -> fetch -> submit (twice, and late)
 -> collect -> autograde -> feedback -> fetch_feedback, and what one student cannot do to another."""
+import contextlib
 import csv
 import datetime as dt
 import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,10 +15,12 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading.app import main as course_command
 
 from tests.support.course import copy_course, release_course
 
 from tests.support.accounts import INSTRUCTORS
+from tests.support.command_session import CommandSession
 
 pytestmark = pytest.mark.slow
 COURSE_ID = "rlhf-course"
@@ -49,69 +50,87 @@ def loop(people, repo):
     for path in course.rglob("*"):
         shutil.chown(path, instructor.name, INSTRUCTORS)
     env = {"RLHF_EXCHANGE_ROOT": str(exchange)}
-    instructor.nbgrader("release_assignment", ASSIGNMENT, cwd=course, env=env)
-    instructor.nbgrader("release_assignment", GRPO, cwd=course, env=env)
-
     for student in (alice, bob):  # what a JupyterHub admin puts in /etc/jupyter/nbgrader_config.py
         config_dir = student.home / ".jupyter"
         config_dir.mkdir()
         (config_dir / "nbgrader_config.py").write_text(STUDENT_CONFIG.format(root=str(exchange), course=COURSE_ID))
         for path in (config_dir, config_dir / "nbgrader_config.py"):
             os.chown(path, student.uid, student.gid)
-    # Alice fetches both assignments in one command (nbgrader's fetch_assignment takes several), Bob the first
-    alice.nbgrader("fetch_assignment", ASSIGNMENT, GRPO)
-    bob.nbgrader("fetch_assignment", ASSIGNMENT)
+    # Each person's commands in one process of theirs (tests/support/command_session.py): as that user, each
+    # command configured anew; nbgrader's start-up once per person, not once per command.
+    with CommandSession(instructor) as as_instructor, CommandSession(alice) as as_alice, \
+            CommandSession(bob) as as_bob:
+        as_instructor.nbgrader("release_assignment", ASSIGNMENT, cwd=course, env=env)
+        as_instructor.nbgrader("release_assignment", GRPO, cwd=course, env=env)
+        # Alice fetches both assignments in one command (nbgrader's fetch_assignment takes several), Bob the first
+        as_alice.nbgrader("fetch_assignment", ASSIGNMENT, GRPO)
+        as_bob.nbgrader("fetch_assignment", ASSIGNMENT)
 
-    reference = examples.answers_for(repo, ())
-    alice_nb = alice.home / ASSIGNMENT / NOTEBOOK
-    alice.nbgrader("submit", ASSIGNMENT)  # first submission: untouched
-    # no pause: entries' times (their names' and the kernel's change times) are kept to the microsecond
-    write_as(alice, alice_nb, notebooks.fill_answers(notebooks.read(alice_nb), reference))
-    alice.nbgrader("submit", ASSIGNMENT)  # second submission: the one that counts
-    # The due date falls between Alice's last submission and Bob's: now, to the microsecond, after her submit ended.
-    due = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    instructor.nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={due}", cwd=course, env=env)
-    # the changed due date into the exchange, where Bob's submit reads it (as after a change in the Formgrader)
-    instructor.run(instructor.server.python, "-m", "rlhf_course.grading", "publish-deadlines", cwd=course, env=env)
-    # Bob is late without a pause: his entry comes after the commands above (about a second each)
-    bob_nb = bob.home / ASSIGNMENT / NOTEBOOK
-    write_as(bob, bob_nb, notebooks.fill_answers(notebooks.read(bob_nb), reference))
-    bob_submit = bob.nbgrader("submit", ASSIGNMENT)
+        reference = examples.answers_for(repo, ())
+        alice_nb = alice.home / ASSIGNMENT / NOTEBOOK
+        as_alice.nbgrader("submit", ASSIGNMENT)  # first submission: untouched
+        # no pause: entries' times (their names' and the kernel's change times) are kept to the microsecond
+        write_as(alice, alice_nb, notebooks.fill_answers(notebooks.read(alice_nb), reference))
+        as_alice.nbgrader("submit", ASSIGNMENT)  # second submission: the one that counts
+        # The due date falls between Alice's last submission and Bob's: now, to the microsecond, after her submit.
+        due = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        as_instructor.nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={due}", cwd=course, env=env)
+        # the changed due date into the exchange, where Bob's submit reads it (as after a change in the Formgrader)
+        as_instructor.course_command("publish-deadlines", cwd=course, env=env)
+        # Bob is late without a pause: his entry comes after the commands above
+        bob_nb = bob.home / ASSIGNMENT / NOTEBOOK
+        write_as(bob, bob_nb, notebooks.fill_answers(notebooks.read(bob_nb), reference))
+        bob_submit = as_bob.nbgrader("submit", ASSIGNMENT)
 
-    # The third assignment, the same way: Alice (who fetched it) answers GRPO and submits it.
-    grpo_nb = alice.home / GRPO / GRPO_NOTEBOOK
-    grpo_answers = notebooks.solution_answers(notebooks.read(repo / "source" / GRPO / GRPO_NOTEBOOK))
-    write_as(alice, grpo_nb, notebooks.fill_answers(notebooks.read(grpo_nb), grpo_answers))
-    alice.nbgrader("submit", GRPO)
+        # The third assignment, the same way: Alice (who fetched it) answers GRPO and submits it.
+        grpo_nb = alice.home / GRPO / GRPO_NOTEBOOK
+        grpo_answers = notebooks.solution_answers(notebooks.read(repo / "source" / GRPO / GRPO_NOTEBOOK))
+        write_as(alice, grpo_nb, notebooks.fill_answers(notebooks.read(grpo_nb), grpo_answers))
+        as_alice.nbgrader("submit", GRPO)
 
-    inbound = exchange / COURSE_ID / "inbound"
-    submissions = {s.name: sorted(inbound.glob(f"{s.name}+{ASSIGNMENT}+*")) for s in (alice, bob)}
+        inbound = exchange / COURSE_ID / "inbound"
+        submissions = {s.name: sorted(inbound.glob(f"{s.name}+{ASSIGNMENT}+*")) for s in (alice, bob)}
 
-    # Attacks on the collect, from the students' own accounts, all in the same collect as the honest entries.
-    grace_nb = grace_notebook(people["grace"], bob_nb)
-    for student, script in ((bob, BOB_ATTACKS), (people["mallory"], MALLORY_ATTACKS), (people["grace"], GRACE_ATTACKS)):
-        student.python(script.format(inbound=str(inbound), assignment=ASSIGNMENT, notebook=NOTEBOOK,
-                                     alice=alice.name, own=student.name, own_notebook=str(grace_nb if student is
-                                     people["grace"] else bob_nb), course=str(course)))
-    started = time.monotonic()
-    collect = instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
-    collect_seconds = time.monotonic() - started
-    instructor.nbgrader("collect", GRPO, cwd=course, env=env)
-    # `sudo make grade`: trusted grading as root, outputs handed back to the course's owner.
-    grading = subprocess.run([sys.executable, "-m", "rlhf_course.grading", "grade", "--course-root", str(course)],
-                             cwd=course, env=dict(os.environ, **env), capture_output=True, text=True)
-    assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-    assert (course / "gradebook.db").stat().st_uid == instructor.uid
-    instructor.nbgrader("release_feedback", ASSIGNMENT, cwd=course, env=env)
-    instructor.nbgrader("release_feedback", GRPO, cwd=course, env=env)
-    # grades.csv is the trusted grader's, written by the course's export plugin as `nbgrader export` runs it
-    # (tests/grading/test_editions.py: the configuration names the plugin; its rows): no instructor's export here
-    assert (course / "grades.csv").stat().st_uid == instructor.uid  # handed back: the instructor can export again
-    alice.nbgrader("fetch_feedback", ASSIGNMENT, GRPO)
-    bob.nbgrader("fetch_feedback", ASSIGNMENT)
+        # Attacks on the collect, from the students' own accounts, all in the same collect as the honest entries.
+        grace_nb = grace_notebook(people["grace"], bob_nb)
+        for student, script in ((bob, BOB_ATTACKS), (people["mallory"], MALLORY_ATTACKS),
+                                (people["grace"], GRACE_ATTACKS)):
+            student.python(script.format(inbound=str(inbound), assignment=ASSIGNMENT, notebook=NOTEBOOK,
+                                         alice=alice.name, own=student.name, own_notebook=str(
+                                             grace_nb if student is people["grace"] else bob_nb), course=str(course)))
+        started = time.monotonic()
+        collect = as_instructor.nbgrader("collect", ASSIGNMENT, cwd=course, env=env)
+        collect_seconds = time.monotonic() - started
+        as_instructor.nbgrader("collect", GRPO, cwd=course, env=env)
+        # `sudo make grade`: trusted grading as root (the command's own main, in this root process; the command
+        # line's process is tests/grading/test_grader_attacks.py's), outputs handed back to the course's owner.
+        with environment(env):
+            assert course_command(["grade", "--course-root", str(course)]) == 0
+        assert (course / "gradebook.db").stat().st_uid == instructor.uid
+        as_instructor.nbgrader("release_feedback", ASSIGNMENT, cwd=course, env=env)
+        as_instructor.nbgrader("release_feedback", GRPO, cwd=course, env=env)
+        # grades.csv is the trusted grader's, written by the course's export plugin as `nbgrader export` runs it
+        # (tests/grading/test_editions.py: the configuration names the plugin; its rows): no instructor's export
+        assert (course / "grades.csv").stat().st_uid == instructor.uid  # handed back: the instructor can export
+        as_alice.nbgrader("fetch_feedback", ASSIGNMENT, GRPO)
+        as_bob.nbgrader("fetch_feedback", ASSIGNMENT)
     return {"people": people, "exchange": exchange, "course": course, "inbound": inbound,
             "submissions": submissions, "collect_log": collect.stdout + collect.stderr,
             "collect_seconds": collect_seconds, "bob_submit": bob_submit.stdout + bob_submit.stderr}
+
+
+@contextlib.contextmanager
+def environment(variables: dict[str, str]):
+    """This process's environment with ``variables`` set, as it was afterwards; and its torch thread count."""
+    import torch
+    saved, threads = dict(os.environ), torch.get_num_threads()
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        torch.set_num_threads(threads)  # the grader judges on one thread
 
 
 ATTACK_PRELUDE = """\
@@ -206,7 +225,7 @@ def test_special_files_are_refused_and_the_collect_goes_on(loop):
         "instructor is a symbolic link", f"{NOTEBOOK} is a symbolic link", f"{NOTEBOOK} is a FIFO"]), rows
     assert {row["status"] for row in rows.values()} == {"refused"}
     assert f"Nothing collected for {mallory.name}: every entry of theirs was refused" in loop["collect_log"]
-    assert loop["collect_seconds"] < 30  # nbgrader's start-up; a blocked FIFO or /dev/zero would never end
+    assert loop["collect_seconds"] < 30  # a blocked FIFO or /dev/zero would never end
     size = sum(path.stat().st_size for path in (course / "submitted").rglob("*") if path.is_file())
     assert size < 2_000_000, size
     # Students after Mallory (alphabetically and in the log) are collected.

@@ -1,6 +1,7 @@
 """Trusted grading of a course that lives in another folder than the checkout the environment was
-installed from, with the grader's package installed non-editable (a wheel) or editable: the
-sandbox imports exactly the package the grader runs, whatever the environment points at."""
+installed from, with the grader's package installed non-editable (a wheel): the sandbox imports exactly the
+package the grader runs, whatever the environment points at.  The editable install's case, run from another folder
+than the course's, is tests/grading/test_grader_attacks.py's (the same probe in its bystander's notebook)."""
 from __future__ import annotations
 
 import csv
@@ -15,14 +16,9 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from tests.support.course import REPO, copy_course, needs_sandbox, release_course
-from tests.support.submissions import add_cells
+from tests.support.submissions import PACKAGE_PROBE, add_cells
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
-
-PROBE = ("import rlhf_course, importlib.util\n"
-         "print('sandbox package:', rlhf_course.__file__)\n"
-         "print('marker:', importlib.util.find_spec('rlhf_course._install_marker') is not None)")
-
 
 @pytest.fixture(scope="module")
 def wheel_install(tmp_path_factory) -> Path:
@@ -43,7 +39,7 @@ def elsewhere(tmp_path_factory) -> Path:
     course = copy_course(tmp_path_factory.mktemp("elsewhere") / "another course")
     release_course(course)
     folder = examples.write_submission(course, "ada", examples.answers_for(course, ()))
-    add_cells(folder / NOTEBOOK, [("code", PROBE)])
+    add_cells(folder / NOTEBOOK, [("code", PACKAGE_PROBE)])
     return course
 
 
@@ -61,16 +57,10 @@ def _grade(course: Path, cwd: Path, pythonpath: str | None) -> str:
     return (course / "feedback" / "ada" / ASSIGNMENT / "rlhf_building_blocks.html").read_text()
 
 
-# Each installation from one of the two folders a command may run in (the course root, another folder): the
-# folder decides nothing about which package is imported (neither holds one; the sandbox's comes from the grader),
-# so each is run once, not once per installation.
+# The folder a command runs in decides nothing about which package is imported (neither the course root nor another
+# folder holds one; the sandbox's comes from the grader): the wheel is graded from the course root here, the
+# editable install from another folder in tests/grading/test_grader_attacks.py (its bystander runs the same probe).
 def test_grading_with_the_package_installed_as_a_wheel_from_the_course_root(elsewhere, wheel_install):
     page = _grade(elsewhere, elsewhere, str(wheel_install))
     assert "sandbox package: /opt/rlhf-grader/rlhf_course/__init__.py" in page
     assert "marker: True" in page  # the wheel the grader runs, not the environment's editable checkout
-
-
-def test_grading_with_the_editable_install_from_another_folder(elsewhere, tmp_path):
-    page = _grade(elsewhere, tmp_path, None)
-    assert "sandbox package: /opt/rlhf-grader/rlhf_course/__init__.py" in page
-    assert "marker: False" in page

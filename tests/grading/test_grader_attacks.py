@@ -25,13 +25,14 @@ from rlhf_course.grading import examples
 
 from tests.support.course import (cell_points, copy_course, gradebook_url, leftover_sandbox_processes, needs_sandbox,
                                   release_course)
-from tests.support.submissions import add_cells, tree_digest
+from tests.support.submissions import PACKAGE_PROBE, add_cells, tree_digest
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
-CANARY, BYSTANDER = "canary_correct", "bystander_correct"
+CANARY, BYSTANDER = "ab_canary_correct", "bystander_correct"  # the canary second in order of name: see SLOW
 SLOW = "a_slow_calls_and_busy_forks"  # first in order of name
-BUDGET_SECONDS = 20  # 2x the slowest other attack here in a loaded CI run (8.9 s; 3.9 s alone); the busy forks burn a core until it ends
+BUDGET_SECONDS = 20  # 2x the slowest other attack here in a loaded CI run (8.9 s; 3.9 s alone)
+BUSY_SECONDS = 3  # how long the busy forks spin (a core, their cgroup's quota): the canary's grading, about 2 s
 GRADER_PEAK_MB = 1500  # measured about 700 MB: torch, nbconvert and the judges
 
 # Hashes of the inputs of every call, written by the recording student; the test computes the same.
@@ -153,14 +154,15 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
 '''},
         },
         # 6. No total budget: slow calls and busy processes.  Named to be graded first (the grader takes the
-        #    students in order of name): its busy forks spin while the others, the canary among them, are graded,
-        #    and its budget runs beside their grading rather than after it, alone, at the end of the batch.  The
-        #    forks spin for their first 8 s (the canary's grading takes about 2), then sleep until the budget
-        #    ends them: a core for the whole budget would be the suite's, not the grader's, cost.
+        #    students in order of name): its budget runs beside the others' grading rather than after it, alone,
+        #    at the end of the batch.  Its busy forks spin while the canary, second in order of name, is graded by
+        #    the other worker from the batch's start: for BUSY_SECONDS (the canary's grading takes about 2), then
+        #    sleep until the budget ends them: a spinning core is the suite's CPU, and the budget ends sleeping and
+        #    spinning processes alike.
         SLOW: {
-            "answers": {**ref, "ppo_answer": ref["ppo_answer"] + '''
+            "answers": {**ref, "ppo_answer": ref["ppo_answer"] + f'''
 import os, time
-_busy_until = time.monotonic() + 8
+_busy_until = time.monotonic() + {BUSY_SECONDS}
 for _ in range(58):
     try:
         if os.fork() == 0:
@@ -227,6 +229,10 @@ def attacked(tmp_path_factory):
     release_course(course)
     for student in (CANARY, BYSTANDER):
         examples.write_submission(course, student, examples.answers_for(course, ()))
+    # The bystander also says which package its sandbox imported (tests/grading/test_course_elsewhere.py: the
+    # grader installed as a wheel, run from the course root; here the environment's editable install, run from
+    # another folder than the course's).
+    add_cells(course / "submitted" / BYSTANDER / ASSIGNMENT / NOTEBOOK, [("code", PACKAGE_PROBE)])
     attacks = _attacks(course)
     for student, attack in attacks.items():
         folder = examples.write_submission(course, student, attack["answers"])
@@ -239,7 +245,7 @@ def attacked(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "rlhf_course.grading", "grade", "--course-root", str(course),
                            "--workers", "2", "--call-seconds", "4", "--feedback-seconds", "20",
                            "--submission-seconds", str(BUDGET_SECONDS)],
-                          capture_output=True, text=True, timeout=900, cwd=course)
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path_factory.mktemp("elsewhere"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(course / "grading_report.csv") as handle:
         report = {row["student"]: row for row in csv.DictReader(handle)}
@@ -258,8 +264,16 @@ def test_the_batch_completes_and_the_canary_is_intact(attacked):
         assert report[student]["state"] == "graded" and float(report[student]["score"]) == 44.0, report[student]
         assert "rlhf: 44 / 50" in _feedback(course, student) and "Tests: 44 / 44" in _feedback(course, student)
         assert examples.cell_scores(gradebook_url(course), student)
-    assert min(report) == SLOW  # graded first: its forks are busy while the canary is graded
+    assert sorted(report)[:2] == [SLOW, CANARY]  # graded first and second: its forks spin while the canary is graded
     assert float(report[CANARY]["seconds"]) < 20, report[CANARY]  # busy neighbours did not slow it
+
+
+def test_the_sandbox_imports_the_graders_package_whatever_the_folder(attacked):
+    """The grader run from a folder that is not the course's, from the environment's editable install: its
+    sandbox imports the copy of the package the grader runs (the wheel's case: test_course_elsewhere.py)."""
+    page = _feedback(attacked["course"], BYSTANDER)
+    assert "sandbox package: /opt/rlhf-grader/rlhf_course/__init__.py" in page
+    assert "marker: False" in page  # the editable checkout's package has no marker module; the wheel's has
 
 
 def test_no_file_outside_the_grader_outputs_changed_and_nothing_left_on_the_host(attacked):

@@ -74,8 +74,9 @@ def test_written_answers_wait_for_a_person(course, graded):
 
 
 def test_stock_autograde_agrees_with_the_checks(tmp_path):
-    # nbgrader runs a kernel per notebook (about 2 s each): a sample of each kind, in one process
-    sample = ("reference", "grpo_population_std", "grpo_nan_for_one_response")
+    # nbgrader runs a kernel per notebook (about 2 s each): the reference and one mistake, in one process (every
+    # mistake of the catalogue through trusted grading above, whose checks are these cells' checks)
+    sample = ("reference", "grpo_population_std")
     course = make_class(tmp_path, sample)
     examples.autograde(course, assignment=GRPO)
     url = gradebook_url(course)

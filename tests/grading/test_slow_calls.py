@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.slow, needs_sandbox]
 
 # The feedback run calls the slow function in every visible test: it runs out of its limit whatever that is, and
 # costs no points (the scores are the calls').  Small on purpose.
-LIMITS = Limits(call_seconds=2.0, feedback_seconds=1.0)
+# Two slow calls before the limit shortens (a setting; three by default): each costs the test SLOW seconds of waiting.
+LIMITS = Limits(call_seconds=2.0, feedback_seconds=1.0, slow_calls=2)
 SLOW = 1.2  # seconds per call: under the limit, over half of it
 
 

@@ -10,6 +10,12 @@ from pathlib import Path
 GRADER_OUTPUTS = ("gradebook.db", "grades.csv", "grading_report.csv", "autograded", "feedback", "misconceptions.json",
                   "class_report")
 
+# A cell that prints which rlhf_course the sandbox imported, and whether it is the wheel that test_course_elsewhere.py
+# builds (with a marker module the checkout's editable install does not have).
+PACKAGE_PROBE = ("import rlhf_course, importlib.util\n"
+                 "print('sandbox package:', rlhf_course.__file__)\n"
+                 "print('marker:', importlib.util.find_spec('rlhf_course._install_marker') is not None)")
+
 
 def add_cells(path: Path, extra: list[tuple[str, str]]) -> None:
     """Append cells (kind, source) to a submitted notebook, as a student adding cells would."""
