@@ -140,6 +140,26 @@ def offered(names, texts) -> list[str]:
     return [name for name in names if name.lower() in joined]
 
 
+def wait_for_dom(page, predicate: str, arg=None, timeout: float = 30_000) -> None:
+    """Wait until ``predicate(arg)``, a JavaScript function of the page's DOM, is true: tested once, then each time
+    the DOM changes (a MutationObserver).  Playwright's ``wait_for_function`` tests on every animation frame, which
+    keeps Chromium drawing frames as long as the wait lasts (a JupyterLab page while a notebook runs: seconds of
+    CPU).  Raises playwright's Error, naming the predicate, if it is still false after ``timeout`` ms."""
+    page.evaluate(f"""arg => new Promise((resolve, reject) => {{
+        const predicate = {predicate};
+        const holds = () => {{ try {{ return !!predicate(arg); }} catch (error) {{ return false; }} }};
+        if (holds()) return resolve(true);
+        const observer = new MutationObserver(() => {{
+            if (holds()) {{ observer.disconnect(); clearTimeout(timer); resolve(true); }}
+        }});
+        const timer = setTimeout(() => {{
+            observer.disconnect();
+            reject(new Error("still false after {timeout:g} ms: " + {json.dumps(predicate[:300])}));
+        }}, {timeout});
+        observer.observe(document, {{subtree: true, childList: true, attributes: true, characterData: true}});
+    }})""", arg)
+
+
 def offline_page(browser, viewport: dict):
     """A new page that may open local files only: every request to another host is refused and its address
     noted in the list returned beside it (a self-contained page asks for none).  Close ``page.context`` after."""
