@@ -46,7 +46,10 @@ def server(tmp_path_factory, repo, lab_stage_cache):
     # in the lab, so it trains a few steps (the quick run, about 40 s next to the other test worker), and its SFT policy
     # and reward model come from the run's cache when tests/test_notebooks_execute.py trained them first (or are
     # trained here, once, for it): about 7 CPU-s of a kernel's 12.
-    server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke", "RLHF_LAB_CACHE": str(lab_stage_cache)})
+    # JupyterLab typesets the notebooks' LaTeX (hundreds of formulas in each edition) with MathJax 3: seconds of
+    # Chromium's CPU for what no assertion here reads (the math's rendering is the Formgrader's and feedback tests').
+    server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke", "RLHF_LAB_CACHE": str(lab_stage_cache)},
+                       disabled_extensions=("@jupyterlab/mathjax-extension",))
     yield server
     server.stop()
 
@@ -63,7 +66,12 @@ def lab_page(browser):
     """The file's one page, with JupyterLab's dialogs accepted (``accept_dialog``); ``page.opened`` says whether it
     shows JupyterLab yet."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page = browser.new_page(viewport={"width": 1500, "height": 1000}, reduced_motion="reduce")
+    # JupyterLab's busy indicators and transitions animate while the notebook runs (a minute): in a software-drawn
+    # headless page that is seconds of Chromium's CPU for nothing the test looks at.
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => document.head.insertAdjacentHTML("
+                         "'beforeend', '<style>*, *::before, *::after { animation: none !important;"
+                         " transition: none !important; }</style>'))")
     page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, ARTIFACTS))
     page.opened = False
     yield page

@@ -37,11 +37,15 @@ class LabServer:
     port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True):
+                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = ()):
         self.port, self.token = free_port(), "rlhf-course-test"
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
         config = scratch / "config"
+        if disabled_extensions:  # JupyterLab's page config, in this server's own config dir
+            (config / "labconfig").mkdir(parents=True, exist_ok=True)
+            (config / "labconfig" / "page_config.json").write_text(
+                json.dumps({"disabledExtensions": {name: True for name in disabled_extensions}}))
         env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                    **(env_extra or {}))
