@@ -45,7 +45,7 @@ def server(tmp_path_factory, repo, lab_stage_cache):
     # The lab's training is what tests/test_notebooks_execute.py checks; here it only has to run and plot
     # in the lab, so it trains a few steps (the quick run, about 40 s next to the other test worker), and its SFT policy
     # and reward model come from the run's cache when tests/test_notebooks_execute.py trained them first (or are
-    # trained here, once, for it): about 7 CPU-s of a kernel's 12.
+    # trained here, once, for it): most of the kernel's CPU in this file.
     # JupyterLab typesets the notebooks' LaTeX (hundreds of formulas in each edition) with MathJax 3: seconds of
     # Chromium's CPU for what no assertion here reads (the math's rendering is the Formgrader's and feedback tests').
     server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke", "RLHF_LAB_CACHE": str(lab_stage_cache)},
