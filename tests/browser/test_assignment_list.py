@@ -38,7 +38,9 @@ def student_lab(tmp_path, repo, monkeypatch):
     config.mkdir()
     (config / "nbgrader_config.py").write_text(
         f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
-    server = LabServer(home, tmp_path, env_extra={"HOME": str(home)})
+    # JupyterLab's MathJax off: the fetched notebook's hundreds of formulas, typeset, are seconds of Chromium's CPU
+    # for what no assertion here reads (the math's rendering is the Formgrader's and feedback tests').
+    server = LabServer(home, tmp_path, env_extra={"HOME": str(home)}, disabled_extensions=("@jupyterlab/mathjax-extension",))
     yield server, home, course
     server.stop()
 

@@ -13,7 +13,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, notebooks
 
-from tests.support.browser import ARTIFACTS, LabServer
+from tests.support.browser import ARTIFACTS, LabServer, wait_for_dom
 
 SLIDERS = [  # (explorer cell, slider description, new value)
     ("ppo_explorer", "epsilon", "0.45"),
@@ -27,12 +27,12 @@ SLIDERS = [  # (explorer cell, slider description, new value)
 EDITIONS = [ASSIGNMENT, "rlhf_zh"]
 # The notebook the page shows: another notebook's tab stays in the page, hidden.
 SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-STARTED = ("[...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.jp-InputArea-prompt')]"
+STARTED = ("() => [...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.jp-InputArea-prompt')]"
            ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, repo):
+def server(tmp_path_factory, repo, lab_stage_cache):
     """One JupyterLab for the file: the English release and its Chinese edition (same code cells, Chinese prose and
     figures), completed, each in its folder."""
     tmp_path = tmp_path_factory.mktemp("explorers")
@@ -43,8 +43,13 @@ def server(tmp_path_factory, repo):
         completed = notebooks.fill_answers(notebooks.read(repo / "release" / edition / NOTEBOOK), answers)
         nbformat.write(completed, str(workdir / edition / NOTEBOOK))
     # The lab's training is what tests/test_notebooks_execute.py checks; here it only has to run and plot
-    # in the lab, so it trains a few steps (the quick run, about 40 s next to the other test worker).
-    server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke"})
+    # in the lab, so it trains a few steps (the quick run, about 40 s next to the other test worker), and its SFT policy
+    # and reward model come from the run's cache when tests/test_notebooks_execute.py trained them first (or are
+    # trained here, once, for it): most of the kernel's CPU in this file.
+    # JupyterLab typesets the notebooks' LaTeX (hundreds of formulas in each edition) with MathJax 3: seconds of
+    # Chromium's CPU for what no assertion here reads (the math's rendering is the Formgrader's and feedback tests').
+    server = LabServer(workdir, tmp_path, env_extra={"RLHF_LAB_SETTING": "smoke", "RLHF_LAB_CACHE": str(lab_stage_cache)},
+                       disabled_extensions=("@jupyterlab/mathjax-extension",))
     yield server
     server.stop()
 
@@ -61,7 +66,12 @@ def lab_page(browser):
     """The file's one page, with JupyterLab's dialogs accepted (``accept_dialog``); ``page.opened`` says whether it
     shows JupyterLab yet."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page = browser.new_page(viewport={"width": 1500, "height": 1000}, reduced_motion="reduce")
+    # JupyterLab's busy indicators and transitions animate while the notebook runs (a minute): in a software-drawn
+    # headless page that is seconds of Chromium's CPU for nothing the test looks at.
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => document.head.insertAdjacentHTML("
+                         "'beforeend', '<style>*, *::before, *::after { animation: none !important;"
+                         " transition: none !important; }</style>'))")
     page.add_locator_handler(page.locator(".jp-Dialog").first, lambda dialog: accept_dialog(dialog, ARTIFACTS))
     page.opened = False
     yield page
@@ -102,7 +112,7 @@ def run_all_cells(page, attempts: int = 3) -> None:
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
-            page.wait_for_function(STARTED, timeout=30_000)
+            wait_for_dom(page, STARTED, timeout=30_000)
             return
         except Exception:
             continue
@@ -119,7 +129,7 @@ def run_first_explorer(page, attempts: int = 3) -> None:
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Above Selected Cell", exact=True).click()
         try:
-            page.wait_for_function(STARTED, timeout=30_000)
+            wait_for_dom(page, STARTED, timeout=30_000)
             return
         except Exception:
             continue
@@ -162,15 +172,14 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
         if english:
             run_all_cells(page)
             # five sliders appear, and the lab's summary once the training cell finishes
-            page.wait_for_function(f"document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 5",
-                                   timeout=180_000)
-            page.wait_for_function(
-                f"[...document.querySelector({SHOWN!r}).querySelectorAll('.jp-RenderedText')]"
-                ".some(e => /PPO samples after/.test(e.textContent))", timeout=180_000)
+            wait_for_dom(page, f"() => document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 5",
+                         timeout=180_000)
+            wait_for_dom(page, f"() => [...document.querySelector({SHOWN!r}).querySelectorAll('.jp-RenderedText')]"
+                               ".some(e => /PPO samples after/.test(e.textContent))", timeout=180_000)
         else:
             run_first_explorer(page)
-            page.wait_for_function(f"document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 2",
-                                   timeout=180_000)
+            wait_for_dom(page, f"() => document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 2",
+                         timeout=180_000)
     except Exception:
         _show_explorers(page, artifacts)
         raise
@@ -190,10 +199,9 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
         page.keyboard.press("Control+A")
         page.keyboard.type(value)
         page.keyboard.press("Enter")
-        page.wait_for_function(
-            "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
-            " return img && img.getAttribute('src') !== before; }",
-            arg=[cell.element_handle(), before], timeout=60_000)
+        wait_for_dom(page, "([el, before]) => { const img = el.querySelector('.jp-OutputArea-output img');"
+                           " return img && img.getAttribute('src') !== before; }",
+                     arg=[cell.element_handle(), before], timeout=60_000)
         assert plot_source(cell) != before
         safe = description.replace("|", "")
         cell.screenshot(path=str(artifacts / f"{grade_id}_{safe}.png"))

@@ -70,6 +70,16 @@ DRAWN_APART = """([a, b, selector]) => {
     return draw(a) !== draw(b) && draw(a) !== draw('\\uE000');
 }"""
 
+# Typeset math laid out as math, not as a row of its symbols: every fraction taller than a line of text, its numerator
+# above its denominator.
+DRAWN_AS_MATH = """() => {
+    const fractions = Array.from(document.querySelectorAll('.MathJax_MathML mfrac'));
+    return fractions.length > 0 && fractions.every(f => {
+        const [top, bottom] = Array.from(f.children).map(c => c.getBoundingClientRect());
+        return f.getBoundingClientRect().height > 15 && top.bottom <= bottom.top + 1;
+    });
+}"""
+
 # Code lines wider than their cell that a reader cannot scroll to (cut at the box's edge).
 CUT_CODE = """selector => Array.from(document.querySelectorAll(selector))
     .filter(pre => pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX))
@@ -176,8 +186,11 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
     assert page.evaluate("formgrader.grade_uis.length") == grades
     assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
     # the derivations' and the written answer's math, typeset; the code, highlighted
-    assert page.locator(".MathJax_Display, .MathJax, .MathJax_CHTML").count() > 50
-    assert page.locator(".nbgrader_cell .panel-body .MathJax_Display").count() >= 1  # the written answer's
+    # (MathJax's NativeMML output, the course's renderer: MathML that Chromium lays out itself)
+    assert page.locator(".MathJax_MathML math").count() > 50
+    assert page.locator(".nbgrader_cell .panel-body div.MathJax_MathML math[display='block']").count() >= 1  # the written answer's
+    assert page.evaluate(DRAWN_AS_MATH)  # every fraction drawn as one
+    assert page.locator(".MathJax_MathML mi", has_text="\U0001D53C").count() >= 1  # \mathbb{E}: 𝔼, not E
     assert page.evaluate(HIGHLIGHTED, [".input_area .highlight .kn", ".input_area .highlight .n"])
     assert page.evaluate(CUT_CODE, ".input_area pre") == []
     # a markdown table's cells apart, a hint's disclosure marker shown
@@ -199,7 +212,7 @@ def test_the_formgrader_page_renders_latex_without_other_hosts(graded, formgrade
     network its script stops (the issue the template fixes)."""
     course, start, ids, _, _ = graded
     page, requests, errors = formgrader_page("ada")
-    page.locator(".MathJax_Display").first.scroll_into_view_if_needed()
+    page.locator("div.MathJax_MathML").first.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "formgrader_submission_mathjax.png"))
     assert not other_hosts(requests), other_hosts(requests)
     assert any("/static/jupyter_server_mathjax/MathJax.js" in url for url in requests), requests

@@ -37,11 +37,15 @@ class LabServer:
     port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True):
+                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = ()):
         self.port, self.token = free_port(), "rlhf-course-test"
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
         config = scratch / "config"
+        if disabled_extensions:  # JupyterLab's page config, in this server's own config dir
+            (config / "labconfig").mkdir(parents=True, exist_ok=True)
+            (config / "labconfig" / "page_config.json").write_text(
+                json.dumps({"disabledExtensions": {name: True for name in disabled_extensions}}))
         env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                    **(env_extra or {}))
@@ -138,6 +142,26 @@ def offered(names, texts) -> list[str]:
     """The names (any case) that appear among the texts: nbgrader writes "Create assignment" too."""
     joined = "\n".join(texts).lower()
     return [name for name in names if name.lower() in joined]
+
+
+def wait_for_dom(page, predicate: str, arg=None, timeout: float = 30_000) -> None:
+    """Wait until ``predicate(arg)``, a JavaScript function of the page's DOM, is true: tested once, then each time
+    the DOM changes (a MutationObserver).  Playwright's ``wait_for_function`` tests on every animation frame, which
+    keeps Chromium drawing frames as long as the wait lasts (a JupyterLab page while a notebook runs: seconds of
+    CPU).  Raises playwright's Error, naming the predicate, if it is still false after ``timeout`` ms."""
+    page.evaluate(f"""arg => new Promise((resolve, reject) => {{
+        const predicate = {predicate};
+        const holds = () => {{ try {{ return !!predicate(arg); }} catch (error) {{ return false; }} }};
+        if (holds()) return resolve(true);
+        const observer = new MutationObserver(() => {{
+            if (holds()) {{ observer.disconnect(); clearTimeout(timer); resolve(true); }}
+        }});
+        const timer = setTimeout(() => {{
+            observer.disconnect();
+            reject(new Error("still false after {timeout:g} ms: " + {json.dumps(predicate[:300])}));
+        }}, {timeout});
+        observer.observe(document, {{subtree: true, childList: true, attributes: true, characterData: true}});
+    }})""", arg)
 
 
 def offline_page(browser, viewport: dict):
