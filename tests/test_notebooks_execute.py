@@ -1,5 +1,6 @@
-"""Every notebook runs top to bottom on a fresh kernel, as a person would run it, or in a kernel emptied after a
-notebook whose code is its own but for what a fresh kernel could not tell apart (execute_in_one_kernel)."""
+"""Every notebook runs top to bottom, as a person would run it: the first of a file's notebooks on a fresh kernel, the
+others in the same kernel emptied (%reset) after the one before (execute_in_one_kernel): one kernel start and one
+import of torch, matplotlib and the explorers for the three sources and their Chinese editions, one for the releases."""
 import os
 from pathlib import Path
 
@@ -16,44 +17,52 @@ def ran(nb) -> list:
     return [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
 
 
-def sources_with_their_chinese_editions(repo: Path, lab_stage_cache: Path, assignment: str, notebook: str) -> dict:
-    """An assignment's source and its Chinese edition's (<assignment>_zh), executed once for the file (one kernel:
-    execute_in_one_kernel), en and zh, with the instructor's modules importable.  A lab cell trains the smoke setting
-    (a few steps); the notebooks that train share its SFT policy and reward model (lab_stage_cache): the first one run
+SOURCES = {ASSIGNMENT: NOTEBOOK, "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
+
+
+@pytest.fixture(scope="module")
+def sources(repo, lab_stage_cache) -> dict:
+    """The three assignments' sources, then their Chinese editions' (<assignment>_zh), executed once for the file in
+    one kernel (execute_in_one_kernel), with the instructor's modules importable: (assignment, "en" or "zh") -> the
+    executed notebook.  The first English source runs on a fresh kernel; the other two after a %reset (a name one
+    defines and another uses is gone); fresh kernels run those two's code, answers and hidden tests included, lab
+    and explorers skipped, in the stock-autograde tests (tests/grading/test_two_assignments.py, test_grpo_grading.py).  The English ones run first: a Chinese edition's
+    set-up cell sets the package's language for the rest of the kernel.  A lab cell trains the smoke setting (a few
+    steps); the notebooks that train share its SFT policy and reward model (lab_stage_cache): the first one run
     trains them, the others load them, as a class's labs do on the hub."""
+    order = [(name, language) for language in ("en", "zh") for name in SOURCES]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", os.pathsep.join([str(repo / "instructor"), str(repo)]))
         patch.setenv("RLHF_LAB_SETTING", "smoke")
         patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
-        english, chinese = execute_in_one_kernel([repo / "source" / assignment / notebook,
-                                                  repo / "source" / f"{assignment}_zh" / notebook])
-        return {"en": english, "zh": chinese}
+        executed = execute_in_one_kernel([repo / "source" / (name if language == "en" else f"{name}_zh")
+                                          / SOURCES[name] for name, language in order])
+    return dict(zip(order, executed))
 
 
 @pytest.fixture(scope="module")
 def releases(repo) -> dict:
     """The three releases, each run until its first TODO (one kernel: execute_in_one_kernel): assignment -> the code
     cells that ran, the last one the cell that stopped it."""
-    names = {ASSIGNMENT: NOTEBOOK, "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
-    executed = execute_in_one_kernel([repo / "release" / name / notebook for name, notebook in names.items()],
+    executed = execute_in_one_kernel([repo / "release" / name / notebook for name, notebook in SOURCES.items()],
                                      until_todo=True)
-    return {name: ran(nb) for name, nb in zip(names, executed)}
+    return {name: ran(nb) for name, nb in zip(SOURCES, executed)}
 
 
 @pytest.fixture(scope="module")
-def rlhf_sources(repo, lab_stage_cache):
-    return sources_with_their_chinese_editions(repo, lab_stage_cache, ASSIGNMENT, NOTEBOOK)
+def rlhf_sources(sources):
+    return {language: sources[ASSIGNMENT, language] for language in ("en", "zh")}
 
 
 @pytest.fixture(scope="module")
-def kl_penalty_sources(repo, lab_stage_cache):
+def kl_penalty_sources(sources):
     """Its English source's test and the Chinese edition's comparison read both."""
-    return sources_with_their_chinese_editions(repo, lab_stage_cache, "kl_penalty", "kl_penalty.ipynb")
+    return {language: sources["kl_penalty", language] for language in ("en", "zh")}
 
 
 @pytest.fixture(scope="module")
-def grpo_sources(repo, lab_stage_cache):
-    return sources_with_their_chinese_editions(repo, lab_stage_cache, "grpo", "grpo.ipynb")
+def grpo_sources(sources):
+    return {language: sources["grpo", language] for language in ("en", "zh")}
 
 
 @pytest.mark.slow

@@ -44,12 +44,14 @@ class SlicedPollClient(NotebookClient):
 def execute_in_one_kernel(paths: list[Path], timeout: int = 300, until_todo: bool = False) -> list:
     """Notebooks top to bottom in one kernel: the first on a fresh kernel, each next one after the kernel's namespace
     is emptied (%reset -f) and its own folder made the working one; the executed notebooks.  One kernel start and one
-    import of torch (the explorers', the lab's) instead of one each.  Used where the later notebooks' code is the
-    first's but for what a fresh kernel could not tell apart: a Chinese edition's source after its English one (the
-    same code but the set-up cell's language line and translated strings: make release generates it;
-    tests/grading/test_editions.py), releases after each other (each one's code before its TODO is its source's,
-    and every English source runs on a fresh kernel).  ``until_todo``: each stops at its first unimplemented function
-    (NotImplementedError; any other error raises); else any error raises CellExecutionError."""
+    import of torch (the explorers', the lab's) instead of one each.  What a fresh kernel could tell apart and an
+    emptied one cannot: state kept in imported modules (the package's language, which a Chinese edition's set-up
+    cell sets and an English one's does not reset; matplotlib's settings), so a Chinese edition runs after the
+    English notebooks, not before one.  Used for the three sources and then their Chinese editions (each edition's
+    code is its source's but for the set-up cell's language line and translated strings: make release generates it;
+    tests/grading/test_editions.py), for the releases after each other (each one's code before its TODO is its
+    source's), and for the companion notebook and its edition.  ``until_todo``: each stops at its first
+    unimplemented function (NotImplementedError; any other error raises); else any error raises CellExecutionError."""
     clients, executed = [], []
     try:
         for path in paths:
