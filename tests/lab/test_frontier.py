@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tests.support.lab_stages import trained_once
 from tests.support.notebook_client import execute_in_one_kernel
 
-from rlhf_course.lab import frontier
+from rlhf_course.lab import frontier, train
 from rlhf_course.lab import exact_optimum
 
 # Seed-to-seed spread measured with five seeds (`python -m rlhf_course.lab.frontier --seeds 1 2 3 4 5`):
@@ -57,21 +59,37 @@ def fresh():
 class TinySweep(frontier.SweepConfig):
     """The study at a test-time size: KL-free PPO and the largest coefficient, DPO at one beta, GRPO and its
     variant at one weight, a few iterations; the set-up (SFT, reward model, bigram, exact curve, evaluation
-    batch) is the study's.  About 15 CPU-seconds, most of it the set-up."""
+    batch) is the study's.  About 3 CPU-seconds of runs (forked workers) and 1 of set-up beside the SFT policy and
+    reward model, which are the lab's quick ones (about 9 CPU-seconds): test_ppo_dpo.py's and test_grpo.py's."""
     kl_coefs: tuple[float, ...] = (0.0, 0.2)
     dpo_betas: tuple[float, ...] = (0.1,)
-    ppo_iterations: int = 10
-    dpo_steps: int = 20
+    ppo_iterations: int = 3
+    dpo_steps: int = 5
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("trained, not loaded from the cache")
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, lab_stage_cache):
     """`python -m rlhf_course.frontier --seeds 1 --grpo-kl-coefs 0.2` end to end (the reference notebooks'
     functions, the forked workers, the results file and the printed report) with the sweep's defaults
-    made tiny."""
+    made tiny.  Its SFT policy and reward model come from RLHF_LAB_CACHE, as on the hub: trained (one thread, the
+    sweep's) by whichever of this file, test_ppo_dpo.py and test_grpo.py needs them first, loaded by the others;
+    the sweep itself trains neither."""
     out = tmp_path_factory.mktemp("frontier") / "results.json"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the sweep's set-up runs on one thread, which names its cached models
+    try:
+        trained_once(lab_stage_cache, train.LabConfig.setting("quick"))
+    finally:
+        torch.set_num_threads(threads)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(frontier, "SweepConfig", TinySweep)
+        patch.setenv("RLHF_LAB_CACHE", str(lab_stage_cache))
+        patch.setattr(train, "train_sft", no_training)
+        patch.setattr(train, "train_reward_model", no_training)
         assert frontier.main(["--out", str(out), "--seeds", "1", "--grpo-kl-coefs", "0.2"]) == 0
     return json.loads(out.read_text())
 
