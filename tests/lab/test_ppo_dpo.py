@@ -8,7 +8,7 @@ import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.lab import ppo_dpo as demo
-from rlhf_course.lab import train
+from rlhf_course.lab import shared_stages, train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 from tests.support.lab_stages import trained_once
@@ -86,11 +86,24 @@ def test_dpo_lowers_both_implicit_rewards_while_the_margin_widens(result):
     assert rejected_end < chosen_end - 1.0
 
 
+@pytest.fixture(scope="module")
+def cli_metrics(repo, tmp_path_factory) -> dict:
+    """`python -m rlhf_course.lab.ppo_dpo source/.../rlhf_building_blocks.ipynb --setting smoke`: its exit code,
+    folder and metrics.json."""
+    out = tmp_path_factory.mktemp("cli")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(shared_stages.CACHE_VARIABLE, raising=False)  # trains its SFT policy and reward model
+        code = demo.main([str(repo / "source" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(out)])
+    return {"code": code, "out": out, "metrics": json.loads((out / "metrics.json").read_text()) if code == 0 else None}
+
+
 @pytest.mark.slow
-def test_seeded_runs_repeat_exactly(reference_functions):
-    first = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
-    second = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
-    assert first.ppo_history == second.ppo_history and first.dpo_history == second.dpo_history
+def test_seeded_runs_repeat_exactly(reference_functions, cli_metrics, monkeypatch):
+    """A second smoke run, in this process, repeats the command line's (its SFT policy and reward model trained again:
+    no cache) to the last bit; JSON keeps a float's every bit."""
+    monkeypatch.delenv(shared_stages.CACHE_VARIABLE, raising=False)
+    again = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
+    assert again.ppo_history == cli_metrics["metrics"]["ppo"] and again.dpo_history == cli_metrics["metrics"]["dpo"]
 
 
 def broken(reference_functions, name, function):
@@ -152,12 +165,11 @@ def test_a_function_failing_its_visible_test_is_named_before_training(reference_
     assert check_before_training(StudentFunctions.wrap(**reference_functions)) == []
 
 
-def test_cli_on_reference_notebook_writes_figures_and_metrics(repo, tmp_path):
-    code = demo.main([str(repo / "source" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(tmp_path)])
-    assert code == 0
-    assert (tmp_path / "ppo.png").stat().st_size > 10_000 and (tmp_path / "dpo.png").stat().st_size > 10_000
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert len(metrics["ppo"]) == 2
+def test_cli_on_reference_notebook_writes_figures_and_metrics(cli_metrics):
+    out = cli_metrics["out"]
+    assert cli_metrics["code"] == 0
+    assert (out / "ppo.png").stat().st_size > 10_000 and (out / "dpo.png").stat().st_size > 10_000
+    assert len(cli_metrics["metrics"]["ppo"]) == 2
 
 
 def test_cli_on_release_notebook_stops_with_message(repo, tmp_path, capsys):
