@@ -47,8 +47,8 @@ def _scratch_gradebooks_commit_without_a_disk_sync(connection, _record) -> None:
         connection.execute("PRAGMA synchronous=OFF")
 
 
-# A new gradebook asks `alembic heads` (a subprocess: about a CPU-second) for the version it records; the answer is the
-# installed nbgrader's and the same every time, so a test process asks once (the first new gradebook still records the
+# A new gradebook asks `alembic heads` (a Python subprocess) for the version it records; the answer is the installed
+# nbgrader's and the same every time, so a test process asks once (the first new gradebook still records the
 # real answer; nbgrader's own commands, subprocesses, ask as they always do).
 nbgrader.api.get_alembic_version = functools.cache(nbgrader.api.get_alembic_version)
 

@@ -58,8 +58,8 @@ def fresh():
 class TinySweep(frontier.SweepConfig):
     """The study at a test-time size: KL-free PPO and the largest coefficient, DPO at one beta, GRPO and its
     variant at one weight, a few iterations; the set-up (SFT, reward model, bigram, exact curve, evaluation
-    batch) is the study's.  About 3 CPU-seconds of runs (forked workers) and 1 of set-up beside the SFT policy and
-    reward model, which are the lab's quick ones (about 9 CPU-seconds): test_ppo_dpo.py's and test_grpo.py's."""
+    batch) is the study's; its SFT policy and reward model are the lab's quick ones, test_ppo_dpo.py's and
+    test_grpo.py's (the sweep's largest cost: bench/RESULTS.md)."""
     kl_coefs: tuple[float, ...] = (0.0, 0.2)
     dpo_betas: tuple[float, ...] = (0.1,)
     ppo_iterations: int = 3
