@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.i18n import padded, plot_text as L, t
-from rlhf_course.lab import exact_optimum, grpo, language, train
+from rlhf_course.lab import exact_optimum, grpo, language, shared_stages, train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctions
 from rlhf_course.lab.threads import usable_cpus
@@ -167,12 +167,12 @@ def _set_up(config: train.LabConfig, sweep: SweepConfig) -> dict:
     """What every run shares: the SFT transformer, the reward model and its pairs, the bigram
     reference and its exact frontier.  Returns them with the CPU seconds they took."""
     cpu_start = time.process_time()
-    torch.manual_seed(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
-    sft = train.train_sft(config, generator, show_progress=False)
+    # The lab's SFT policy and reward model for this setting, loaded where RLHF_LAB_CACHE holds them (the same
+    # numbers as trained, torch's and the generator's random state included: shared_stages), else trained here.
+    stages = shared_stages.sft_and_reward_model(config, show_progress=False)
+    sft, reward_model, report, generator = stages.sft, stages.reward_model, stages.report, stages.generator
     # The preference data: exactly the pairs the reward model is trained on, so PPO (through the
     # reward model) and DPO (directly) learn from the same labelled comparisons.
-    reward_model, report = train.train_reward_model(sft, config, generator, show_progress=False)
     pairs = report.training_pairs
     chosen, rejected = pairs.sequences()
     # Evidence that these are the reward model's pairs: it orders them exactly as on its training set.

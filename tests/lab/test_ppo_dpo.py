@@ -8,7 +8,7 @@ import torch
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.lab import ppo_dpo as demo
-from rlhf_course.lab import train
+from rlhf_course.lab import shared_stages, train
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 from rlhf_course.lab.student import StudentFunctionError, StudentFunctions, check_before_training
 from tests.support.lab_stages import trained_once
@@ -19,17 +19,18 @@ def reference_functions(repo):
     return functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
 
 
-# The quick setting made shorter: the four effects hold with room to spare (measured at these sizes, one thread:
-# held-out RM accuracy 0.957, PPO's RM score +1.66, gold reward +0.71, KL 7.0, entropy -0.71; DPO's margin +1.75,
-# accuracy 0.78 -> 0.99, gold reward +0.94, chosen and rejected implicit rewards -2.2 and -4.0), in about 9 CPU-seconds,
-# not 14.  The quick setting itself is the student's (the notebook's lab cell, `make demo`).
-SHORTER = dict(sft_steps=100, rm_steps=100, ppo_iterations=25, dpo_steps=70)
+# The quick setting with shorter PPO and DPO runs on its own SFT policy and reward model (150 steps each, shared with
+# test_grpo.py and test_frontier.py's sweep): the four effects hold with room to spare (measured at these sizes, one
+# thread: held-out RM accuracy 0.947, PPO's RM score +1.54, gold reward +0.69, KL 6.6, entropy -0.64; DPO's margin
+# +1.68, accuracy 0.81 -> 0.98, gold reward +0.88, chosen and rejected implicit rewards -2.3 and -4.0).  The quick
+# setting itself is the student's (the notebook's lab cell, `make demo`).
+SHORTER = dict(ppo_iterations=25, dpo_steps=70)
 
 
 @pytest.fixture(scope="module")
 def result(reference_functions, lab_stage_cache):
-    """Its SFT policy and reward model are test_grpo.py's (the same settings): trained by whichever file gets there
-    first, loaded by the other."""
+    """Its SFT policy and reward model are test_grpo.py's and the frontier sweep's (the quick setting's): trained by
+    whichever file gets there first, loaded by the others."""
     if demo.DEFAULT_THREADS:  # run_demo's thread count, which names the cached models
         torch.set_num_threads(demo.DEFAULT_THREADS)
     trained_once(lab_stage_cache, train.LabConfig.setting("quick", **SHORTER))
@@ -80,16 +81,29 @@ def test_dpo_lowers_both_implicit_rewards_while_the_margin_widens(result):
     chosen_start, chosen_end = early_late(result.dpo_history, "chosen_implicit_reward")
     rejected_start, rejected_end = early_late(result.dpo_history, "rejected_implicit_reward")
     assert result.dpo_history[0]["chosen_implicit_reward"] == 0.0  # the policy starts as the reference
-    assert chosen_end < chosen_start - 1.0      # measured: about -2.2 after 70 steps (-3.9 after the quick 120)
+    assert chosen_end < chosen_start - 1.0      # measured: about -2.3 after 70 steps (-3.9 after the quick 120)
     assert rejected_end < rejected_start - 2.0  # measured: about -4.0 (-6.6 after 120)
     assert rejected_end < chosen_end - 1.0
 
 
+@pytest.fixture(scope="module")
+def cli_metrics(repo, tmp_path_factory) -> dict:
+    """`python -m rlhf_course.lab.ppo_dpo source/.../rlhf_building_blocks.ipynb --setting smoke`: its exit code,
+    folder and metrics.json."""
+    out = tmp_path_factory.mktemp("cli")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(shared_stages.CACHE_VARIABLE, raising=False)  # trains its SFT policy and reward model
+        code = demo.main([str(repo / "source" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(out)])
+    return {"code": code, "out": out, "metrics": json.loads((out / "metrics.json").read_text()) if code == 0 else None}
+
+
 @pytest.mark.slow
-def test_seeded_runs_repeat_exactly(reference_functions):
-    first = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
-    second = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
-    assert first.ppo_history == second.ppo_history and first.dpo_history == second.dpo_history
+def test_seeded_runs_repeat_exactly(reference_functions, cli_metrics, monkeypatch):
+    """A second smoke run, in this process, repeats the command line's (its SFT policy and reward model trained again:
+    no cache) to the last bit; JSON keeps a float's every bit."""
+    monkeypatch.delenv(shared_stages.CACHE_VARIABLE, raising=False)
+    again = demo.run_demo(**reference_functions, setting="smoke", show_progress=False)
+    assert again.ppo_history == cli_metrics["metrics"]["ppo"] and again.dpo_history == cli_metrics["metrics"]["dpo"]
 
 
 def broken(reference_functions, name, function):
@@ -151,12 +165,11 @@ def test_a_function_failing_its_visible_test_is_named_before_training(reference_
     assert check_before_training(StudentFunctions.wrap(**reference_functions)) == []
 
 
-def test_cli_on_reference_notebook_writes_figures_and_metrics(repo, tmp_path):
-    code = demo.main([str(repo / "source" / ASSIGNMENT / NOTEBOOK), "--setting", "smoke", "--out", str(tmp_path)])
-    assert code == 0
-    assert (tmp_path / "ppo.png").stat().st_size > 10_000 and (tmp_path / "dpo.png").stat().st_size > 10_000
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert len(metrics["ppo"]) == 2
+def test_cli_on_reference_notebook_writes_figures_and_metrics(cli_metrics):
+    out = cli_metrics["out"]
+    assert cli_metrics["code"] == 0
+    assert (out / "ppo.png").stat().st_size > 10_000 and (out / "dpo.png").stat().st_size > 10_000
+    assert len(cli_metrics["metrics"]["ppo"]) == 2
 
 
 def test_cli_on_release_notebook_stops_with_message(repo, tmp_path, capsys):

@@ -10,6 +10,7 @@ nbclient's own timeout handling, at the same deadline.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 from queue import Empty
 
@@ -41,18 +42,22 @@ class SlicedPollClient(NotebookClient):
         return kc
 
 
-def execute_in_one_kernel(paths: list[Path], timeout: int = 300, until_todo: bool = False) -> list:
+def execute_in_one_kernel(paths: list[Path], timeout: int = 300,
+                          until_todo: bool | Collection[Path] = False) -> list:
     """Notebooks top to bottom in one kernel: the first on a fresh kernel, each next one after the kernel's namespace
     is emptied (%reset -f) and its own folder made the working one; the executed notebooks.  One kernel start and one
-    import of torch (the explorers', the lab's) instead of one each.  Used where the later notebooks' code is the
-    first's but for what a fresh kernel could not tell apart: a Chinese edition's source after its English one (the
-    same code but the set-up cell's language line and translated strings: make release generates it;
-    tests/grading/test_editions.py), releases after each other (each one's code before its TODO is its source's,
-    and every English source runs on a fresh kernel).  ``until_todo``: each stops at its first unimplemented function
-    (NotImplementedError; any other error raises); else any error raises CellExecutionError."""
+    import of torch (the explorers', the lab's) instead of one each.  What a fresh kernel could tell apart and an
+    emptied one cannot: state kept in imported modules (the package's language, which a Chinese edition's set-up
+    cell sets and an English one's does not reset; matplotlib's settings), so a Chinese edition runs after the
+    English notebooks, not before one.  Used for the three sources, the companion notebook and then their Chinese
+    editions (each edition's code is its source's but for the set-up cell's language line and translated strings:
+    make release generates it; tests/grading/test_editions.py), then the releases (each one's code before its TODO is
+    its source's).  ``until_todo``: True, or the paths of those that do, stop at their first unimplemented function
+    (NotImplementedError; any other error raises); any other notebook's error raises CellExecutionError."""
     clients, executed = [], []
     try:
         for path in paths:
+            stops_at_todo = until_todo if isinstance(until_todo, bool) else path in until_todo
             nb = nbformat.read(str(path), as_version=4)
             if clients:  # the names of the notebook before gone; relative paths (the notebooks beside it) from here
                 nb.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(path.parent)!r})\n%reset -f"))
@@ -63,10 +68,10 @@ def execute_in_one_kernel(paths: list[Path], timeout: int = 300, until_todo: boo
             try:
                 client.execute(cleanup_kc=False)  # the kernel kept for the next notebook
             except CellExecutionError as error:
-                if not until_todo or error.ename != "NotImplementedError":
+                if not stops_at_todo or error.ename != "NotImplementedError":
                     raise
             else:
-                assert not until_todo, f"{path} ran to its end: no TODO stopped it"
+                assert not stops_at_todo, f"{path} ran to its end: no TODO stopped it"
             if len(clients) > 1:
                 reset = nb.cells.pop(0)
                 assert not [o for o in reset.outputs if o.output_type == "error"], reset.outputs
