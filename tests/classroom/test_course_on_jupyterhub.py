@@ -22,7 +22,9 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
 8. everyone closes their browser; Alice's server, idle for the idle time, is stopped by jupyterhub-idle-culler
    (the classroom's culler, its command, token and scopes, run with a few seconds' idle time instead of make hub's
    hour): none of her processes is left (their memory returned), her files stay, her next start resumes with them;
-9. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks.
+9. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks (the
+   class's labs at the smoke setting here, HUB_LAB_SETTING: the same training call as the default quick one's, a
+   few steps instead of 11 CPU-seconds; the default is checked without a hub at the end).
 
 Each step is a test of its own (test_01_... to test_15_..., in this order) on one hub and one browser: the
 first failure names its step, and the steps after it are skipped.  A screenshot of every open page lands in
@@ -75,6 +77,7 @@ DUE_SAID = {False: "due", True: "截止时间"}  # Alice's words, Bob's
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
 SCREENSHOTS = bool(os.environ.get("RLHF_HUB_SCREENSHOTS"))  # of every step, for a person to look at
 IDLE = 5  # seconds: the idle time the classroom's culler runs with in step 14 (make hub's is an hour)
+LAB_SETTING = "smoke"  # the class's labs (HUB_LAB_SETTING), whose two first stages make hub trains (make hub's: quick)
 
 
 def _needs(repo):
@@ -105,7 +108,7 @@ def hub(repo, tmp_path_factory):
     started = time.time()
     process = subprocess.Popen(
         ["make", "--no-print-directory", "-C", str(repo), "hub", f"HUB_PORT={free_port()}", f"HUB_BASE={base}",
-         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob", "HUB_MAKE_PRIVATE=1"],
+         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob", "HUB_MAKE_PRIVATE=1", f"HUB_LAB_SETTING={LAB_SETTING}"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     ready = base / "hub" / "ready"
     try:
@@ -416,10 +419,10 @@ def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
 
 
 THREADS = """import os, torch
-from rlhf_course.lab import shared_stages, threads, train
-print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"],
-      shared_stages.cache_file(train.LabConfig.setting("quick"), threads.lab_threads()))
-"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, the lab's cache file
+from rlhf_course.lab import notebook_setting, shared_stages, threads, train
+print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"], notebook_setting(),
+      shared_stages.cache_file(train.LabConfig.setting(notebook_setting()), threads.lab_threads()))
+"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, her lab's setting, its cache file
 
 
 def cullers(hub) -> dict[int, list[str]]:
@@ -732,22 +735,20 @@ def test_09_instructor_grades_a_written_answer(scenario):
                 page.locator(field).fill(text)
                 page.locator(field).press("Tab")  # the Formgrader saves on change
         steps.shoot("written_answer_graded")
-        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
-        row = page.locator("tr").filter(has_text=alice)
-        # both PUTs were answered before this load, whose listing is fetched from the gradebook: the row is
-        # awaited as the page fills it in, not reloaded
-        expect(row.locator("td.written-score")).to_have_text(re.compile(r"^\s*2 / 6\s*$"), timeout=60_000)
-        assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
-        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score; it
-        # never overwrites it (nor after a score set through nbgrader's API: tests/grading/test_batch.py)
+        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score
+        # (step 11 reads it there); it never overwrites it (nor after a score set through nbgrader's API:
+        # tests/grading/test_batch.py).  One load of the gradebook after it shows both: a score the Formgrader had
+        # not saved, or one the grading overwrote, would not be 2 / 6 there.
         grading = subprocess.run(
             [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--student", alice,
              "--course-root", str(course)],
             cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
         assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-        page.reload()
+        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
         row = page.locator("tr").filter(has_text=alice)
-        assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
+        # the listing is fetched from the gradebook after the load: the row is awaited as the page fills it in
+        expect(row.locator("td.written-score")).to_have_text(re.compile(r"^\s*2 / 6\s*$"), timeout=60_000)
+        assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
 
 
 def test_10_instructor_releases_feedback(scenario):
@@ -825,11 +826,11 @@ def test_13_hub_restarts_mid_class(scenario):
         [kernel] = [s["kernel"]["id"] for s in sessions if s["path"] == f"{edition[alice]}/{NOTEBOOK}"]
         scenario.kernel = kernel  # her notebook's, running since step 4
         assert run_code(hub, token, alice, kernel, "answer = 41\nprint('set')").strip() == "set"
-        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; the lab
-        # would load its first two stages from the class's cache, which make hub fills meanwhile
+        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; her lab runs
+        # the class's setting and would load its first two stages from the class's cache, which make hub fills
         fits = run_code(hub, token, alice, kernel, THREADS).split()
-        assert fits[:3] == ["1", "1", "PASSIVE"], fits
-        scenario.lab_cache_file = Path(fits[3])
+        assert fits[:4] == ["1", "1", "PASSIVE", LAB_SETTING], fits
+        scenario.lab_cache_file = Path(fits[4])
         assert scenario.lab_cache_file.parent == Path(hub["homes"][alice]).parents[1] / "lab-cache"
         before = servers_and_kernels(users, (instructor, alice, bob))
         assert sum("jupyterhub.singleuser" in cmd for cmd in before.values()) == 3, before
@@ -901,10 +902,29 @@ def test_14_idle_server_culled_files_kept(scenario):
 
 def test_15_the_lab_cache_is_the_one_her_lab_reads(scenario):
     """make hub trained the lab's first two stages for the class, under the name her kernel computed (step 13): the
-    same code, settings and thread count; the file is root's and she may only read it."""
+    same code, setting (the class's, HUB_LAB_SETTING) and thread count; the file is root's and she may only read it."""
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("the_lab_cache_is_the_one_her_lab_reads"):
         path = wait_for("the class's lab cache",
                         lambda: scenario.lab_cache_file.is_file() and scenario.lab_cache_file, 300, every=1)
         assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o644
         assert path.parent.stat().st_uid == 0 and path.parent.stat().st_mode & 0o777 == 0o755
+
+
+def test_make_hub_trains_the_quick_labs_unless_told(tmp_path):
+    """No hub: make hub's class trains and runs the quick lab unless HUB_LAB_SETTING says otherwise (the scenario's
+    hub, told smoke, trained for real above); its servers' labs read the setting it trains for."""
+    from rlhf_course.classroom.hub import Classroom, argument_parser
+    assert argument_parser().parse_args(["--proxy", "/bin/true"]).lab_setting == "quick"
+    assert argument_parser().parse_args(["--proxy", "/bin/true", "--lab-setting", "full"]).lab_setting == "full"
+    for setting in ("quick", LAB_SETTING):
+        room = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"),
+                         **({} if setting == "quick" else {"lab_setting": setting}))
+        room.server = ServerEnv.__new__(ServerEnv)
+        room.server.python, room.server.path = sys.executable, os.environ["PATH"]
+        room.course_id, room.passwords, room.hub_dir = "c", {name: "p" for name in room.names}, tmp_path
+        command = room.lab_cache_command()
+        assert command[command.index("--setting") + 1] == setting, command
+        room.write_hub_config()
+        environments = json.loads((tmp_path / "users.json").read_text())["environments"]
+        assert {env["RLHF_LAB_SETTING"] for env in environments.values()} == {setting}
