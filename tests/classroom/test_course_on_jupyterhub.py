@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -175,11 +176,14 @@ class Steps:
         print(f"step {self.count} {label}: {time.time() - started:.1f} s")
 
 
-def begin_login(browser, hub, name: str):
-    """Log in; the hub starts the user's server meanwhile (several users' at once: see finish_login)."""
+def begin_login(browser, hub, name: str, then: str = ""):
+    """Log in; the hub starts the user's server meanwhile (several users' at once: see finish_login), then sends the
+    browser to their JupyterLab, or to ``then`` (a path of their server's)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    page.goto(f"{hub['url']}/hub/login")
+    # the hub starts no server for a link into it: ``then`` through its spawn page, as its home page's button does
+    spawn = f"/hub/spawn/{name}?next=" + urllib.parse.quote(f"/user/{name}/{then}", safe="")
+    page.goto(f"{hub['url']}/hub/login" + ("?next=" + urllib.parse.quote(spawn, safe="") if then else ""))
     page.fill("#username_input", name)
     page.fill("#password_input", hub["passwords"][name])
     page.click("#login_submit")
@@ -193,9 +197,11 @@ def finish_login(page, name: str):
     return page
 
 
-def formgrader_action(page, hub, action: str, expected: str, assignment: str = ASSIGNMENT) -> None:
-    """Manage Assignments: the `action` column's link on the assignment's row, then the success dialog."""
-    page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
+def formgrader_action(page, hub, action: str, expected: str, assignment: str = ASSIGNMENT, load: bool = True) -> None:
+    """Manage Assignments: the `action` column's link on the assignment's row, then the success dialog (``load``:
+    the page loaded first; without, it is open already, no dialog on it)."""
+    if load:
+        page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
     row = page.locator("tr").filter(has=page.locator("td.name", has_text=re.compile(rf"^\s*{assignment}\s*$")))
     row.locator(f"td.{action} a").click(timeout=60_000)
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
@@ -212,6 +218,22 @@ def formgrader_put(page, hub, what: str, body: dict) -> None:
         const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf}, body: JSON.stringify(body)});
         return response.status; }""", [f"{formgrader}/api/{what}", body])
     assert status == 200, (what, status)
+
+
+def disabled_lab_plugins(page, hub, name: str) -> list[str]:
+    """The plugins a user's JupyterLab leaves out (its page config's disabledExtensions: the labconfig their server
+    reads), from the lab's HTML as their browser context fetches it, without rendering it."""
+    html = page.context.request.get(f"{hub['url']}/user/{name}/lab").text()
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    assert found, html[:2000]
+    disabled = json.loads(found.group(1))["disabledExtensions"]
+    return [plugin for plugin, off in disabled.items() if off] if isinstance(disabled, dict) else list(disabled)
+
+
+# nbgrader's instructor tools in JupyterLab (the Nbgrader menu's INSTRUCTOR_ONLY items): the students' labconfig
+# disables them (jupyter/student/labconfig); tests/browser/test_lab_views.py reads both menus as rendered
+INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",
+                      "@jupyter/nbgrader:create-assignment")
 
 
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
@@ -494,13 +516,19 @@ def test_01_instructor_releases(scenario):
         # everyone logs in at once, as a class would: the students' servers start while the instructor releases
         for student in (alice, bob):
             quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
-        scenario.logging_in = {name: begin_login(browser, hub, name) for name in (instructor, alice, bob)}
-        pages["instructor"] = finish_login(scenario.logging_in[instructor], instructor)
-        items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
-        assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
+        # the instructor straight to the Formgrader (the page the release needs; no JupyterLab to render first)
+        scenario.logging_in = {name: begin_login(browser, hub, name, "formgrader/manage_assignments" if
+                                                 name == instructor else "") for name in (instructor, alice, bob)}
+        pages["instructor"] = page = scenario.logging_in[instructor]
+        # (not the hub's spawn-pending page, whose address names it in its ?next=)
+        page.wait_for_url(re.compile(rf"^{re.escape(hub['url'])}/user/{instructor}/formgrader/manage_assignments"),
+                          timeout=120_000)
+        # the instructor's lab keeps nbgrader's tools: the instructor's server reads no student labconfig (the
+        # students' menus are read in step 2)
+        assert not set(INSTRUCTOR_PLUGINS) & set(disabled_lab_plugins(page, hub, instructor))
         for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
-            formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{assignment}'.",
-                              assignment)
+            formgrader_action(page, hub, "release", f"Successfully released '{assignment}'.", assignment,
+                              load=assignment != ASSIGNMENT)
             assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / assignment / NOTEBOOK).is_file()
 
 
@@ -513,6 +541,7 @@ def test_02_students_fetch(scenario):
             assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
             items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
             assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
+            assert set(INSTRUCTOR_PLUGINS) <= set(disabled_lab_plugins(page, hub, student))  # the control of step 1's
             page.keyboard.press("Escape")
             assignment_list(page, hub, student, reload=False)  # the lab has just loaded
             row = assignment_row(page, edition[student])
@@ -735,20 +764,24 @@ def test_09_instructor_grades_a_written_answer(scenario):
                 page.locator(field).fill(text)
                 page.locator(field).press("Tab")  # the Formgrader saves on change
         steps.shoot("written_answer_graded")
-        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score
-        # (step 11 reads it there); it never overwrites it (nor after a score set through nbgrader's API:
-        # tests/grading/test_batch.py).  One load of the gradebook after it shows both: a score the Formgrader had
-        # not saved, or one the grading overwrote, would not be 2 / 6 there.
+        # (leaving the submission's page at once: left open, it goes on typesetting the notebook's math in Chromium
+        # while the grading below runs, several CPU-seconds more)
+        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+        row = page.locator("tr").filter(has_text=alice)
+        # both PUTs were answered before this load, whose listing is fetched from the gradebook: the row is
+        # awaited as the page fills it in, not reloaded
+        expect(row.locator("td.written-score")).to_have_text(re.compile(r"^\s*2 / 6\s*$"), timeout=60_000)
+        assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
+        # grading Alice again (`make grade` for one student) refreshes her feedback page with the person's score; it
+        # never overwrites it (nor after a score set through nbgrader's API: tests/grading/test_batch.py)
         grading = subprocess.run(
             [sys.executable, "-m", "rlhf_course.grading", "grade", ASSIGNMENT, "--student", alice,
              "--course-root", str(course)],
             cwd=course, env=dict(os.environ, RLHF_EXCHANGE_ROOT=hub["exchange"]), capture_output=True, text=True)
         assert grading.returncode == 0, grading.stdout[-3000:] + grading.stderr[-3000:]
-        page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
+        page.reload()
         row = page.locator("tr").filter(has_text=alice)
-        # the listing is fetched from the gradebook after the load: the row is awaited as the page fills it in
-        expect(row.locator("td.written-score")).to_have_text(re.compile(r"^\s*2 / 6\s*$"), timeout=60_000)
-        assert row.locator("td.score").inner_text().strip() == "46 / 50", row.inner_text()
+        assert row.locator("td.score").inner_text(timeout=60_000).strip() == "46 / 50", row.inner_text()
 
 
 def test_10_instructor_releases_feedback(scenario):
