@@ -85,6 +85,8 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_BOOST: a lab's CPU weight while it
 # holds a slot (500; everyone else 100; 100: no boost).  HUB_WARM_KERNELS=1: each server keeps one kernel
 # with the notebook's imports done for the first notebook (docs/classroom.md; with `prestart` before a class).
+# HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
+# reward model make hub trains once for the class (quick).
 # make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
 hub: $(STAMP) $(CHP)
 	$(PY) -m rlhf_course.classroom --proxy $(CHP) --port $(HUB_PORT) --base $(HUB_BASE) --prefix $(HUB_PREFIX) \
@@ -95,7 +97,7 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_TRAINING_SLOTS),--training-slots $(HUB_TRAINING_SLOTS)) \
 	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT)) \
 	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
-	  $(if $(HUB_WARM_KERNELS),--warm-kernels)
+	  $(if $(HUB_WARM_KERNELS),--warm-kernels) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

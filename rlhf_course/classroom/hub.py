@@ -25,7 +25,8 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   while a lab holds a slot its user's cgroup weighs more in the CPU scheduler (`--training-boost`,
   rlhf_course/classroom/training_boost.py);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
-  trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts.
+  trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
+  (`--lab-setting`, every server's RLHF_LAB_SETTING: quick unless told).
 
 The hub may stop and start again mid-class (a crash, an upgrade, `kill <pid in hub/jupyterhub.pid>`): the
 classroom starts it again; the users' servers and kernels run on (`JupyterHub.cleanup_servers = False`), behind
@@ -58,6 +59,7 @@ from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost
 from rlhf_course.i18n import cjk_font
+from rlhf_course.lab import SETTINGS
 
 IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
@@ -169,7 +171,7 @@ class Classroom:
                  make_checkout_private: bool = False, limits: dict | None = None,
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
                  training_wait: float | None = None, warm_kernels: bool = False,
-                 training_boost: int = BOOSTED_WEIGHT):
+                 training_boost: int = BOOSTED_WEIGHT, lab_setting: str = "quick"):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -186,6 +188,7 @@ class Classroom:
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
         self.lab_cache = base / "lab-cache"
+        self.lab_setting = lab_setting  # the length of every student's lab (RLHF_LAB_SETTING), trained for in lab_cache
         self.lab_cache_process: subprocess.Popen | None = None
         self.instructor_name = f"{prefix}instructor"
         self.student_names = [f"{prefix}{s}" for s in students]
@@ -299,11 +302,15 @@ class Classroom:
         self.lab_cache.mkdir()
         self.lab_cache.chmod(0o755)  # root's: students read it, none writes what another loads
         self.lab_cache_process = subprocess.Popen(
-            [self.server.python, "-m", "rlhf_course.lab.shared_stages", str(self.lab_cache),
-             "--threads", str(self.lab_threads())],
+            self.lab_cache_command(),
             env={"PATH": self.server.path, "LANG": "C.UTF-8", **thread_environment(self.lab_threads())},
             stdout=open(self.hub_dir / "lab-cache.log", "w"), stderr=subprocess.STDOUT,
             start_new_session=True)
+
+    def lab_cache_command(self) -> list[str]:
+        """What trains the class's two stages: the labs' setting, at the thread count their kernels train with."""
+        return [self.server.python, "-m", "rlhf_course.lab.shared_stages", str(self.lab_cache),
+                "--threads", str(self.lab_threads()), "--setting", self.lab_setting]
 
     def instructor_env(self) -> dict:
         env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": self.course_id,
@@ -314,6 +321,7 @@ class Classroom:
 
     def write_hub_config(self) -> None:
         base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache),
+                    "RLHF_LAB_SETTING": self.lab_setting,
                     **self.training_queue_env()}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:
@@ -512,6 +520,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   + (f", each at CPU weight {self.training_boost_weight} while it trains (--training-boost)"
                      if self.training_boost else "")
                   if self.training_slots else "labs train whenever they are run (no training queue)",
+                  f"the labs' setting: {self.lab_setting} (--lab-setting; their SFT policy and reward model trained "
+                  f"once for the class into {self.lab_cache})",
                   f"students' servers started before the class (as root): cd {self.repo} && .venv/bin/python "
                   f"-m rlhf_course.classroom prestart --base {self.base}",
                   f"idle servers stopped after {self.idle_timeout} s (files kept; the next login starts them)"
@@ -535,7 +545,8 @@ def _processes() -> list[tuple[int, list[str]]]:
     return found
 
 
-def main(argv=None) -> None:
+def argument_parser() -> argparse.ArgumentParser:
+    """make hub's options (`python -m rlhf_course.classroom --help`)."""
     parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--base", type=Path, default=Path("/srv/rlhf-classroom"))
@@ -563,17 +574,25 @@ def main(argv=None) -> None:
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
+    parser.add_argument("--lab-setting", choices=SETTINGS, default="quick",
+                        help="the length of the labs every student runs (RLHF_LAB_SETTING on every server: quick, "
+                             "full, or smoke, a few steps); make hub trains their SFT policy and reward model for it "
+                             "once for the class")
     parser.add_argument("--warm-kernels", action="store_true",
                         help="each student's server starts a python kernel as it starts, imports torch, matplotlib and "
                              "the course's modules there, and hands it to the first notebook opened "
                              "(rlhf_course/classroom/warm_kernels.py)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = argument_parser().parse_args(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
-                          args.training_boost)
+                          training_boost=args.training_boost, lab_setting=args.lab_setting)
     stopping = []
 
     def stop(signum, frame):

@@ -262,7 +262,9 @@ class ServerEnv:
             shutil.copytree(repo / "rlhf_course", source / "rlhf_course",
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             shutil.copy2(repo / "pyproject.toml", source / "pyproject.toml")
-            _run(*PIP, "--python", self.venv / "bin" / "python", "install", "--no-deps", source)
+            # built with the base's pinned setuptools (--no-build-isolation): nothing fetched from an index
+            _run(*PIP, "--python", self.venv / "bin" / "python", "install", "--no-deps", "--no-build-isolation",
+                 "--no-index", source)
             shutil.rmtree(source)
             # its byte code too (pip leaves it out under PYTHONDONTWRITEBYTECODE; the users cannot write it)
             _run(self.venv / "bin" / "python", "-m", "compileall", "-q", _site_packages(self.venv) / "rlhf_course")

@@ -22,7 +22,9 @@ Chromium: real Unix accounts, each JupyterLab spawned as its user, the shared ex
 8. everyone closes their browser; Alice's server, idle for the idle time, is stopped by jupyterhub-idle-culler
    (the classroom's culler, its command, token and scopes, run with a few seconds' idle time instead of make hub's
    hour): none of her processes is left (their memory returned), her files stay, her next start resumes with them;
-9. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks.
+9. the lab's SFT policy and reward model, trained once for the class by make hub, are where her lab looks (the
+   class's labs at the smoke setting here, HUB_LAB_SETTING: the same training call as the default quick one's, a
+   few steps instead of 11 CPU-seconds; the default is checked without a hub at the end).
 
 Each step is a test of its own (test_01_... to test_15_..., in this order) on one hub and one browser: the
 first failure names its step, and the steps after it are skipped.  A screenshot of every open page lands in
@@ -48,6 +50,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -75,6 +78,7 @@ DUE_SAID = {False: "due", True: "截止时间"}  # Alice's words, Bob's
 ANSWER_CELLS = ("ppo_answer", "dpo_answer", "gae_answer", "lab_question_1", "lab_question_2", "lab_question_3")
 SCREENSHOTS = bool(os.environ.get("RLHF_HUB_SCREENSHOTS"))  # of every step, for a person to look at
 IDLE = 5  # seconds: the idle time the classroom's culler runs with in step 14 (make hub's is an hour)
+LAB_SETTING = "smoke"  # the class's labs (HUB_LAB_SETTING), whose two first stages make hub trains (make hub's: quick)
 
 
 def _needs(repo):
@@ -105,7 +109,7 @@ def hub(repo, tmp_path_factory):
     started = time.time()
     process = subprocess.Popen(
         ["make", "--no-print-directory", "-C", str(repo), "hub", f"HUB_PORT={free_port()}", f"HUB_BASE={base}",
-         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob", "HUB_MAKE_PRIVATE=1"],
+         f"HUB_PREFIX={PREFIX}", "HUB_STUDENTS=alice bob", "HUB_MAKE_PRIVATE=1", f"HUB_LAB_SETTING={LAB_SETTING}"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     ready = base / "hub" / "ready"
     try:
@@ -172,11 +176,14 @@ class Steps:
         print(f"step {self.count} {label}: {time.time() - started:.1f} s")
 
 
-def begin_login(browser, hub, name: str):
-    """Log in; the hub starts the user's server meanwhile (several users' at once: see finish_login)."""
+def begin_login(browser, hub, name: str, then: str = ""):
+    """Log in; the hub starts the user's server meanwhile (several users' at once: see finish_login), then sends the
+    browser to their JupyterLab, or to ``then`` (a path of their server's)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    page.goto(f"{hub['url']}/hub/login")
+    # the hub starts no server for a link into it: ``then`` through its spawn page, as its home page's button does
+    spawn = f"/hub/spawn/{name}?next=" + urllib.parse.quote(f"/user/{name}/{then}", safe="")
+    page.goto(f"{hub['url']}/hub/login" + ("?next=" + urllib.parse.quote(spawn, safe="") if then else ""))
     page.fill("#username_input", name)
     page.fill("#password_input", hub["passwords"][name])
     page.click("#login_submit")
@@ -190,9 +197,11 @@ def finish_login(page, name: str):
     return page
 
 
-def formgrader_action(page, hub, action: str, expected: str, assignment: str = ASSIGNMENT) -> None:
-    """Manage Assignments: the `action` column's link on the assignment's row, then the success dialog."""
-    page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
+def formgrader_action(page, hub, action: str, expected: str, assignment: str = ASSIGNMENT, load: bool = True) -> None:
+    """Manage Assignments: the `action` column's link on the assignment's row, then the success dialog (``load``:
+    the page loaded first; without, it is open already, no dialog on it)."""
+    if load:
+        page.goto(f"{hub['url']}/user/{hub['instructor']}/formgrader/manage_assignments")
     row = page.locator("tr").filter(has=page.locator("td.name", has_text=re.compile(rf"^\s*{assignment}\s*$")))
     row.locator(f"td.{action} a").click(timeout=60_000)
     page.locator(".modal").get_by_text(expected).wait_for(timeout=120_000)
@@ -209,6 +218,22 @@ def formgrader_put(page, hub, what: str, body: dict) -> None:
         const response = await fetch(url, {method: "PUT", headers: {"X-XSRFToken": xsrf}, body: JSON.stringify(body)});
         return response.status; }""", [f"{formgrader}/api/{what}", body])
     assert status == 200, (what, status)
+
+
+def disabled_lab_plugins(page, hub, name: str) -> list[str]:
+    """The plugins a user's JupyterLab leaves out (its page config's disabledExtensions: the labconfig their server
+    reads), from the lab's HTML as their browser context fetches it, without rendering it."""
+    html = page.context.request.get(f"{hub['url']}/user/{name}/lab").text()
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    assert found, html[:2000]
+    disabled = json.loads(found.group(1))["disabledExtensions"]
+    return [plugin for plugin, off in disabled.items() if off] if isinstance(disabled, dict) else list(disabled)
+
+
+# nbgrader's instructor tools in JupyterLab (the Nbgrader menu's INSTRUCTOR_ONLY items): the students' labconfig
+# disables them (jupyter/student/labconfig); tests/browser/test_lab_views.py reads both menus as rendered
+INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",
+                      "@jupyter/nbgrader:create-assignment")
 
 
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
@@ -416,10 +441,10 @@ def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
 
 
 THREADS = """import os, torch
-from rlhf_course.lab import shared_stages, threads, train
-print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"],
-      shared_stages.cache_file(train.LabConfig.setting("quick"), threads.lab_threads()))
-"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, the lab's cache file
+from rlhf_course.lab import notebook_setting, shared_stages, threads, train
+print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"], notebook_setting(),
+      shared_stages.cache_file(train.LabConfig.setting(notebook_setting()), threads.lab_threads()))
+"""  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, her lab's setting, its cache file
 
 
 def cullers(hub) -> dict[int, list[str]]:
@@ -491,13 +516,19 @@ def test_01_instructor_releases(scenario):
         # everyone logs in at once, as a class would: the students' servers start while the instructor releases
         for student in (alice, bob):
             quiet_lab_settings(users[student], "zh_CN" if student == bob else None)
-        scenario.logging_in = {name: begin_login(browser, hub, name) for name in (instructor, alice, bob)}
-        pages["instructor"] = finish_login(scenario.logging_in[instructor], instructor)
-        items = nbgrader_menu_items(pages["instructor"])  # the instructor's lab keeps nbgrader's tools
-        assert offered(INSTRUCTOR_ONLY, items) == list(INSTRUCTOR_ONLY), items
+        # the instructor straight to the Formgrader (the page the release needs; no JupyterLab to render first)
+        scenario.logging_in = {name: begin_login(browser, hub, name, "formgrader/manage_assignments" if
+                                                 name == instructor else "") for name in (instructor, alice, bob)}
+        pages["instructor"] = page = scenario.logging_in[instructor]
+        # (not the hub's spawn-pending page, whose address names it in its ?next=)
+        page.wait_for_url(re.compile(rf"^{re.escape(hub['url'])}/user/{instructor}/formgrader/manage_assignments"),
+                          timeout=120_000)
+        # the instructor's lab keeps nbgrader's tools: the instructor's server reads no student labconfig (the
+        # students' menus are read in step 2)
+        assert not set(INSTRUCTOR_PLUGINS) & set(disabled_lab_plugins(page, hub, instructor))
         for assignment in (ASSIGNMENT, ZH):  # the hub serves both editions
-            formgrader_action(pages["instructor"], hub, "release", f"Successfully released '{assignment}'.",
-                              assignment)
+            formgrader_action(page, hub, "release", f"Successfully released '{assignment}'.", assignment,
+                              load=assignment != ASSIGNMENT)
             assert (Path(hub["exchange"]) / "rlhf-course" / "outbound" / assignment / NOTEBOOK).is_file()
 
 
@@ -510,6 +541,7 @@ def test_02_students_fetch(scenario):
             assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
             items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
             assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
+            assert set(INSTRUCTOR_PLUGINS) <= set(disabled_lab_plugins(page, hub, student))  # the control of step 1's
             page.keyboard.press("Escape")
             assignment_list(page, hub, student, reload=False)  # the lab has just loaded
             row = assignment_row(page, edition[student])
@@ -732,6 +764,8 @@ def test_09_instructor_grades_a_written_answer(scenario):
                 page.locator(field).fill(text)
                 page.locator(field).press("Tab")  # the Formgrader saves on change
         steps.shoot("written_answer_graded")
+        # (leaving the submission's page at once: left open, it goes on typesetting the notebook's math in Chromium
+        # while the grading below runs, several CPU-seconds more)
         page.goto(f"{hub['url']}/user/{instructor}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')}")
         row = page.locator("tr").filter(has_text=alice)
         # both PUTs were answered before this load, whose listing is fetched from the gradebook: the row is
@@ -825,11 +859,11 @@ def test_13_hub_restarts_mid_class(scenario):
         [kernel] = [s["kernel"]["id"] for s in sessions if s["path"] == f"{edition[alice]}/{NOTEBOOK}"]
         scenario.kernel = kernel  # her notebook's, running since step 4
         assert run_code(hub, token, alice, kernel, "answer = 41\nprint('set')").strip() == "set"
-        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; the lab
-        # would load its first two stages from the class's cache, which make hub fills meanwhile
+        # her kernel's torch fits her CPU quota (one core: make hub's default), its threads never spin; her lab runs
+        # the class's setting and would load its first two stages from the class's cache, which make hub fills
         fits = run_code(hub, token, alice, kernel, THREADS).split()
-        assert fits[:3] == ["1", "1", "PASSIVE"], fits
-        scenario.lab_cache_file = Path(fits[3])
+        assert fits[:4] == ["1", "1", "PASSIVE", LAB_SETTING], fits
+        scenario.lab_cache_file = Path(fits[4])
         assert scenario.lab_cache_file.parent == Path(hub["homes"][alice]).parents[1] / "lab-cache"
         before = servers_and_kernels(users, (instructor, alice, bob))
         assert sum("jupyterhub.singleuser" in cmd for cmd in before.values()) == 3, before
@@ -901,10 +935,29 @@ def test_14_idle_server_culled_files_kept(scenario):
 
 def test_15_the_lab_cache_is_the_one_her_lab_reads(scenario):
     """make hub trained the lab's first two stages for the class, under the name her kernel computed (step 13): the
-    same code, settings and thread count; the file is root's and she may only read it."""
+    same code, setting (the class's, HUB_LAB_SETTING) and thread count; the file is root's and she may only read it."""
     hub, browser, server, users, instructor, alice, bob, course, answers, edition, index, steps, pages = scenario.all()
     with steps.step("the_lab_cache_is_the_one_her_lab_reads"):
         path = wait_for("the class's lab cache",
                         lambda: scenario.lab_cache_file.is_file() and scenario.lab_cache_file, 300, every=1)
         assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o644
         assert path.parent.stat().st_uid == 0 and path.parent.stat().st_mode & 0o777 == 0o755
+
+
+def test_make_hub_trains_the_quick_labs_unless_told(tmp_path):
+    """No hub: make hub's class trains and runs the quick lab unless HUB_LAB_SETTING says otherwise (the scenario's
+    hub, told smoke, trained for real above); its servers' labs read the setting it trains for."""
+    from rlhf_course.classroom.hub import Classroom, argument_parser
+    assert argument_parser().parse_args(["--proxy", "/bin/true"]).lab_setting == "quick"
+    assert argument_parser().parse_args(["--proxy", "/bin/true", "--lab-setting", "full"]).lab_setting == "full"
+    for setting in ("quick", LAB_SETTING):
+        room = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"),
+                         **({} if setting == "quick" else {"lab_setting": setting}))
+        room.server = ServerEnv.__new__(ServerEnv)
+        room.server.python, room.server.path = sys.executable, os.environ["PATH"]
+        room.course_id, room.passwords, room.hub_dir = "c", {name: "p" for name in room.names}, tmp_path
+        command = room.lab_cache_command()
+        assert command[command.index("--setting") + 1] == setting, command
+        room.write_hub_config()
+        environments = json.loads((tmp_path / "users.json").read_text())["environments"]
+        assert {env["RLHF_LAB_SETTING"] for env in environments.values()} == {setting}
