@@ -568,7 +568,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--training-wait", type=float, default=None,
                         help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
     parser.add_argument("--training-boost", type=int, default=BOOSTED_WEIGHT,
-                        help=f"the CPU weight (cgroup v2 cpu.weight; everyone else's is {DEFAULT_WEIGHT}) of a lab "
+                        help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: {DEFAULT_WEIGHT}) of a lab "
                              f"holding a training slot, while it holds it (default {BOOSTED_WEIGHT}; "
                              f"{DEFAULT_WEIGHT}: no boost)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
