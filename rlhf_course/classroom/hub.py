@@ -568,9 +568,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--training-wait", type=float, default=None,
                         help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
     parser.add_argument("--training-boost", type=int, default=BOOSTED_WEIGHT,
-                        help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: {DEFAULT_WEIGHT}) of a lab "
-                             f"holding a training slot, while it holds it (default {BOOSTED_WEIGHT}; "
-                             f"{DEFAULT_WEIGHT}: no boost)")
+                        help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: "
+                             f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it (default "
+                             f"{BOOSTED_WEIGHT}; {DEFAULT_WEIGHT}: no boost)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
