@@ -22,7 +22,7 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
 * `<base>/training-slots/`: the machine's training queue (rlhf_course/lab/training_slots.py), world-writable
   and sticky, K slot files of root's: at most K labs train at once (`--training-slots`), the others wait;
-  while a lab holds a slot its user's cgroup weighs more in the CPU scheduler (`--training-boost`,
+  with `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (off by default;
   rlhf_course/classroom/training_boost.py);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
@@ -171,7 +171,7 @@ class Classroom:
                  make_checkout_private: bool = False, limits: dict | None = None,
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
                  training_wait: float | None = None, warm_kernels: bool = False,
-                 training_boost: int = BOOSTED_WEIGHT, lab_setting: str = "quick"):
+                 training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick"):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -567,10 +567,11 @@ def argument_parser() -> argparse.ArgumentParser:
                              "cores over each user's CPU quota, at least 1; 0: no queue)")
     parser.add_argument("--training-wait", type=float, default=None,
                         help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
-    parser.add_argument("--training-boost", type=int, default=BOOSTED_WEIGHT,
+    parser.add_argument("--training-boost", type=int, default=DEFAULT_WEIGHT,
                         help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: "
-                             f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it (default "
-                             f"{BOOSTED_WEIGHT}; {DEFAULT_WEIGHT}: no boost)")
+                             f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it, e.g. "
+                             f"{BOOSTED_WEIGHT} (default {DEFAULT_WEIGHT}: no boost; it takes the CPU from the other "
+                             f"students' cells and Validate: bench/RESULTS.md)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")

@@ -26,7 +26,7 @@ from pathlib import Path
 from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
 
 DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight when nobody set it (v1: cpu.shares 1024)
-BOOSTED_WEIGHT = 500  # a slot holder's: five other busy users' worth
+BOOSTED_WEIGHT = 500  # a slot holder's when asked for (--training-boost): five other busy users' worth
 CLASS_CGROUPS = (CGROUP_ROOT / CGROUP_NAME, CGROUP_ROOT / "cpu" / CGROUP_NAME)  # v2's, v1's cpu hierarchy's
 
 

@@ -38,3 +38,14 @@ def test_the_queue_folder_is_sticky_and_its_slots_are_roots(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["slot-0", "slot-1"]
     for slot in folder.iterdir():
         assert (slot.stat().st_uid, stat.S_IMODE(slot.stat().st_mode)) == (0, 0o644)
+
+
+def test_the_training_boost_is_off_unless_asked_for(tmp_path):
+    from rlhf_course.classroom.hub import argument_parser
+    from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT
+    assert classroom(tmp_path).training_boost_weight == DEFAULT_WEIGHT
+    assert argument_parser().parse_args(["--proxy", "/bin/true"]).training_boost == DEFAULT_WEIGHT
+    assert argument_parser().parse_args(["--proxy", "/bin/true", "--training-boost", "500"]).training_boost == 500
+    room = classroom(tmp_path, training_boost=DEFAULT_WEIGHT)
+    room.start_training_boost()  # the default weight: no watcher at all
+    assert room.training_boost is None
