@@ -245,7 +245,13 @@ class Hub:
             time.sleep(0.5)
         return json.loads((self.base / "hub" / "accounts.json").read_text())
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: Path | None = None) -> None:
+        """Stop it; with ``keep_logs``, the hub's and make hub's logs are copied there first (`<name>.jupyterhub.log`,
+        `<name>.make-hub.log`: the classroom removes its folder, and a failed spawn's reason is in the hub's log)."""
+        if keep_logs is not None:
+            for log in (self.base / "hub" / "jupyterhub.log", self.scratch / "make-hub.log"):
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(log, keep_logs.with_suffix(f".{log.name}"))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)  # the classroom stops every server, removes the accounts
         try:
@@ -806,7 +812,8 @@ def main() -> int:
                         "(default: its own, the CPUs)")
     parser.add_argument("--warm-kernels", action="store_true", help="make hub HUB_WARM_KERNELS=1: each student's "
                         "server keeps a kernel with the notebook's imports done for the first notebook")
-    parser.add_argument("--json", type=Path, help="write the figures there too")
+    parser.add_argument("--json", type=Path, help="write the figures there too (and the hub's logs beside it: "
+                                                      "RUN.jupyterhub.log, RUN.make-hub.log)")
     args = parser.parse_args()
     if args.quick:
         args.students, args.pace, args.arrival_minutes = 2, 0.05, 1 / 6
@@ -869,7 +876,7 @@ def main() -> int:
     finally:
         for session, kernel in neighbours:
             kernel.close()
-        hub.stop()
+        hub.stop(keep_logs=args.json)
     results["load_at_end"] = os.getloadavg()
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
