@@ -586,8 +586,18 @@ def argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(argv=None) -> argparse.Namespace:
+    """make hub's options, checked before anything is made."""
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= args.training_boost <= 10000:
+        parser.error(f"--training-boost is a CPU weight from 1 to 10000 (no boost: {DEFAULT_WEIGHT}), "
+                     f"not {args.training_boost}")
+    return args
+
+
 def main(argv=None) -> None:
-    args = argument_parser().parse_args(argv)
+    args = parse_arguments(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
               ("process_limit", args.processes), ("file_size_limit", args.file_size)) if value is not None}
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,

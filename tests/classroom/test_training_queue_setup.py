@@ -46,6 +46,10 @@ def test_the_training_boost_is_off_unless_asked_for(tmp_path):
     assert classroom(tmp_path).training_boost_weight == DEFAULT_WEIGHT
     assert argument_parser().parse_args(["--proxy", "/bin/true"]).training_boost == DEFAULT_WEIGHT
     assert argument_parser().parse_args(["--proxy", "/bin/true", "--training-boost", "500"]).training_boost == 500
+    from rlhf_course.classroom.hub import parse_arguments
+    assert parse_arguments(["--proxy", "/bin/true", "--training-boost", "500"]).training_boost == 500
+    with pytest.raises(SystemExit):  # refused before anything is made
+        parse_arguments(["--proxy", "/bin/true", "--training-boost", "0"])
     room = classroom(tmp_path, training_boost=DEFAULT_WEIGHT)
     room.start_training_boost()  # the default weight: no watcher at all
     assert room.training_boost is None
