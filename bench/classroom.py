@@ -713,14 +713,30 @@ def alone(accounts: dict, name: str, answers: dict, course_id: str, lab_setting:
     return student.figures
 
 
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot, every core (/proc/stat's first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
+
+
 def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_training, extra_latency=None) -> dict:
     watcher = HubLatency(accounts, accounts["instructor"])
+    machine_before, driver_before = machine_cpu_seconds(), time.process_time()
+    class_before = classroom_cpu_seconds(names)  # pre-started servers' and warm kernels' start
     try:
         figures = run_class(accounts, names, scenario, args, answers, course_id)
+        class_cpu = classroom_cpu_seconds(names) - class_before
     finally:
         latencies, loads = watcher.stop()
+    (busy, idle), driver = machine_cpu_seconds(), time.process_time() - driver_before
+    # Where the CPU went while the class ran: the simulated students' own client code (this process: in a real class
+    # it runs in the students' browsers, on their laptops), the class's servers and kernels, the rest (hub, proxy,
+    # Validate's and Submit's nbgrader run in the servers' cgroups too; anything else on the machine).
+    cpu = {"machine_busy_s": busy - machine_before[0], "machine_idle_s": idle - machine_before[1],
+           "simulated_students_client_s": driver, "class_servers_and_kernels_s": class_cpu}
     return summarise(figures, latencies, alone_training, collected(accounts, names), loads) | {
-        "per_student": [vars(f) for f in figures]}
+        "cpu": cpu, "per_student": [vars(f) for f in figures]}
 
 
 def classrooms_with_prefix(prefix: str) -> list[int]:
@@ -733,7 +749,8 @@ def classrooms_with_prefix(prefix: str) -> list[int]:
 
 
 def classroom_cpu_seconds(names: list[str]) -> float:
-    """CPU seconds the processes now in these users' cgroups have used (their servers and kernels)."""
+    """CPU seconds the processes now in these users' cgroups have used (their servers and kernels), with their
+    children that ended (a server's Validate and Submit runs)."""
     from rlhf_course.classroom.spawner import UserCgroup
     ticks, seen = 0, set()
     for name in names:
@@ -743,7 +760,7 @@ def classroom_cpu_seconds(names: list[str]) -> float:
     for pid in seen:
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
+            ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -857,6 +874,8 @@ def main() -> int:
                   f"{' '.join(p['summary'][:1])}; load {' '.join(f'{x:.2f}' for x in p['load_end'])}", flush=True)
         results["class"] = scenario_figures(accounts, names, args.scenario, args, answers, course_id, solo.training)
         print(table(f"{args.scenario}, {len(names)} students", results["class"]), flush=True)
+        print("CPU while the class ran: " + ", ".join(f"{k} {v:.0f}" for k, v in results["class"]["cpu"].items()),
+              flush=True)
         if args.with_neighbours:
             for kind in NEIGHBOURS:
                 neighbours.append(start_neighbour(accounts, f"{PREFIX}n_{kind}", kind, args.disk_fill_mib))

@@ -611,6 +611,9 @@ def main(argv=None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    # A handler, not an inherited SIG_IGN (a shell's background job, a test runner's worker): the hub and its
+    # idle culler are stopped with SIGINT, and an ignored one made each stop wait JupyterHub's 30 s interrupt_timeout.
+    signal.signal(signal.SIGINT, stop)
     started = time.time()
     try:
         classroom.create()
