@@ -1,6 +1,6 @@
 """The best a class's training cells could do, from when a class bench run started them.
 
-    python bench/training_bound.py RUN.json [--cores 2] [--pair-factor 1.0]
+    python bench/training_bound.py RUN.json [--cores 2] [--pair-factor 1.0] [--at-the-class-speed]
 
 Reads a `bench/classroom.py --json` run (each student's ``training_at``: when they ran the training cell, and the
 training cell's time alone) and replays those arrivals on an ideal machine: nothing else running, each training
@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="bench/classroom.py --json output")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--pair-factor", type=float, default=1.0)
+    parser.add_argument("--at-the-class-speed", action="store_true",
+                        help="replay each training at the machine's speed during the class, not before it: the "
+                             "time alone scaled by the class's median kernel CPU per notebook over the student "
+                             "alone's (the same notebook, so the same work; this machine's speed drifts by 2x "
+                             "within an hour)")
     args = parser.parse_args(argv)
     run = json.loads(args.run.read_text())
     figures = run["class"]
@@ -63,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     if not arrivals:
         raise SystemExit(f"{args.run}: no student's training start recorded (a run before bench/classroom.py "
                          f"recorded training_at)")
-    ideal = [t / alone for t in replay(arrivals, alone, args.cores, args.pair_factor)]
+    replayed = alone
+    if args.at_the_class_speed:
+        speed = figures["cpu_s_per_notebook"]["p50"] / run["alone"]["cpu_seconds"]
+        replayed = alone * speed
+        print(f"the class's machine: a notebook's kernel CPU {speed:.2f}x the student alone's: each training "
+              f"replayed at {replayed:.2f} s")
+    ideal = [t / alone for t in replay(arrivals, replayed, args.cores, args.pair_factor)]
     measured = [s["training"] / alone for s in figures["per_student"] if not math.isnan(s["training"])]
     span = max(arrivals) - min(arrivals)
     print(f"{len(arrivals)} trainings started over {span:.0f} s; alone {alone:.2f} s; {args.cores} cores, "
