@@ -9,9 +9,6 @@ slots: every ``every`` seconds it reads which processes hold them (``/proc/locks
 ``flock``), finds each holder's user cgroup under the classroom's (``rlhf-classroom/<user>``) and sets its
 CPU weight to ``weight``; a cgroup whose user holds no slot any more gets the default back.  The user's
 quota (``cpu.max``) still bounds it: a boosted lab never has more than its own cores, it only has them first.
-A holder keeps its weight ``linger`` seconds after it frees its slot: the cell after the training draws the
-lab's plots from it, and without the linger that cell, unboosted, waited behind the next two holders (a lab
-session of 40 at weight 10000: its median 6.2 s against 1.8 s without the boost; bench/RESULTS.md).
 
 Only root writes a cgroup's weight, so a student cannot boost themselves but by holding a slot; one who holds
 it on purpose (their own code taking the lock) gets their own quota first and no more, and the others train
@@ -24,14 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from pathlib import Path
 
 from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
 
 DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight when nobody set it (v1: cpu.shares 1024)
 BOOSTED_WEIGHT = 500  # a slot holder's when asked for (--training-boost): five other busy users' worth
-LINGER_SECONDS = 5.0  # a freed slot's holder keeps its weight so long (its lab's plots are the next cell)
 CLASS_CGROUPS = (CGROUP_ROOT / CGROUP_NAME, CGROUP_ROOT / "cpu" / CGROUP_NAME)  # v2's, v1's cpu hierarchy's
 
 
@@ -76,16 +71,11 @@ class TrainingBoost:
     """Slot holders' cgroups at ``weight``, everyone else's at the default (see the module's docstring)."""
 
     def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT,
-                 parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5, linger: float = LINGER_SECONDS,
-                 clock=time.monotonic):
+                 parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5):
         if not 1 <= weight <= 10000:
             raise ValueError(f"a CPU weight is 1 to 10000 (cgroup v2's cpu.weight), not {weight}")
-        if linger < 0:
-            raise ValueError(f"linger is seconds, 0 or more, not {linger}")
         self.slot_files, self.weight, self.parents, self.every = slot_files, weight, parents, every
-        self.linger, self.clock = linger, clock
         self.boosted: set[Path] = set()
-        self.last_held: dict[Path, float] = {}  # cgroup -> when it was last seen holding a slot
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -108,24 +98,19 @@ class TrainingBoost:
         return cgroups
 
     def step(self) -> set[Path]:
-        """One look at the slots: boost the new holders, give their weight back to those who freed theirs more
-        than ``linger`` seconds ago; the boosted now."""
-        now = self.clock()
-        for cgroup in self.holders():
-            self.last_held[cgroup] = now
-        self.last_held = {c: t for c, t in self.last_held.items() if now - t <= self.linger and c.is_dir()}
-        keep = set(self.last_held)
-        for cgroup in self.boosted - keep:
+        """One look at the slots: boost the new holders, give the others their weight back; the boosted now."""
+        holders = self.holders()
+        for cgroup in self.boosted - holders:
             _set_weight(cgroup, DEFAULT_WEIGHT)
-        for cgroup in keep - self.boosted:
+        for cgroup in holders - self.boosted:
             _set_weight(cgroup, self.weight)
-        self.boosted = keep
+        self.boosted = {c for c in holders if c.is_dir()}
         return self.boosted
 
     def restore(self) -> None:
         for cgroup in self.boosted:
             _set_weight(cgroup, DEFAULT_WEIGHT)
-        self.boosted, self.last_held = set(), {}
+        self.boosted = set()
 
     def start(self) -> "TrainingBoost":
         def watch():

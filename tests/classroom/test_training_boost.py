@@ -102,10 +102,9 @@ class Holder:
         self.process.wait()
 
 
-def test_a_slot_holders_cgroup_weighs_more_until_shortly_after_the_slot_is_freed(class_cgroups, slots):
+def test_a_slot_holders_cgroup_weighs_more_until_the_slot_is_freed(class_cgroups, slots):
     alice, bob = class_cgroups / "alice", class_cgroups / "bob"
-    now = [0.0]
-    boost = TrainingBoost(slots, parents=(class_cgroups,), linger=5.0, clock=lambda: now[0])
+    boost = TrainingBoost(slots, parents=(class_cgroups,))
     holders = [Holder(slots[0], alice), Holder(slots[1], bob), Holder(slots[1], None)]
     try:
         assert boost.step() == set() and cpu_weight(alice) == cpu_weight(bob) == DEFAULT_WEIGHT
@@ -114,28 +113,15 @@ def test_a_slot_holders_cgroup_weighs_more_until_shortly_after_the_slot_is_freed
         assert (cpu_weight(alice), cpu_weight(bob)) == (BOOSTED_WEIGHT, DEFAULT_WEIGHT)
         holders[1].tell("take")
         assert boost.step() == {alice, bob} and cpu_weight(bob) == BOOSTED_WEIGHT
-        holders[0].tell("free")  # the training ended: her plots (the next cell) keep the weight for the linger
-        now[0] = 4.5
-        assert boost.step() == {alice, bob} and cpu_weight(alice) == BOOSTED_WEIGHT
-        now[0] = 5.5  # then it goes back; bob, still holding, keeps his
+        holders[0].tell("free")  # the training ended: the weight goes back
         assert boost.step() == {bob} and cpu_weight(alice) == DEFAULT_WEIGHT
-        holders[1].kill()  # a killed kernel's slot is free, and its weight given back after the linger
-        now[0] = 11.0
+        holders[1].kill()  # a killed kernel's slot is free, and its weight given back
         assert boost.step() == set() and cpu_weight(bob) == DEFAULT_WEIGHT
-        holders[0].tell("take")  # she takes a slot again: boosted again at once
-        assert boost.step() == {alice} and cpu_weight(alice) == BOOSTED_WEIGHT
-        holders[0].tell("free")
-        now[0] = 17.0
         holders[2].tell("take")  # a holder outside the class's cgroups: nothing to boost, nothing touched
         assert boost.step() == set() and cpu_weight(alice) == cpu_weight(bob) == DEFAULT_WEIGHT
     finally:
         for holder in holders:
             holder.kill()
-
-
-def test_a_negative_linger_is_refused():
-    with pytest.raises(ValueError, match="linger"):
-        TrainingBoost([], linger=-1)
 
 
 def test_the_watcher_boosts_on_its_own_and_restores_when_stopped(class_cgroups, slots):
