@@ -243,8 +243,16 @@ def assignment_list(page, hub, name: str, reload: bool = True) -> None:
     holds when it opens: feedback released since needs a new one)."""
     if reload:
         page.goto(f"{hub['url']}/user/{name}/lab")
-    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
-    page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    item = page.get_by_role("menuitem", name="Assignment List", exact=True)
+    for _ in range(3):  # a click on the menu bar's Nbgrader right after an Escape closed its menu once (loaded
+        page.get_by_role("menuitem", name="Nbgrader", exact=True).click()  # machine): the bar toggled it shut
+        try:
+            item.wait_for(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+    item.click()
 
 
 def assignment_row(page, assignment: str):
