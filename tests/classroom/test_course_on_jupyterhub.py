@@ -245,8 +245,9 @@ def assignment_list(page, hub, name: str, reload: bool = True) -> None:
         page.goto(f"{hub['url']}/user/{name}/lab")
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     item = page.get_by_role("menuitem", name="Assignment List", exact=True)
-    for _ in range(3):  # a click on the menu bar's Nbgrader right after an Escape closed its menu once (loaded
-        page.get_by_role("menuitem", name="Nbgrader", exact=True).click()  # machine): the bar toggled it shut
+    # On a loaded machine a click on the menu bar's Nbgrader right after an Escape once toggled its menu shut
+    for _ in range(3):
+        page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
         try:
             item.wait_for(timeout=10_000)
             break
