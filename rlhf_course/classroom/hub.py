@@ -57,7 +57,7 @@ from rlhf_course.classroom.prestart import TOKEN_FILE
 from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
-from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost
+from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_weight
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
@@ -590,9 +590,10 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     """make hub's options, checked before anything is made."""
     parser = argument_parser()
     args = parser.parse_args(argv)
-    if not 1 <= args.training_boost <= 10000:
-        parser.error(f"--training-boost is a CPU weight from 1 to 10000 (no boost: {DEFAULT_WEIGHT}), "
-                     f"not {args.training_boost}")
+    try:
+        check_weight(args.training_boost)
+    except ValueError as wrong:
+        parser.error(f"--training-boost: {wrong}")
     return args
 
 
@@ -604,10 +605,7 @@ def main(argv=None) -> None:
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
                           training_boost=args.training_boost, lab_setting=args.lab_setting)
-    stopping = []
-
     def stop(signum, frame):
-        stopping.append(signum)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)

@@ -67,13 +67,19 @@ def user_cgroup(pid: int, parents: tuple[Path, ...] = CLASS_CGROUPS, root: Path 
     return None
 
 
+def check_weight(weight: int) -> None:
+    """A ValueError unless ``weight`` is one the scheduler takes (cgroup v2's cpu.weight range)."""
+    if not 1 <= weight <= 10000:
+        raise ValueError(f"a CPU weight is 1 to 10000 (cgroup v2's cpu.weight; no boost: {DEFAULT_WEIGHT}), "
+                         f"not {weight}")
+
+
 class TrainingBoost:
     """Slot holders' cgroups at ``weight``, everyone else's at the default (see the module's docstring)."""
 
     def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT,
                  parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5):
-        if not 1 <= weight <= 10000:
-            raise ValueError(f"a CPU weight is 1 to 10000 (cgroup v2's cpu.weight), not {weight}")
+        check_weight(weight)
         self.slot_files, self.weight, self.parents, self.every = slot_files, weight, parents, every
         self.boosted: set[Path] = set()
         self._stop = threading.Event()
