@@ -436,7 +436,10 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         failures = 0
         while True:
             started = time.time()
-            self.process.wait()
+            # polled, not Popen.wait(): the classroom stops on a signal whose handler raises, and one raised inside
+            # Popen.wait() can leave its waitpid lock taken, so that stop()'s wait for the hub blocks forever
+            while self.process.poll() is None:
+                time.sleep(0.5)
             failures = failures + 1 if time.time() - started < quick else 0
             if failures >= quick_exits:
                 print(f"JupyterHub exited ({self.process.returncode}) {failures} times in a row; "
@@ -605,6 +608,7 @@ def main(argv=None) -> None:
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
                           training_boost=args.training_boost, lab_setting=args.lab_setting)
+
     def stop(signum, frame):
         raise KeyboardInterrupt
 
@@ -624,6 +628,9 @@ def main(argv=None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        # once: make passes its own SIGTERM on to this process, and a second interruption would cut the clean-up
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopping the hub and removing the classroom's accounts", flush=True)
         classroom.remove()
 
