@@ -136,11 +136,16 @@ def run_first_explorer(page, attempts: int = 3) -> None:
     raise AssertionError("Run All Above Selected Cell never started the notebook")
 
 
-def _show_explorers(page, artifacts) -> None:
-    """On a failure: the text of any dialog JupyterLab has open, and a screenshot of each explorer
-    cell and what its output holds, for the report."""
+def _show_explorers(page, lab, artifacts) -> None:
+    """On a failure: the text of any dialog JupyterLab has open, each code cell's prompt (queued, run or not), the
+    kernels as the server sees them, the server's log, and a screenshot of each explorer cell and what its output
+    holds, for the report."""
     for dialog in page.locator(".jp-Dialog").all():
         print(f"open dialog: {dialog.inner_text()[:500]!r}")
+    prompts = page.locator(SHOWN).locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    print(f"code cells' prompts: {' '.join(p.strip() for p in prompts)}")
+    print(f"kernels: {lab._api('kernels')}")
+    print("server log (its end):", (lab.scratch / "jupyterlab.log").read_text(errors="replace")[-3000:], sep="\n")
     for index, cell in enumerate(page.locator(SHOWN).locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
         cell.scroll_into_view_if_needed()
         cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
@@ -181,7 +186,7 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
             wait_for_dom(page, f"() => document.querySelector({SHOWN!r}).querySelectorAll('.widget-slider').length >= 2",
                          timeout=180_000)
     except Exception:
-        _show_explorers(page, artifacts)
+        _show_explorers(page, lab, artifacts)
         raise
     finally:
         page.screenshot(path=str(artifacts / "notebook_after_run_all.png"), full_page=False)

@@ -38,7 +38,7 @@ class LabServer:
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
                  quiet_news: bool = True, disabled_extensions: tuple[str, ...] = ()):
-        self.port, self.token = free_port(), "rlhf-course-test"
+        self.port, self.token, self.scratch = free_port(), "rlhf-course-test", scratch
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
         config = scratch / "config"
