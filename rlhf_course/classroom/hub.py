@@ -57,7 +57,8 @@ from rlhf_course.classroom.prestart import TOKEN_FILE
 from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
-from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_weight
+from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
+                                                   check_weight)
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
@@ -171,7 +172,8 @@ class Classroom:
                  make_checkout_private: bool = False, limits: dict | None = None,
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
                  training_wait: float | None = None, warm_kernels: bool = False,
-                 training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick"):
+                 training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick",
+                 training_boost_cpus: float | None = None):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -182,6 +184,7 @@ class Classroom:
         self.training_slot_dir = base / "training-slots"
         # a slot holder's cgroup cpu.weight while it trains (training_boost.py); the default weight (100): none
         self.training_boost_weight = training_boost
+        self.training_boost_cpus = training_boost_cpus  # and its quota while it trains (None: the user's own)
         self.training_boost: TrainingBoost | None = None
         self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
         self.hub_port, self.proxy_api_port = free_port(), free_port()
@@ -492,7 +495,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         if not self.training_slots or self.training_boost_weight == DEFAULT_WEIGHT:
             return
         slots = [slot_path(self.training_slot_dir, index) for index in range(self.training_slots)]
-        self.training_boost = TrainingBoost(slots, self.training_boost_weight).start()
+        self.training_boost = TrainingBoost(slots, self.training_boost_weight, self.training_boost_cpus).start()
 
     def remove(self) -> None:
         if self.training_boost:
@@ -522,6 +525,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots)"
                   + (f", each at CPU weight {self.training_boost_weight} while it trains (--training-boost)"
                      if self.training_boost else "")
+                  + (f" and at most {self.training_boost_cpus:g} cores (--training-boost-cpus)"
+                     if self.training_boost and self.training_boost_cpus is not None else "")
                   if self.training_slots else "labs train whenever they are run (no training queue)",
                   f"the labs' setting: {self.lab_setting} (--lab-setting; their SFT policy and reward model trained "
                   f"once for the class into {self.lab_cache})",
@@ -575,6 +580,10 @@ def argument_parser() -> argparse.ArgumentParser:
                              f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it, e.g. "
                              f"{BOOSTED_WEIGHT} (default {DEFAULT_WEIGHT}: no boost; it takes the CPU from the other "
                              f"students' cells and Validate: bench/RESULTS.md)")
+    parser.add_argument("--training-boost-cpus", type=float, default=None,
+                        help="with --training-boost: the CPU cores a lab holding a training slot may use while it "
+                             "holds it, below its user's quota, so that the holders leave the rest of the class a "
+                             "share (e.g. 0.85 on 2 cores and 2 slots; default: the user's own quota)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
@@ -597,6 +606,12 @@ def parse_arguments(argv=None) -> argparse.Namespace:
         check_weight(args.training_boost)
     except ValueError as wrong:
         parser.error(f"--training-boost: {wrong}")
+    try:
+        check_holder_cpus(args.training_boost_cpus)
+    except ValueError as wrong:
+        parser.error(f"--training-boost-cpus: {wrong}")
+    if args.training_boost_cpus is not None and args.training_boost == DEFAULT_WEIGHT:
+        parser.error("--training-boost-cpus lowers a boosted lab's quota: it needs --training-boost")
     return args
 
 
@@ -607,7 +622,8 @@ def main(argv=None) -> None:
     classroom = Classroom(args.repo.resolve(), args.base.resolve(), args.prefix, args.students,
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
-                          training_boost=args.training_boost, lab_setting=args.lab_setting)
+                          training_boost=args.training_boost, lab_setting=args.lab_setting,
+                          training_boost_cpus=args.training_boost_cpus)
 
     def stop(signum, frame):
         raise KeyboardInterrupt

@@ -10,6 +10,12 @@ slots: every ``every`` seconds it reads which processes hold them (``/proc/locks
 CPU weight to ``weight``; a cgroup whose user holds no slot any more gets the default back.  The user's
 quota (``cpu.max``) still bounds it: a boosted lab never has more than its own cores, it only has them first.
 
+With ``holder_cpus`` the boost also lowers a holder's quota to that many cores while it holds its slot (and
+gives the user's own quota back after): a weight high enough to give the holders their cores first also takes
+everything from the rest of the class while both slots are held, and the quota below a core is the share the
+holders cannot take from the others (on 2 cores and K = 2 holders at 0.85 core each: 0.3 core left for everyone
+else's cells).
+
 Only root writes a cgroup's weight, so a student cannot boost themselves but by holding a slot; one who holds
 it on purpose (their own code taking the lock) gets their own quota first and no more, and the others train
 without a slot after ``RLHF_TRAINING_SLOT_WAIT``, as without the boost.
@@ -74,14 +80,24 @@ def check_weight(weight: int) -> None:
                          f"not {weight}")
 
 
-class TrainingBoost:
-    """Slot holders' cgroups at ``weight``, everyone else's at the default (see the module's docstring)."""
+def check_holder_cpus(cpus: float | None) -> None:
+    """A ValueError unless ``cpus`` is None (the holder keeps its quota) or a positive number of cores."""
+    if cpus is not None and not cpus > 0:
+        raise ValueError(f"a holder's quota is a positive number of cores (none: keep the user's own), not {cpus}")
 
-    def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT,
+
+class TrainingBoost:
+    """Slot holders' cgroups at ``weight`` (and, with ``holder_cpus``, at most that many cores), everyone else's at
+    the default (see the module's docstring)."""
+
+    def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT, holder_cpus: float | None = None,
                  parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5):
         check_weight(weight)
+        check_holder_cpus(holder_cpus)
         self.slot_files, self.weight, self.parents, self.every = slot_files, weight, parents, every
+        self.holder_cpus = holder_cpus
         self.boosted: set[Path] = set()
+        self._own_quota: dict[Path, str] = {}  # a boosted cgroup's quota as the spawner set it, given back after
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -107,16 +123,30 @@ class TrainingBoost:
         """One look at the slots: boost the new holders, give the others their weight back; the boosted now."""
         holders = self.holders()
         for cgroup in self.boosted - holders:
-            _set_weight(cgroup, DEFAULT_WEIGHT)
+            self._unboost(cgroup)
         for cgroup in holders - self.boosted:
-            _set_weight(cgroup, self.weight)
+            self._boost(cgroup)
         self.boosted = {c for c in holders if c.is_dir()}
         return self.boosted
 
     def restore(self) -> None:
         for cgroup in self.boosted:
-            _set_weight(cgroup, DEFAULT_WEIGHT)
+            self._unboost(cgroup)
         self.boosted = set()
+
+    def _boost(self, cgroup: Path) -> None:
+        _set_weight(cgroup, self.weight)
+        if self.holder_cpus is not None:
+            own = _read_quota(cgroup)
+            if own is not None:
+                self._own_quota[cgroup] = own
+                _lower_quota(cgroup, self.holder_cpus)
+
+    def _unboost(self, cgroup: Path) -> None:
+        _set_weight(cgroup, DEFAULT_WEIGHT)
+        own = self._own_quota.pop(cgroup, None)
+        if own is not None:
+            _write_quota(cgroup, own)
 
     def start(self) -> "TrainingBoost":
         def watch():
@@ -148,3 +178,41 @@ def _set_weight(cgroup: Path, weight: int) -> None:
             (cgroup / "cpu.weight").write_text(str(weight))
         else:
             (cgroup / "cpu.shares").write_text(str(weight * 1024 // DEFAULT_WEIGHT))
+
+
+def cpu_quota(cgroup: Path) -> float | None:
+    """The cgroup's CPU quota in cores (v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over its period), or None
+    (no quota, or no such cgroup)."""
+    text = _read_quota(cgroup)
+    if text is None:
+        return None
+    quota, period = text.split()
+    return None if quota in ("max", "-1") else int(quota) / int(period)
+
+
+def _read_quota(cgroup: Path) -> str | None:
+    """The quota as "<quota> <period>" (microseconds; quota "max" or "-1": none), whichever version wrote it."""
+    with contextlib.suppress(OSError):
+        return (cgroup / "cpu.max").read_text().strip()
+    with contextlib.suppress(OSError):
+        return (f"{(cgroup / 'cpu.cfs_quota_us').read_text().strip()} "
+                f"{(cgroup / 'cpu.cfs_period_us').read_text().strip()}")
+    return None
+
+
+def _write_quota(cgroup: Path, text: str) -> None:
+    with contextlib.suppress(OSError):  # the user's server stopped meanwhile: its cgroup is gone
+        if (cgroup / "cpu.max").exists():
+            (cgroup / "cpu.max").write_text(text)
+        else:
+            (cgroup / "cpu.cfs_quota_us").write_text(text.split()[0])
+
+
+def _lower_quota(cgroup: Path, cpus: float) -> None:
+    """At most ``cpus`` cores: a user whose own quota is lower keeps theirs."""
+    own = cpu_quota(cgroup)
+    text = _read_quota(cgroup)
+    if text is None or (own is not None and own <= cpus):
+        return
+    period = int(text.split()[1])
+    _write_quota(cgroup, f"{int(period * cpus)} {period}")

@@ -139,3 +139,33 @@ def test_the_watcher_boosts_on_its_own_and_restores_when_stopped(class_cgroups, 
         boost.stop()
         holder.kill()
     assert cpu_weight(alice) == DEFAULT_WEIGHT and boost.boosted == set()
+
+
+def test_a_holders_quota_is_lowered_while_it_holds_its_slot_and_given_back(class_cgroups, slots):
+    """With ``holder_cpus`` the holder may use at most that many cores while it holds a slot (the share it leaves the
+    rest of the class); its user's own quota comes back when the slot is freed, and a user whose own quota is already
+    lower, or who has none to lower, is left as it was."""
+    alice, bob = class_cgroups / "alice", class_cgroups / "bob"
+    training_boost._write_quota(alice, "100000 100000")  # one core, as the spawner sets it
+    training_boost._write_quota(bob, "50000 100000")  # half a core: below the holders' quota already
+    boost = TrainingBoost(slots, weight=10000, holder_cpus=0.85, parents=(class_cgroups,))
+    holders = [Holder(slots[0], alice), Holder(slots[1], bob)]
+    try:
+        holders[0].tell("take")
+        holders[1].tell("take")
+        assert boost.step() == {alice, bob}
+        assert (cpu_weight(alice), training_boost.cpu_quota(alice)) == (10000, 0.85)
+        assert (cpu_weight(bob), training_boost.cpu_quota(bob)) == (10000, 0.5)
+        holders[0].tell("free")
+        assert boost.step() == {bob}
+        assert (cpu_weight(alice), training_boost.cpu_quota(alice)) == (DEFAULT_WEIGHT, 1.0)
+        boost.restore()
+        assert (cpu_weight(bob), training_boost.cpu_quota(bob)) == (DEFAULT_WEIGHT, 0.5)
+    finally:
+        for holder in holders:
+            holder.kill()
+
+
+def test_a_holders_quota_must_be_a_positive_number_of_cores():
+    with pytest.raises(ValueError, match="positive number of cores"):
+        TrainingBoost([], holder_cpus=0)

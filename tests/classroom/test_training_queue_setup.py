@@ -53,3 +53,15 @@ def test_the_training_boost_is_off_unless_asked_for(tmp_path):
     room = classroom(tmp_path, training_boost=DEFAULT_WEIGHT)
     room.start_training_boost()  # the default weight: no watcher at all
     assert room.training_boost is None
+
+
+def test_a_boosted_labs_quota_is_checked_before_anything_is_made(capsys):
+    from rlhf_course.classroom.hub import parse_arguments
+    args = parse_arguments(["--proxy", "/bin/true", "--training-boost", "10000", "--training-boost-cpus", "0.85"])
+    assert (args.training_boost, args.training_boost_cpus) == (10000, 0.85)
+    assert parse_arguments(["--proxy", "/bin/true"]).training_boost_cpus is None
+    for wrong, said in ((["--training-boost", "10000", "--training-boost-cpus", "0"], "positive number of cores"),
+                        (["--training-boost-cpus", "0.85"], "needs --training-boost")):
+        with pytest.raises(SystemExit):
+            parse_arguments(["--proxy", "/bin/true", *wrong])
+        assert said in capsys.readouterr().err
