@@ -160,10 +160,14 @@ def pinned_versions(requirements: Path) -> dict[str, str]:
 
 
 def _installed_here() -> dict[str, str]:
+    """The distributions in this venv's site-packages, the folder the copy takes, and only there: ``sys.path`` may
+    hold other folders (setuptools' vendored packages, which pytest's plugins put on it, have their own
+    packaging, zipp and platformdirs), and their older versions made the copy refuse and pip install everything."""
     from importlib import metadata
 
     from packaging.utils import canonicalize_name
-    return {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    return {canonicalize_name(d.metadata["Name"]): d.version
+            for d in metadata.distributions(path=[str(_site_packages(Path(sys.prefix)))])}
 
 
 def _link_or_copy(source: str, target: str) -> None:
