@@ -615,6 +615,22 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     return args
 
 
+def stop_once_on_signals() -> None:
+    """SIGTERM or SIGINT raises KeyboardInterrupt in the main thread, once: the handler ignores both before it
+    raises, so the next ones (make passes its own SIGTERM on; a test's killpg reaches make and this process alike)
+    cannot cut the clean-up that follows (seen: a second SIGTERM raised inside the clean-up's first line, and the
+    classroom's accounts were left behind).  A handler, not an inherited SIG_IGN (a shell's background job, a test
+    runner's worker): the hub and its idle culler are stopped with SIGINT, and an ignored one made each stop wait
+    JupyterHub's 30 s interrupt_timeout."""
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def main(argv=None) -> None:
     args = parse_arguments(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
@@ -625,13 +641,7 @@ def main(argv=None) -> None:
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
                           training_boost_cpus=args.training_boost_cpus)
 
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    # A handler, not an inherited SIG_IGN (a shell's background job, a test runner's worker): the hub and its
-    # idle culler are stopped with SIGINT, and an ignored one made each stop wait JupyterHub's 30 s interrupt_timeout.
-    signal.signal(signal.SIGINT, stop)
+    stop_once_on_signals()
     started = time.time()
     try:
         classroom.create()
@@ -644,8 +654,7 @@ def main(argv=None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        # once: make passes its own SIGTERM on to this process, and a second interruption would cut the clean-up
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up runs to its end (stop_once_on_signals)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopping the hub and removing the classroom's accounts", flush=True)
         classroom.remove()

@@ -2,6 +2,7 @@
 classroom never deleting a folder it did not make, its starting a stopped hub again and stopping the culler
 a dead hub left."""
 import asyncio
+import contextlib
 import concurrent.futures
 import os
 import signal
@@ -100,3 +101,39 @@ def test_a_culler_left_by_a_dead_hub_is_stopped_and_another_classroom_s_is_not(t
         for process in (ours, theirs):
             process.kill()
             process.wait()
+
+
+CLEAN_UP_AFTER_A_STOP = """
+import signal, sys, time
+from rlhf_course.classroom.hub import stop_once_on_signals
+{install}
+print("ready", flush=True)
+try:
+    while True:
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    pass
+finally:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    total = 0
+    for i in range(300000):  # a clean-up long enough for the rest of the burst to arrive
+        total += i
+    print("cleaned up", flush=True)
+"""
+
+
+def test_a_burst_of_stop_signals_cannot_cut_the_classrooms_clean_up():
+    """make hub's main (rlhf_course/classroom/hub.py: stop_once_on_signals) stops on the first SIGTERM or SIGINT
+    and ignores the next ones: a test's killpg and make's own forwarded SIGTERM arrive together, and once the second
+    one cut the clean-up (the accounts stayed).  A burst of signals at the process, 3 times (a handler that only
+    raises was cut in 20 runs of 20)."""
+    for _ in range(3):
+        process = subprocess.Popen([sys.executable, "-c", CLEAN_UP_AFTER_A_STOP.format(install="stop_once_on_signals()")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        for signum in [signal.SIGTERM] * 30 + [signal.SIGINT] * 30:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)
+        out, err = process.communicate(timeout=30)
+        assert "cleaned up" in out, err[-2000:]
