@@ -107,8 +107,8 @@ CLEAN_UP_AFTER_A_STOP = """
 import signal, sys, time
 from rlhf_course.classroom.hub import stop_once_on_signals
 {install}
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a signal right after it is the clean-up's too
     while True:
         time.sleep(0.01)
 except KeyboardInterrupt:
