@@ -156,10 +156,13 @@ def _show_explorers(page, lab, artifacts) -> None:
     holds, for the report."""
     for dialog in page.locator(".jp-Dialog").all():
         print(f"open dialog: {dialog.inner_text()[:500]!r}")
-    prompts = page.locator(SHOWN).locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
-    print(f"code cells' prompts: {' '.join(p.strip() for p in prompts)}")
-    print(f"kernels: {lab._api('kernels')}")
-    print("server log (its end):", (lab.scratch / "jupyterlab.log").read_text(errors="replace")[-3000:], sep="\n")
+    try:  # what the report shows must not hide the failure it reports
+        prompts = page.locator(SHOWN).locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+        print(f"code cells' prompts: {' '.join(p.strip() for p in prompts)}")
+        print(f"kernels: {lab._api('kernels')}")
+        print("server log (its end):", (lab.scratch / "jupyterlab.log").read_text(errors="replace")[-3000:], sep="\n")
+    except Exception as error:
+        print(f"(the page's or the server's state could not be read: {error!r})")
     for index, cell in enumerate(page.locator(SHOWN).locator(".jp-CodeCell").filter(has_text="_explorer(").all()):
         cell.scroll_into_view_if_needed()
         cell.screenshot(path=str(artifacts / f"failed_explorer_cell_{index}.png"))
