@@ -136,11 +136,12 @@ class TrainingBoost:
 
     def _boost(self, cgroup: Path) -> None:
         _set_weight(cgroup, self.weight)
-        if self.holder_cpus is not None:
-            own = _read_quota(cgroup)
-            if own is not None:
-                self._own_quota[cgroup] = own
-                _lower_quota(cgroup, self.holder_cpus)
+        own = _read_quota(cgroup) if self.holder_cpus is not None else None
+        if own is not None:
+            self._own_quota[cgroup] = own
+            cores, period = _cores(own), int(own.split()[1])
+            if cores is None or cores > self.holder_cpus:  # a user whose own quota is lower keeps theirs
+                _write_quota(cgroup, f"{int(period * self.holder_cpus)} {period}")
 
     def _unboost(self, cgroup: Path) -> None:
         _set_weight(cgroup, DEFAULT_WEIGHT)
@@ -184,9 +185,12 @@ def cpu_quota(cgroup: Path) -> float | None:
     """The cgroup's CPU quota in cores (v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over its period), or None
     (no quota, or no such cgroup)."""
     text = _read_quota(cgroup)
-    if text is None:
-        return None
-    quota, period = text.split()
+    return None if text is None else _cores(text)
+
+
+def _cores(quota_text: str) -> float | None:
+    """A quota as ``_read_quota`` gives it (``<quota> <period>``) in cores, or None (no quota)."""
+    quota, period = quota_text.split()
     return None if quota in ("max", "-1") else int(quota) / int(period)
 
 
@@ -207,12 +211,3 @@ def _write_quota(cgroup: Path, text: str) -> None:
         else:
             (cgroup / "cpu.cfs_quota_us").write_text(text.split()[0])
 
-
-def _lower_quota(cgroup: Path, cpus: float) -> None:
-    """At most ``cpus`` cores: a user whose own quota is lower keeps theirs."""
-    own = cpu_quota(cgroup)
-    text = _read_quota(cgroup)
-    if text is None or (own is not None and own <= cpus):
-        return
-    period = int(text.split()[1])
-    _write_quota(cgroup, f"{int(period * cpus)} {period}")

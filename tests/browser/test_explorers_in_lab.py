@@ -28,6 +28,9 @@ EDITIONS = [ASSIGNMENT, "rlhf_zh"]
 # The notebook the page shows: another notebook's tab stays in the page, hidden.
 SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 SLIDERS_SHOWN = "() => document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.widget-slider').length >= {}"
+# The status bar's kernel status: "Idle" only once the page is connected to its kernel and has heard from it.
+KERNEL_IDLE = ("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
+               ".some(e => /\\| Idle$/.test(e.textContent.trim()))")
 STARTED = ("() => [...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.jp-InputArea-prompt')]"
            ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
 
@@ -93,8 +96,7 @@ def open_notebook(page, lab, notebook: str) -> None:
     # The toolbar's execution indicator says "idle" before the page has any kernel (its first state); the status
     # bar's kernel status says Idle only once the page is connected to the kernel and has heard from it.
     page.locator(SHOWN).locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
-    wait_for_dom(page, "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                       ".some(e => /\\| Idle$/.test(e.textContent.trim()))", timeout=60_000)
+    wait_for_dom(page, KERNEL_IDLE, timeout=60_000)
 
 
 def accept_dialog(dialog, artifacts) -> None:
@@ -127,9 +129,8 @@ def run_all_cells(page, attempts: int = 3) -> None:
 def restart_and_run_all(page, lab, kernel: str) -> None:
     """The kernel restarted (through the server's API: the menu's way asks in a dialog), then Run > Run All Cells
     once the page is connected to it again."""
-    lab._api(f"kernels/{kernel}/restart", {}, timeout=120)
-    wait_for_dom(page, "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                       ".some(e => /\\| Idle$/.test(e.textContent.trim()))", timeout=60_000)
+    lab.restart_kernel(kernel)
+    wait_for_dom(page, KERNEL_IDLE, timeout=60_000)
     run_all_cells(page)
 
 
@@ -159,7 +160,7 @@ def _show_explorers(page, lab, artifacts) -> None:
     try:  # what the report shows must not hide the failure it reports
         prompts = page.locator(SHOWN).locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
         print(f"code cells' prompts: {' '.join(p.strip() for p in prompts)}")
-        print(f"kernels: {lab._api('kernels')}")
+        print(f"kernels: {lab.kernels()}")
         print("server log (its end):", (lab.scratch / "jupyterlab.log").read_text(errors="replace")[-3000:], sep="\n")
     except Exception as error:
         print(f"(the page's or the server's state could not be read: {error!r})")

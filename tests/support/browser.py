@@ -97,8 +97,15 @@ class LabServer:
                                          "kernel": {"name": "python3"}}, timeout=120)
         return session["kernel"]["id"]
 
+    def kernels(self) -> list[dict]:
+        """The server's kernels (id, execution_state, connections, ...)."""
+        return self._api("kernels")
+
     def kernel_ids(self) -> list[str]:
-        return [kernel["id"] for kernel in self._api("kernels")]
+        return [kernel["id"] for kernel in self.kernels()]
+
+    def restart_kernel(self, kernel: str) -> None:
+        self._api(f"kernels/{kernel}/restart", {}, timeout=120)
 
     def stop(self) -> None:
         os.killpg(self.process.pid, 15)
