@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from rlhf_course import figure_output
 from rlhf_course.i18n import plot_text as L, t
 
 CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
@@ -99,12 +100,10 @@ def plot_ppo_objective(ppo_clipped_objective: Callable, clip_epsilon: float = 0.
     """The two-panel figure of the PPO paper, drawn from the student's function: L^CLIP against r
     for A > 0 and A < 0 (|A| = ``advantage``), r*A dashed, the clip region shaded, and the
     stretches where the gradient is zero in red."""
-    import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
-
     ratios = np.linspace(0.0, 2.5, 251)
     magnitude = abs(advantage) or 1.0
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
+        _, axes = figure_output.panels(2, (9.5, 3.6))
     drawn = {"ratio": ratios, "clip_epsilon": clip_epsilon}
     for ax, sign, label in ((axes[0], +1, L("A > 0")), (axes[1], -1, L("A < 0"))):
         a = sign * magnitude
@@ -151,11 +150,9 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
     """Loss, gradient weight and implied reward difference against the log-ratio margin h, for the
     slider's beta (thick) and a few others (thin).  On the loss panel a dot marks where each curve reaches
     the same loss: a larger beta gets there at a smaller margin (less drift from the reference)."""
-    import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
-
     margins = np.linspace(-40, 40, 401)
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
+        _, axes = figure_output.panels(3, (12, 3.6))
     drawn = {"margin": margins, "beta": beta}
     betas = [beta] + [b for b in compare_betas if not np.isclose(b, beta)]
     for index, b in enumerate(betas):
@@ -242,10 +239,8 @@ def _bias_variance(compute_gae: Callable, gamma: float, draws: int = 150, length
 def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.99, axes=None) -> dict:
     """Advantages over time for the guide's 5-step episode and a 30-step one, with your function's
     lambda = 0 and lambda = 1 limits; and the bias/spread of A_0 as lambda moves."""
-    import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
-
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
+        _, axes = figure_output.panels(3, (12, 3.6))
     drawn = {"gae_lambda": gae_lambda, "gamma": gamma}
     for ax, (name, (rewards, values)) in zip(axes, (("guide", GUIDE_EPISODE), ("long", _long_episode()))):
         t = np.arange(len(rewards))
@@ -255,7 +250,7 @@ def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.9
         ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 1.0), "--", color="tab:gray",
                 label=L("lambda = 1 (return - V)"))
         ax.plot(t, advantages, "o-", color="tab:green", lw=2, label=f"lambda = {gae_lambda:.2f}")
-        ax.set(title=L("Guide example: reward 10 at the end" if name == "guide" else "A 30-token response: reward 10 at the end"),
+        ax.set(title=L("Guide example: reward 10 at the end" if name == "guide" else "A 30-token answer: reward 10 at the end"),
                xlabel=L("time step t (token)"), ylabel=L("advantage A_t"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -293,7 +288,6 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
     import ipywidgets as widgets
 
     def redraw(**values):
-        from rlhf_course import figure_output
         drawn = plot(student_function, **values)
         figure_output.show()
         return drawn

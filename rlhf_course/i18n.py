@@ -37,7 +37,7 @@ ZH = {
     "A > 0": "A > 0（好的 token）",
     "A < 0": "A < 0（差的 token）",
     "Guide example: reward 10 at the end": "指南中的例子：最后一步奖励 10",
-    "A 30-token response: reward 10 at the end": "30 个 token 的回答：最后一步奖励 10",
+    "A 30-token answer: reward 10 at the end": "30 个 token 的回答：最后一步奖励 10",
     # DPO explorer
     "same loss, {loss:g} nats": "相同损失 {loss:g} nats",
     "Your DPO loss": "你的 DPO 损失",

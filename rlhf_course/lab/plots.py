@@ -1,8 +1,7 @@
 """Figures of the lab's training curves.  Pure functions: they draw on given axes and return them."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
+from rlhf_course import figure_output
 from rlhf_course.i18n import plot_text as L
 
 
@@ -19,7 +18,7 @@ def plot_ppo_history(history: list[dict], axes=None, method: str = "PPO"):
     """The curves of an RL run against the reward model (PPO, or GRPO with ``method="GRPO"``): RM score
     and gold reward, KL to the reference, entropy; one point per iteration."""
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
+        _, axes = figure_output.panels(3, (12, 3.6))
     ax_reward, ax_kl, ax_entropy = axes
     ax_reward.plot(*_series(history, "reward_model_score"), label=L("reward-model score (proxy, SFT std units)"))
     ax_reward.plot(*_series(history, "gold_reward"), label=L("gold reward (truth)"))
@@ -38,7 +37,7 @@ def plot_ppo_history(history: list[dict], axes=None, method: str = "PPO"):
 def plot_dpo_history(history: list[dict], axes=None):
     """DPO: implicit reward margin and accuracy; chosen/rejected implicit rewards; gold reward and KL."""
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
+        _, axes = figure_output.panels(3, (12, 3.6), right_axis=True)
     ax_margin, ax_rewards, ax_gold = axes
     ax_margin.plot(*_series(history, "implicit_reward_margin"), color="tab:green", label=L("margin (left axis)"))
     ax_margin.set(title=L("Preference margin widens"), xlabel=L("DPO step"),
