@@ -378,16 +378,14 @@ def plot_grpo_advantages(group_relative_advantages: Callable, group_size: int = 
     """Your advantages for an easy, an uneven and a hard prompt's group; the noise of the policy gradient
     one group gives, against G; and its mean step along the true gradient, with the (G - 1) / G of a
     group mean that includes the response itself."""
-    import matplotlib.pyplot as plt  # imported on first use: grading skips the plots
-
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+        _, axes = figure_output.panels(3, (13, 3.8), title_lines=2)
     rewards, advantages = grpo_groups(group_relative_advantages, group_size, scale_by_std)
     ax = axes[0]
     for (name, _, _), r, a, marker in zip(GRPO_PROMPTS, rewards, advantages, "o^s"):
         ax.scatter(r, a, marker=marker, label=L(name), alpha=0.8)
     ax.axhline(0, color="black", lw=0.6)
-    ax.set(title=L("Your advantages, G = {g}, {form}", g=group_size,
+    ax.set(title=L("Your advantages, G = {g},\n{form}", g=group_size,
                    form=L("scaled by the group std") if scale_by_std else L("unscaled (Dr. GRPO)")),
            xlabel=L("reward-model score of the response"), ylabel=L("advantage"))
     ax.legend(fontsize=8)

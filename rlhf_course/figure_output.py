@@ -29,14 +29,15 @@ INLINE_BACKENDS = ("module://matplotlib_inline.backend_inline", "inline")
 # A panel row's fixed margins (inches): left of the first panel (its tick labels and y label), right of the last,
 # below (tick labels, x label), above (the title), between two panels (the next one's tick labels and y label), and
 # what a panel's right-hand axis (``twinx``) adds to its right (its tick labels and label)
-LEFT, RIGHT, BOTTOM, TOP, GAP, RIGHT_AXIS = 0.8, 0.15, 0.55, 0.35, 0.85, 0.6
+LEFT, RIGHT, BOTTOM, TOP, GAP, RIGHT_AXIS = 0.8, 0.15, 0.55, 0.35, 0.95, 0.6
+TITLE_LINE = 0.2  # a title's further line
 FIXED_MARGINS = "_rlhf_fixed_margins"  # set on a figure made by panels()
 
 
-def panels(columns: int, figsize: tuple[float, float], right_axis: bool = False):
+def panels(columns: int, figsize: tuple[float, float], right_axis: bool = False, title_lines: int = 1):
     """A figure of ``columns`` panels in a row, ``figsize`` (width, height) in inches, with the margins above:
     ``(figure, axes)``, axes an array of ``columns``.  ``right_axis``: every panel keeps room on its right for a
-    second y axis (``ax.twinx()``)."""
+    second y axis (``ax.twinx()``); ``title_lines``: the panels' titles take that many lines."""
     import matplotlib.pyplot as plt
 
     width, height = figsize
@@ -46,7 +47,8 @@ def panels(columns: int, figsize: tuple[float, float], right_axis: bool = False)
     if panel_width <= 0.5:
         raise ValueError(f"{columns} panels do not fit in a figure {width} inches wide")
     figure, axes = plt.subplots(1, columns, figsize=figsize, squeeze=False, gridspec_kw=dict(
-        left=LEFT / width, right=1 - (RIGHT + extra) / width, bottom=BOTTOM / height, top=1 - TOP / height,
+        left=LEFT / width, right=1 - (RIGHT + extra) / width, bottom=BOTTOM / height,
+        top=1 - (TOP + TITLE_LINE * (title_lines - 1)) / height,
         wspace=gap / panel_width))
     setattr(figure, FIXED_MARGINS, True)
     return figure, axes[0]

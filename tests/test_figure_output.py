@@ -13,6 +13,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, figure_output, i18n
 from rlhf_course.lab import plots
 from rlhf_course.lab.notebook_functions import functions_from_notebook
+from tests.test_explorers import group_relative_advantages
 
 matplotlib.use("Agg")
 
@@ -40,6 +41,8 @@ def panel_figures(fns):
     yield "dpo explorer, beta 0.01", lambda: explorers.plot_dpo_loss(dpo, beta=0.01)
     yield "gae explorer", lambda: explorers.plot_gae(gae)
     yield "gae explorer, lambda 0 gamma 0.8", lambda: explorers.plot_gae(gae, gae_lambda=0.0, gamma=0.8)
+    yield "grpo explorer", lambda: explorers.plot_grpo_advantages(group_relative_advantages)
+    yield "grpo explorer, G 16 unscaled", lambda: explorers.plot_grpo_advantages(group_relative_advantages, 16, False)
     for scale in (1.0, 100.0):
         yield f"lab PPO curves x{scale:g}", lambda scale=scale: plots.plot_ppo_history(_history(60, scale))
         yield f"lab DPO curves x{scale:g}", lambda scale=scale: plots.plot_dpo_history(_history(60, scale))
