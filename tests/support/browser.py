@@ -37,7 +37,9 @@ class LabServer:
     port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = ()):
+                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = (), wait: bool = True):
+        """Started, and answering unless ``wait`` is false (then :meth:`wait_ready` before use: servers started
+        together start side by side)."""
         self.port, self.token, self.scratch = free_port(), "rlhf-course-test", scratch
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
@@ -64,9 +66,10 @@ class LabServer:
                        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
-        self._wait()
+        if wait:
+            self.wait_ready()
 
-    def _wait(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
