@@ -123,12 +123,16 @@ class InstructorServers:
     def __init__(self, scratch: Path):
         self.scratch, self.servers = scratch, {}
 
-    def start(self, course: Path) -> LabServer:
+    def start(self, course: Path, wait: bool = True) -> LabServer:
+        """The course's server, answering; ``wait=False``: started, not waited for (the next ``start`` of the
+        course waits), so that it starts while the test does other things."""
         if course not in self.servers:
             scratch = self.scratch / f"server{len(self.servers)}"
             scratch.mkdir()
-            self.servers[course] = LabServer(course, scratch,
+            self.servers[course] = LabServer(course, scratch, wait=False,
                                              env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+        if wait:
+            self.servers[course].wait_ready()
         return self.servers[course]
 
     def stop(self) -> None:
