@@ -114,6 +114,11 @@ def graded(tmp_path_factory):
                        for s, a in STUDENTS.items()}
         ids = {s: (n.id, len(n.grades)) for s, n in submissions.items()}
     servers = InstructorServers(root)
+    # The control's course (test_the_formgrader_page_renders_latex_without_other_hosts): a copy without the course's
+    # Formgrader template, its server started now, beside the tests before it.
+    stock = course.parent / "stock course"
+    shutil.copytree(course, stock, ignore=shutil.ignore_patterns("formgrader"))
+    servers.start(stock, wait=False)
 
     def start(at: Path = course) -> LabServer:
         return servers.start(at)
@@ -218,9 +223,8 @@ def test_the_formgrader_page_renders_latex_without_other_hosts(graded, formgrade
     assert any("/static/jupyter_server_mathjax/MathJax.js" in url for url in requests), requests
     assert not errors, errors
 
-    # On a copy of the course: the file's server keeps the course's template.
+    # On a copy of the course (made by the fixture, as graded): the file's server keeps the course's template.
     stock = course.parent / "stock course"
-    shutil.copytree(course, stock, ignore=shutil.ignore_patterns("formgrader"))
     assert not (stock / "jupyter" / "formgrader").exists() and (stock / "gradebook.db").exists()
     server = start(stock)
     page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},

@@ -37,7 +37,9 @@ class LabServer:
     port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = ()):
+                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = (), wait: bool = True):
+        """Started, and answering unless ``wait`` is false (then :meth:`wait_ready` before use: servers started
+        together start side by side)."""
         self.port, self.token, self.scratch = free_port(), "rlhf-course-test", scratch
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
@@ -64,16 +66,17 @@ class LabServer:
                        "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         self.process = subprocess.Popen(command, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
-        self._wait()
+        if wait:
+            self.wait_ready()
 
-    def _wait(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/status?token={self.token}", timeout=2)
                 return
             except OSError:
-                time.sleep(0.5)
+                time.sleep(0.1)  # a refused connection costs nothing: each start's wait ends sooner
         raise RuntimeError("JupyterLab did not start")
 
     def url(self, path: str) -> str:
@@ -120,12 +123,16 @@ class InstructorServers:
     def __init__(self, scratch: Path):
         self.scratch, self.servers = scratch, {}
 
-    def start(self, course: Path) -> LabServer:
+    def start(self, course: Path, wait: bool = True) -> LabServer:
+        """The course's server, answering; ``wait=False``: started, not waited for (the next ``start`` of the
+        course waits), so that it starts while the test does other things."""
         if course not in self.servers:
             scratch = self.scratch / f"server{len(self.servers)}"
             scratch.mkdir()
-            self.servers[course] = LabServer(course, scratch,
+            self.servers[course] = LabServer(course, scratch, wait=False,
                                              env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+        if wait:
+            self.servers[course].wait_ready()
         return self.servers[course]
 
     def stop(self) -> None:
