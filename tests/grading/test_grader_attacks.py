@@ -176,7 +176,7 @@ for _ in range(58):
 _reference_ppo = ppo_clipped_objective
 
 def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
-    time.sleep(0.25)  # each call far below its limit (4 s), the feedback run too (about 3 s of 20): the budget
+    time.sleep(0.25)  # each call far below its limit (4 s), the feedback run too (about 3 s of 10): the budget
     # ends the submission among its checks, not in its feedback run
     return _reference_ppo(ratio, advantage, clip_epsilon)
 '''},
