@@ -46,9 +46,9 @@ MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.va
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
 AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
 # Small on purpose: the looping submissions wait out the feedback limit, then one call's.  3 s is 6x the slowest
-# feedback run of the others measured with this class (0.5 s, the fork bomb, 1.2 s at load 7; honest ones about
-# 0.1 s), 1 s some hundred times an honest call (their checks' calls take 0.1-0.25 s together).
-LIMITS = Limits(call_seconds=1.0, feedback_seconds=3.0)
+# feedback run of the others measured with this class (0.5 s, the fork bomb; honest ones about 0.1 s), 2 s some
+# hundred times an honest call.
+LIMITS = Limits(call_seconds=2.0, feedback_seconds=3.0)
 
 
 def _owner_of_peer(port: int, peer_port: int) -> int | None:
