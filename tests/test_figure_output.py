@@ -13,14 +13,14 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, figure_output, i18n
 from rlhf_course.lab import plots
 from rlhf_course.lab.notebook_functions import functions_from_notebook
-from tests.test_explorers import group_relative_advantages
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
 def fns(repo):
-    return functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS)
+    return {**functions_from_notebook(repo / "source" / ASSIGNMENT / NOTEBOOK, STUDENT_FUNCTIONS),
+            **functions_from_notebook(repo / "source" / "grpo" / "grpo.ipynb", ("group_relative_advantages",))}
 
 
 def _history(steps: int, scale: float) -> list[dict]:
@@ -34,6 +34,7 @@ def _history(steps: int, scale: float) -> list[dict]:
 
 def panel_figures(fns):
     ppo, dpo, gae = fns["ppo_clipped_objective"], fns["dpo_loss"], fns["compute_gae"]
+    group_relative_advantages = fns["group_relative_advantages"]
     yield "ppo explorer", lambda: explorers.plot_ppo_objective(ppo)
     yield "ppo explorer, eps 0.8 |A| 2", lambda: explorers.plot_ppo_objective(ppo, clip_epsilon=0.8, advantage=2.0)
     yield "dpo explorer", lambda: explorers.plot_dpo_loss(dpo)
