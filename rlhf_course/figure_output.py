@@ -2,7 +2,7 @@
 
 A row of panels made by :func:`panels` has its margins fixed in inches, wide enough for the course's tick labels,
 axis labels and titles in English and Chinese (tests/test_figure_output.py checks every such figure): no layout
-engine runs when it is drawn (constrained layout lays each panel out twice, a third of an explorer's CPU), and
+engine runs when it is drawn (constrained layout lays each panel out twice; its cost: bench/RESULTS.md), and
 :func:`show` sends it whole, from its one draw, with no tight box to measure or crop.
 
 Any other figure is shown with one draw instead of two:
