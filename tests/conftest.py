@@ -70,6 +70,23 @@ def course(tmp_path) -> Path:
     return copy_course(tmp_path / "course")
 
 
+@pytest.fixture
+def chinese(monkeypatch):
+    """This process speaks Chinese for the test (figures drawn with the CJK font), matplotlib's settings restored
+    and figures closed after; skipped without a CJK font, failed in CI (.ci/run installs one)."""
+    import matplotlib.pyplot as plt
+
+    from rlhf_course import i18n
+    if i18n.cjk_font() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no CJK font installed: .ci/run installs fonts-noto-cjk")
+        pytest.skip("no CJK font on this machine (Debian: apt install fonts-noto-cjk)")
+    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
+    with matplotlib.rc_context():
+        yield
+    plt.close("all")
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

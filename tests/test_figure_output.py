@@ -3,14 +3,13 @@ kernels draw them at once, issue #37): every label, tick label, title and legend
 and no panel's text may run into its neighbour's, in English and in Chinese, at the sliders' extremes and with
 training curves of large numbers."""
 import io
-import os
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, figure_output, i18n
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, figure_output
 from rlhf_course.lab import plots
 from rlhf_course.lab.notebook_functions import functions_from_notebook
 
@@ -80,17 +79,11 @@ def test_panel_figures_fit_their_text_in_english(fns):
         plt.close("all")
 
 
-def test_panel_figures_fit_their_text_in_chinese(fns, monkeypatch):
-    if i18n.cjk_font() is None:
-        if os.environ.get("CI"):
-            pytest.fail("no CJK font installed: .ci/run installs fonts-noto-cjk")
-        pytest.skip("no CJK font on this machine (Debian: apt install fonts-noto-cjk)")
-    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
-    with matplotlib.rc_context():
-        for name, draw in panel_figures(fns):
-            draw()
-            check_fits(f"{name} (zh)", plt.gcf())
-            plt.close("all")
+def test_panel_figures_fit_their_text_in_chinese(fns, chinese):
+    for name, draw in panel_figures(fns):
+        draw()
+        check_fits(f"{name} (zh)", plt.gcf())
+        plt.close("all")
 
 
 def test_a_margin_too_small_is_caught(fns, monkeypatch):

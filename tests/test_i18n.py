@@ -1,6 +1,5 @@
 """The package in Chinese: figures labelled in Chinese with a real CJK font (no glyph missing), English
 labels where no CJK font is installed, the explorers' and the lab's sentences in the student's language."""
-import os
 import warnings
 from pathlib import Path
 
@@ -20,18 +19,6 @@ HISTORY = [{"iteration": i, "reward_model_score": 0.1 * i, "gold_reward": 0.05 *
             "entropy_per_token": 2.0 - 0.1 * i, "step": i, "implicit_reward_margin": 0.1 * i,
             "preference_accuracy": 0.5 + 0.04 * i, "chosen_implicit_reward": 0.05 * i,
             "rejected_implicit_reward": -0.05 * i} for i in range(10)]
-
-
-@pytest.fixture
-def chinese(monkeypatch):
-    if i18n.cjk_font() is None:
-        if os.environ.get("CI"):
-            pytest.fail("no CJK font installed: .ci/run installs fonts-noto-cjk")
-        pytest.skip("no CJK font on this machine (Debian: apt install fonts-noto-cjk)")
-    monkeypatch.setattr(i18n, "_language", i18n.CHINESE)
-    with matplotlib.rc_context():
-        yield
-    plt.close("all")
 
 
 @pytest.fixture(scope="module")
