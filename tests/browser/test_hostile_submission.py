@@ -188,8 +188,15 @@ def test_a_grading_click_changes_exactly_the_cell_clicked(graded, browser, artif
                                viewport={"width": 1400, "height": 1000}).new_page()
     try:
         page.goto(server.url(f"formgrader/submissions/{submission_id}/"))
-        page.wait_for_function("window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded",
-                               timeout=60_000)
+        page.wait_for_function("window.formgrader && formgrader.grades.loaded && formgrader.comments.loaded"
+                               " && window.MathJax && MathJax.loaded === true", timeout=60_000)
+
+        def settled():
+            """A person clicks once the page stands still: the Formgrader scrolls to a score box whenever one
+            gets focus (MathJax's end, a Full credit click), a 500 ms animation that can take a click's target
+            from under the pointer on a busy machine (seen in CI: the Full credit click lost)."""
+            page.wait_for_function("window.jQuery && jQuery(':animated').length === 0", timeout=10_000)
+
         # the page's grade cells in the release's order, each id naming one element
         shown = page.evaluate("() => Array.from(document.querySelectorAll('input.score')).map(e => e.id)")
         in_release_order = [g for g in release_ids if g in shown]
@@ -199,9 +206,12 @@ def test_a_grading_click_changes_exactly_the_cell_clicked(graded, browser, artif
         page.on("response", lambda r: saves.append(r.url) if "/api/grade/" in r.url and r.request.method == "PUT"
                 else None)
         heading = page.locator("#lab_question_1").locator("xpath=ancestor::div[contains(@class,'panel-heading')]")
+        settled()
         heading.locator("button.full-credit").click()
+        page.wait_for_function("document.querySelector('#lab_question_1').value !== ''", timeout=10_000)
         page.locator("#lab_question_2").fill("1")
         page.locator("#lab_question_2").press("Tab")
+        settled()
         page.get_by_text("My answer is a plausible one.").click()
         deadline = time.monotonic() + 30
         while len(saves) < 2 and time.monotonic() < deadline:  # the two changes saved
