@@ -133,8 +133,9 @@ def pytest_collection_modifyitems(config, items):
 # Where the suite's CPU goes (the suite keeps both cores busy, so its time is its CPU): with
 # RLHF_TEST_CPU_LOG=path, each test appends a JSON line with its wall seconds and the CPU seconds of
 # its worker process and of the processes it started and waited for (kernels, nbgrader commands,
-# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran) and the machine's
-# 1-minute load average when it ended.  bench/durations.py makes tests/durations.json from it.
+# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran), the machine's 1-minute
+# load average and the clock time (epoch seconds) when it ended.  bench/durations.py makes tests/durations.json
+# from it; bench/idle_windows.py finds the spells when both workers waited.
 _CPU_LOG = os.environ.get("RLHF_TEST_CPU_LOG")
 if _CPU_LOG:
     import resource
@@ -151,4 +152,4 @@ if _CPU_LOG:
             log.write(json.dumps({"test": item.nodeid, "wall": round(time.perf_counter() - wall, 2),
                                   "cpu": round(_cpu_seconds() - cpu, 2),
                                   "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                                  "load": round(os.getloadavg()[0], 2)}) + "\n")
+                                  "load": round(os.getloadavg()[0], 2), "ended": round(time.time(), 2)}) + "\n")
