@@ -413,13 +413,47 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit(f"JupyterHub exited ({self.process.returncode}); see {self.hub_dir}/jupyterhub.log")
+                raise SystemExit(f"JupyterHub exited ({self.process.returncode}); the end of "
+                                 f"{self.hub_dir}/jupyterhub.log:\n{self.log_tail('jupyterhub.log')}")
             try:
                 urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
                 return
             except OSError:
                 time.sleep(0.5)
         raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
+
+    def start_first(self, tries: int = 3) -> None:
+        """The classroom's first start.  The hub's and the proxy API's loopback ports were chosen free when the
+        classroom was made, a minute before (accounts, the lab's cache): a process that took one since makes the
+        proxy or the hub exit at once; then both start again on new ports (no server runs yet to lose)."""
+        for attempt in range(1, tries + 1):
+            marks = {name: self.log_size(name) for name in ("jupyterhub.log", "proxy.log")}
+            try:
+                return self.start()
+            except SystemExit:
+                taken = any(word in self.log_tail(name, since=mark) for name, mark in marks.items()
+                            for word in ("EADDRINUSE", "Address already in use"))
+                if attempt == tries or not taken:
+                    raise
+            print(f"a port of the hub's was taken meanwhile (try {attempt} of {tries}); new ports", flush=True)
+            if self.proxy_process is not None and self.proxy_process.poll() is None:
+                self.proxy_process.terminate()
+                self.proxy_process.wait(timeout=30)
+            self.hub_port, self.proxy_api_port = free_port(), free_port()
+            self.write_hub_config()
+
+    def log_size(self, name: str) -> int:
+        path = self.hub_dir / name
+        return path.stat().st_size if path.exists() else 0
+
+    def log_tail(self, name: str, since: int = 0, lines: int = 30) -> str:
+        """The last lines a log in the hub's folder gained after byte `since`."""
+        path = self.hub_dir / name
+        if not path.exists():
+            return ""
+        with open(path, "rb") as log:
+            log.seek(since)
+            return "\n".join(log.read().decode(errors="replace").splitlines()[-lines:])
 
     def start_proxy(self) -> None:
         """configurable-http-proxy on the classroom's address, its routes' API on loopback for the hub (as
@@ -645,7 +679,7 @@ def main(argv=None) -> None:
     started = time.time()
     try:
         classroom.create()
-        classroom.start()
+        classroom.start_first()
         classroom.start_training_boost()
         print(classroom.summary(), flush=True)
         print(f"\nready in {time.time() - started:.0f} s", flush=True)

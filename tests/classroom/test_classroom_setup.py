@@ -74,6 +74,38 @@ def test_the_hub_is_started_again_until_it_keeps_failing(tmp_path, capsys):
     assert "exited (3) 3 times in a row" in out
 
 
+def test_a_port_taken_before_the_first_start_gets_new_ports_and_anything_else_is_said(tmp_path, capsys):
+    """The first start: a hub or proxy port taken since the classroom chose it (its log says so) -> both start
+    again on new ports, the hub's configuration rewritten; any other exit is raised at once with its log's end."""
+    classroom = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+    classroom.hub_dir = tmp_path
+    (tmp_path / "proxy.log").write_text("an earlier run: Error: listen EADDRINUSE\n")  # not this start's
+    written, tried = [], []
+    classroom.write_hub_config = lambda: written.append((classroom.hub_port, classroom.proxy_api_port))
+
+    def start(says: list[str]):
+        def attempt():
+            tried.append((classroom.hub_port, classroom.proxy_api_port))
+            if says:
+                name, line = says.pop(0)
+                with open(tmp_path / name, "a") as log:
+                    log.write(line + "\n")
+                raise SystemExit("JupyterHub exited (1)")
+        return attempt
+
+    classroom.start = start([("proxy.log", "Error: listen EADDRINUSE: address already in use 127.0.0.1:1"),
+                             ("jupyterhub.log", "OSError: [Errno 98] Address already in use")])
+    classroom.start_first()
+    assert len(tried) == 3 and written == tried[1:] and len(set(tried)) == 3, (tried, written)
+    assert capsys.readouterr().out.count("was taken meanwhile") == 2
+
+    tried.clear()
+    classroom.start = start([("jupyterhub.log", "ImportError: no module named nbgrader")])
+    with pytest.raises(SystemExit):
+        classroom.start_first()
+    assert len(tried) == 1  # not a port: no second try
+
+
 def test_a_culler_left_by_a_dead_hub_is_stopped_and_another_classroom_s_is_not(tmp_path):
     """A hub killed outright leaves its jupyterhub-idle-culler running (JupyterHub starts services in a session of
     their own): the classroom stops its own, found by its environment's Python, before the next hub starts one and
