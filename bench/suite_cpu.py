@@ -1,12 +1,16 @@
-"""Where the suite leaves the machine's cores idle: the test files that wait rather than compute.
+"""Where the test suite's CPU goes, and where its cores wait: each test file's core-seconds, its own processes'
+and all they started (servers, kernels, sandboxes, Chromium) counted together.
 
-    python bench/idle_windows.py [--cores 2] [--out LOG] -- <the suite's command>
+    python bench/suite_cpu.py [--out LOG] [--top 30] -- <the suite's command>
 
-Runs the command with RLHF_TEST_CPU_LOG set, samples the machine's busy cores (/proc/stat) every half second
-beside it, then prints the run's wall time and mean busy cores, and each test file's idle core-seconds: for
-every sample, the cores left idle are shared among the tests running then (a test's span is its log line's
-clock time minus its wall seconds).  A file high on this list waits (sleeps, time limits, servers starting
-while nothing else runs); a file low on it computes.  Measure with nothing else running on the machine.
+Runs the command with RLHF_TEST_CPU_LOG set (each test's span: its log line's clock time minus its wall
+seconds; its worker's pid) and samples every process's CPU time (/proc) every half second beside it.  A process's
+CPU belongs to the pytest worker it descends from and so to the test that worker was running; CPU of processes
+outside the suite (PostgreSQL, the system, daemons that left their parents) is counted apart, as is the CPU a
+process spent in the last half second before it exited.  Prints the run's wall time, the
+machine's busy cores, then per test file: core-seconds used, and idle core-seconds (the cores idle at each sample
+shared among the tests running then: a file high on it waits rather than computes).  Measure with nothing else
+running on the machine.
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
 
 def busy_jiffies() -> tuple[int, int]:
     """(busy, total) jiffies of the whole machine since boot."""
@@ -29,25 +35,140 @@ def busy_jiffies() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def sample(cores: int, every: float, stop: threading.Event, samples: list[tuple[float, float]]) -> None:
-    """Append (clock time at the sample's end, busy cores over the sample) until stop is set."""
-    busy, total = busy_jiffies()
-    while not stop.wait(every):
-        now_busy, now_total = busy_jiffies()
-        samples.append((time.time(), cores * (now_busy - busy) / max(1, now_total - total)))
-        busy, total = now_busy, now_total
+def processes() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far) of every process."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (command)"
+        found[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS)
+    return found
 
 
-def idle_by_file(samples: list[tuple[float, float]], tests: list[dict], cores: int,
-                 every: float) -> dict[str, float]:
-    """Idle core-seconds shared among the tests running at each sample, summed per test file."""
-    spans = [(row["ended"] - row["wall"], row["ended"], row["test"].split("::", 1)[0]) for row in tests]
-    idle = defaultdict(float)
-    for at, busy in samples:
-        running = [path for start, end, path in spans if start <= at - every / 2 <= end]
-        for path in running:
-            idle[path] += max(0.0, cores - busy) * every / len(running)
-    return dict(idle)
+def program(pid: int) -> str:
+    """What a process runs, in a few words: `python -m module`, `python script.py`, `chromium --type=renderer`."""
+    try:
+        argv = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return "?"
+    if not argv:
+        return "?"
+    words = argv[0].split() + argv[1:]  # Chromium's helpers rewrite their command line as one string
+    argv, name = words, Path(words[0]).name
+    if name.startswith("playwright_chromium") or name == "exe":
+        name = "chromium"
+    if name.startswith("python"):
+        for i, arg in enumerate(argv[1:], 1):
+            if arg == "-m" and i + 1 < len(argv):
+                return f"python -m {argv[i + 1]}"
+            if arg == "-c":
+                return "python -c ..."
+            if not arg.startswith("-"):
+                return f"python {Path(arg).name}"
+        return "python"
+    kind = next((a for a in argv[1:] if a.startswith("--type=")), "")
+    return f"{name} {kind}".strip()
+
+
+class Sampler:
+    """Every `every` seconds: the machine's busy cores, and the CPU seconds of each child of the suite's command
+    (a pytest worker) with all its descendants."""
+
+    def __init__(self, cores: int, every: float):
+        self.cores, self.every = cores, every
+        self.samples: list[tuple[float, float, dict[int, float]]] = []  # (time, busy cores, worker pid -> CPU s)
+        self.stop = threading.Event()
+        self.command_pid = 0
+        self.owner: dict[int, int] = {}  # pid -> the command's child it descends from (0: none), decided once
+        self.programs: dict[str, list] = defaultdict(lambda: [0, 0.0])  # program -> [processes, CPU s seen]
+        self.program_of: dict[int, str] = {}
+        self.program_samples: list[dict[tuple[int, str], float]] = []  # beside samples: (worker pid, program) -> s
+
+    def owner_of(self, pid: int, table: dict[int, tuple[int, float]]) -> int:
+        chain = []
+        while pid > 1 and pid not in self.owner:
+            chain.append(pid)
+            parent = table.get(pid, (1, 0.0))[0]
+            if parent == self.command_pid:
+                found = pid
+                break
+            pid = parent
+        else:
+            found = self.owner.get(pid, 0)
+        for each in chain:
+            self.owner[each] = found
+        return found
+
+    def run(self) -> None:
+        busy, total = busy_jiffies()
+        before = processes()
+        while not self.stop.wait(self.every):
+            now_busy, now_total = busy_jiffies()
+            table = processes()
+            per_worker: dict[int, float] = defaultdict(float)
+            per_program: dict[tuple[int, str], float] = defaultdict(float)
+            for pid, (_, cpu) in table.items():
+                used = cpu - before.get(pid, (0, 0.0))[1]
+                if used > 0:
+                    owner = self.owner_of(pid, table)
+                    per_worker[owner] += used
+                    self.count(pid, used)
+                    per_program[owner, self.program_of[pid]] += used
+            self.samples.append((time.time(), self.cores * (now_busy - busy) / max(1, now_total - total),
+                                 dict(per_worker)))
+            self.program_samples.append(dict(per_program))
+            busy, total, before = now_busy, now_total, table
+            for gone in set(self.owner) - set(table):  # pids are reused: forget the dead
+                del self.owner[gone]
+            for gone in set(self.program_of) - set(table):
+                del self.program_of[gone]
+
+    def count(self, pid: int, used: float) -> None:
+        """Add a process's CPU to its program's (a program: the command's name and its module or script)."""
+        if pid not in self.program_of:
+            self.program_of[pid] = program(pid)
+            self.programs[self.program_of[pid]][0] += 1
+        self.programs[self.program_of[pid]][1] += used
+
+
+def per_file(samples, tests: list[dict], cores: int, key=lambda test: test.split("::", 1)[0]
+             ) -> dict[str, dict[str, float]]:
+    """Test file (or what `key` makes of a test's id) -> {"used": core-s of its worker while its tests ran,
+    "idle": its share of the idle cores, "wall": its tests' wall seconds}."""
+    spans = [(row["ended"] - row["wall"], row["ended"], row["pid"], key(row["test"])) for row in tests]
+    files: dict[str, dict[str, float]] = defaultdict(lambda: {"used": 0.0, "idle": 0.0, "wall": 0.0})
+    for row in tests:
+        files[key(row["test"])]["wall"] += row["wall"]
+    previous = samples[0][0] if samples else 0.0
+    for at, busy, used in samples[1:]:
+        middle = (previous + at) / 2
+        running = [(worker, path) for start, end, worker, path in spans if start <= middle <= end]
+        for worker, path in running:
+            files[path]["used"] += used.get(worker, 0.0)
+            files[path]["idle"] += max(0.0, cores - busy) * (at - previous) / len(running)
+        previous = at
+    return dict(files)
+
+
+def programs_per_file(samples, program_samples, tests: list[dict]) -> dict[str, dict[str, float]]:
+    """Test file -> program -> core-s its worker's processes of that program used while its tests ran."""
+    spans = [(row["ended"] - row["wall"], row["ended"], row["pid"], row["test"].split("::", 1)[0]) for row in tests]
+    found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    previous = samples[0][0] if samples else 0.0
+    for (at, _, _), programs in list(zip(samples, program_samples))[1:]:
+        middle = (previous + at) / 2
+        for start, end, worker, path in spans:
+            if start <= middle <= end:
+                for (owner, name), seconds in programs.items():
+                    if owner == worker:
+                        found[path][name] += seconds
+        previous = at
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--every", type=float, default=0.5, help="seconds between samples")
     parser.add_argument("--out", type=Path, help="keep the per-test log here (else a temporary file)")
-    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--tests-of", action="append", default=[], metavar="FILE",
+                        help="also list this test file's tests one by one (repeatable)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -63,27 +186,44 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the suite's command after --")
     log = args.out or Path(tempfile.mkstemp(suffix=".jsonl")[1])
     log.write_text("")
-    samples: list[tuple[float, float]] = []
-    stop = threading.Event()
-    sampler = threading.Thread(target=sample, args=(args.cores, args.every, stop, samples), daemon=True)
+    sampler = Sampler(args.cores, args.every)
+    thread = threading.Thread(target=sampler.run, daemon=True)
     started = time.time()
-    sampler.start()
-    returncode = subprocess.call(command, env={**os.environ, "RLHF_TEST_CPU_LOG": str(log)})
-    stop.set()
-    sampler.join()
+    suite = subprocess.Popen(command, env={**os.environ, "RLHF_TEST_CPU_LOG": str(log)})
+    sampler.command_pid = suite.pid
+    thread.start()
+    returncode = suite.wait()
+    sampler.stop.set()
+    thread.join()
     wall = time.time() - started
-    tests = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    tests = [row for row in tests if "ended" in row]
-    mean_busy = sum(busy for _, busy in samples) / max(1, len(samples))
-    print(f"\n{wall:.1f} s wall, {mean_busy:.2f} of {args.cores} cores busy on average "
-          f"({mean_busy * wall:.0f} core-s used, {(args.cores - mean_busy) * wall:.0f} idle); command exit {returncode}")
-    per_file = idle_by_file(samples, tests, args.cores, args.every)
-    wall_by_file = defaultdict(float)
-    for row in tests:
-        wall_by_file[row["test"].split("::", 1)[0]] += row["wall"]
-    print(f"{'idle core-s':>11} {'wall s':>7}  test file")
-    for path, idle in sorted(per_file.items(), key=lambda item: -item[1])[:args.top]:
-        print(f"{idle:11.1f} {wall_by_file[path]:7.1f}  {path}")
+    tests = [row for row in map(json.loads, filter(str.strip, log.read_text().splitlines())) if "pid" in row]
+    names = {row["pid"]: row["worker"] for row in tests}
+    samples = sampler.samples
+    mean_busy = sum(busy for _, busy, _ in samples) / max(1, len(samples))
+    by_worker: dict[str, float] = defaultdict(float)
+    for _, _, used in samples:
+        for pid, seconds in used.items():
+            by_worker[names.get(pid, "the command" if pid else "outside the suite")] += seconds
+    print(f"\n{wall:.1f} s wall, {mean_busy:.2f} of {args.cores} cores busy on average ({mean_busy * wall:.0f} "
+          f"core-s used, {(args.cores - mean_busy) * wall:.0f} idle); command exit {returncode}")
+    print("core-s by worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(by_worker.items())))
+    files = per_file(samples, tests, args.cores)
+    print(f"{'used core-s':>11} {'idle core-s':>11} {'wall s':>7}  test file")
+    for path, figures in sorted(files.items(), key=lambda item: -item[1]["used"])[:args.top]:
+        print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {path}")
+    print("\nby program (processes started or seen; core-s):")
+    for name, (count, seconds) in sorted(sampler.programs.items(), key=lambda item: -item[1][1])[:args.top]:
+        print(f"{seconds:11.1f} {count:6d}  {name}")
+    print("\nthe programs of the costliest files (core-s):")
+    programs_by_file = programs_per_file(samples, sampler.program_samples, tests)
+    for path, _ in sorted(files.items(), key=lambda item: -item[1]["used"])[:12]:
+        top = sorted(programs_by_file.get(path, {}).items(), key=lambda item: -item[1])[:5]
+        print(f"  {path}: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in top))
+    for path in args.tests_of:
+        print(f"\n{path}, test by test (a module fixture's cost falls on the test that first asked for it):")
+        mine = [row for row in tests if row["test"].split("::", 1)[0] == path]
+        for test, figures in per_file(samples, mine, args.cores, key=lambda test: test.split("::", 1)[1]).items():
+            print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {test}")
     return returncode
 
 

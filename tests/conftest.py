@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(config, items):
 # its worker process and of the processes it started and waited for (kernels, nbgrader commands,
 # sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran), the machine's 1-minute
 # load average and the clock time (epoch seconds) when it ended.  bench/durations.py makes tests/durations.json
-# from it; bench/idle_windows.py finds the spells when both workers waited.
+# from it; bench/suite_cpu.py finds where the CPU goes and where the cores wait.
 _CPU_LOG = os.environ.get("RLHF_TEST_CPU_LOG")
 if _CPU_LOG:
     import resource
@@ -151,5 +151,5 @@ if _CPU_LOG:
         with open(_CPU_LOG, "a") as log:
             log.write(json.dumps({"test": item.nodeid, "wall": round(time.perf_counter() - wall, 2),
                                   "cpu": round(_cpu_seconds() - cpu, 2),
-                                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                                  "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "pid": os.getpid(),
                                   "load": round(os.getloadavg()[0], 2), "ended": round(time.time(), 2)}) + "\n")
