@@ -133,9 +133,9 @@ def pytest_collection_modifyitems(config, items):
 # Where the suite's CPU goes (the suite keeps both cores busy, so its time is its CPU): with
 # RLHF_TEST_CPU_LOG=path, each test appends a JSON line with its wall seconds and the CPU seconds of
 # its worker process and of the processes it started and waited for (kernels, nbgrader commands,
-# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran), the machine's 1-minute
-# load average and the clock time (epoch seconds) when it ended.  bench/durations.py makes tests/durations.json
-# from it; bench/suite_cpu.py finds where the CPU goes and where the cores wait.
+# sandboxes, servers stopped by a fixture's teardown are counted where the teardown ran), its worker's pid, the
+# machine's 1-minute load average and the clock time (epoch seconds) when it ended.  bench/durations.py makes
+# tests/durations.json from it; bench/suite_cpu.py finds where the CPU goes and where the cores wait.
 _CPU_LOG = os.environ.get("RLHF_TEST_CPU_LOG")
 if _CPU_LOG:
     import resource
