@@ -81,13 +81,13 @@ class Sampler:
 
     def __init__(self, cores: int, every: float):
         self.cores, self.every = cores, every
-        self.samples: list[tuple[float, float, dict[int, float]]] = []  # (time, busy cores, worker pid -> CPU s)
+        # (time, busy cores, (worker pid, program) -> CPU s); worker pid 0: outside the suite
+        self.samples: list[tuple[float, float, dict[tuple[int, str], float]]] = []
         self.stop = threading.Event()
         self.command_pid = 0
         self.owner: dict[int, int] = {}  # pid -> the command's child it descends from (0: none), decided once
-        self.programs: dict[str, list] = defaultdict(lambda: [0, 0.0])  # program -> [processes, CPU s seen]
-        self.program_of: dict[int, str] = {}
-        self.program_samples: list[dict[tuple[int, str], float]] = []  # beside samples: (worker pid, program) -> s
+        self.program_of: dict[int, str] = {}  # pid -> program, decided once
+        self.started: dict[str, int] = defaultdict(int)  # program -> processes seen
 
     def owner_of(self, pid: int, table: dict[int, tuple[int, float]]) -> int:
         chain = []
@@ -110,65 +110,47 @@ class Sampler:
         while not self.stop.wait(self.every):
             now_busy, now_total = busy_jiffies()
             table = processes()
-            per_worker: dict[int, float] = defaultdict(float)
-            per_program: dict[tuple[int, str], float] = defaultdict(float)
+            used: dict[tuple[int, str], float] = defaultdict(float)
             for pid, (_, cpu) in table.items():
-                used = cpu - before.get(pid, (0, 0.0))[1]
-                if used > 0:
-                    owner = self.owner_of(pid, table)
-                    per_worker[owner] += used
-                    self.count(pid, used)
-                    per_program[owner, self.program_of[pid]] += used
+                seconds = cpu - before.get(pid, (0, 0.0))[1]
+                if seconds > 0:
+                    used[self.owner_of(pid, table), self.program_named(pid)] += seconds
             self.samples.append((time.time(), self.cores * (now_busy - busy) / max(1, now_total - total),
-                                 dict(per_worker)))
-            self.program_samples.append(dict(per_program))
+                                 dict(used)))
             busy, total, before = now_busy, now_total, table
             for gone in set(self.owner) - set(table):  # pids are reused: forget the dead
                 del self.owner[gone]
             for gone in set(self.program_of) - set(table):
                 del self.program_of[gone]
 
-    def count(self, pid: int, used: float) -> None:
-        """Add a process's CPU to its program's (a program: the command's name and its module or script)."""
+    def program_named(self, pid: int) -> str:
+        """The process's program (its command's name and module or script), counted once per process."""
         if pid not in self.program_of:
             self.program_of[pid] = program(pid)
-            self.programs[self.program_of[pid]][0] += 1
-        self.programs[self.program_of[pid]][1] += used
+            self.started[self.program_of[pid]] += 1
+        return self.program_of[pid]
 
 
-def per_file(samples, tests: list[dict], cores: int, key=lambda test: test.split("::", 1)[0]
-             ) -> dict[str, dict[str, float]]:
-    """Test file (or what `key` makes of a test's id) -> {"used": core-s of its worker while its tests ran,
-    "idle": its share of the idle cores, "wall": its tests' wall seconds}."""
+def attribute(samples, tests: list[dict], cores: int, key=lambda test: test.split("::", 1)[0]) -> dict[str, dict]:
+    """Test file (or what `key` makes of a test's id) -> {"used": core-s of its worker's processes while its tests
+    ran, "idle": its share of the idle cores, "wall": its tests' wall seconds, "programs": program -> core-s}."""
     spans = [(row["ended"] - row["wall"], row["ended"], row["pid"], key(row["test"])) for row in tests]
-    files: dict[str, dict[str, float]] = defaultdict(lambda: {"used": 0.0, "idle": 0.0, "wall": 0.0})
+    found: dict[str, dict] = defaultdict(lambda: {"used": 0.0, "idle": 0.0, "wall": 0.0,
+                                                  "programs": defaultdict(float)})
     for row in tests:
-        files[key(row["test"])]["wall"] += row["wall"]
+        found[key(row["test"])]["wall"] += row["wall"]
     previous = samples[0][0] if samples else 0.0
     for at, busy, used in samples[1:]:
         middle = (previous + at) / 2
-        running = [(worker, path) for start, end, worker, path in spans if start <= middle <= end]
-        for worker, path in running:
-            files[path]["used"] += used.get(worker, 0.0)
-            files[path]["idle"] += max(0.0, cores - busy) * (at - previous) / len(running)
+        running = [(worker, name) for start, end, worker, name in spans if start <= middle <= end]
+        for worker, name in running:
+            found[name]["idle"] += max(0.0, cores - busy) * (at - previous) / len(running)
+            for (owner, program_name), seconds in used.items():
+                if owner == worker:
+                    found[name]["used"] += seconds
+                    found[name]["programs"][program_name] += seconds
         previous = at
-    return dict(files)
-
-
-def programs_per_file(samples, program_samples, tests: list[dict]) -> dict[str, dict[str, float]]:
-    """Test file -> program -> core-s its worker's processes of that program used while its tests ran."""
-    spans = [(row["ended"] - row["wall"], row["ended"], row["pid"], row["test"].split("::", 1)[0]) for row in tests]
-    found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    previous = samples[0][0] if samples else 0.0
-    for (at, _, _), programs in list(zip(samples, program_samples))[1:]:
-        middle = (previous + at) / 2
-        for start, end, worker, path in spans:
-            if start <= middle <= end:
-                for (owner, name), seconds in programs.items():
-                    if owner == worker:
-                        found[path][name] += seconds
-        previous = at
-    return found
+    return dict(found)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,28 +183,29 @@ def main(argv: list[str] | None = None) -> int:
     samples = sampler.samples
     mean_busy = sum(busy for _, busy, _ in samples) / max(1, len(samples))
     by_worker: dict[str, float] = defaultdict(float)
+    by_program: dict[str, float] = defaultdict(float)
     for _, _, used in samples:
-        for pid, seconds in used.items():
+        for (pid, name), seconds in used.items():
             by_worker[names.get(pid, "the command" if pid else "outside the suite")] += seconds
+            by_program[name] += seconds
     print(f"\n{wall:.1f} s wall, {mean_busy:.2f} of {args.cores} cores busy on average ({mean_busy * wall:.0f} "
           f"core-s used, {(args.cores - mean_busy) * wall:.0f} idle); command exit {returncode}")
     print("core-s by worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(by_worker.items())))
-    files = per_file(samples, tests, args.cores)
+    files = sorted(attribute(samples, tests, args.cores).items(), key=lambda item: -item[1]["used"])
     print(f"{'used core-s':>11} {'idle core-s':>11} {'wall s':>7}  test file")
-    for path, figures in sorted(files.items(), key=lambda item: -item[1]["used"])[:args.top]:
+    for path, figures in files[:args.top]:
         print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {path}")
-    print("\nby program (processes started or seen; core-s):")
-    for name, (count, seconds) in sorted(sampler.programs.items(), key=lambda item: -item[1][1])[:args.top]:
-        print(f"{seconds:11.1f} {count:6d}  {name}")
+    print("\nby program (core-s; processes seen):")
+    for name, seconds in sorted(by_program.items(), key=lambda item: -item[1])[:args.top]:
+        print(f"{seconds:11.1f} {sampler.started[name]:6d}  {name}")
     print("\nthe programs of the costliest files (core-s):")
-    programs_by_file = programs_per_file(samples, sampler.program_samples, tests)
-    for path, _ in sorted(files.items(), key=lambda item: -item[1]["used"])[:12]:
-        top = sorted(programs_by_file.get(path, {}).items(), key=lambda item: -item[1])[:5]
+    for path, figures in files[:12]:
+        top = sorted(figures["programs"].items(), key=lambda item: -item[1])[:5]
         print(f"  {path}: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in top))
     for path in args.tests_of:
         print(f"\n{path}, test by test (a module fixture's cost falls on the test that first asked for it):")
         mine = [row for row in tests if row["test"].split("::", 1)[0] == path]
-        for test, figures in per_file(samples, mine, args.cores, key=lambda test: test.split("::", 1)[1]).items():
+        for test, figures in attribute(samples, mine, args.cores, key=lambda test: test.split("::", 1)[1]).items():
             print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {test}")
     return returncode
 

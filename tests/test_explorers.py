@@ -189,7 +189,7 @@ def test_tight_png_draws_once_and_matches_the_inline_backends_png(fns, monkeypat
 
     from rlhf_course import figure_output
 
-    # a figure laid out by a layout engine, as the GRPO explorer's (the panel figures are shown whole)
+    # a figure laid out by a layout engine: what show() still crops (the panel figures are shown whole)
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
     explorers.plot_ppo_objective(fns["ppo_clipped_objective"], axes=axes)
     counter = _DrawCounter(monkeypatch)
