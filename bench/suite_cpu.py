@@ -25,6 +25,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import host_speed  # noqa: E402 (this folder's, run as a script)
+
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the suite's command after --")
     log = args.out or Path(tempfile.mkstemp(suffix=".jsonl")[1])
     log.write_text("")
+    speed_before = host_speed.measure()
     sampler = Sampler(args.cores, args.every)
     thread = threading.Thread(target=sampler.run, daemon=True)
     started = time.time()
@@ -178,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.stop.set()
     thread.join()
     wall = time.time() - started
+    speed_after = host_speed.measure()
     tests = [row for row in map(json.loads, filter(str.strip, log.read_text().splitlines())) if "pid" in row]
     names = {row["pid"]: row["worker"] for row in tests}
     samples = sampler.samples
@@ -190,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             by_program[name] += seconds
     print(f"\n{wall:.1f} s wall, {mean_busy:.2f} of {args.cores} cores busy on average ({mean_busy * wall:.0f} "
           f"core-s used, {(args.cores - mean_busy) * wall:.0f} idle); command exit {returncode}")
+    print(f"host speed (bench/host_speed.py): {speed_before[0]:.3f} s before, {speed_after[0]:.3f} s after: "
+          f"{speed_before[1]:.2f}x and {speed_after[1]:.2f}x the reference hour's time")
     print("core-s by worker: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(by_worker.items())))
     files = sorted(attribute(samples, tests, args.cores).items(), key=lambda item: -item[1]["used"])
     print(f"{'used core-s':>11} {'idle core-s':>11} {'wall s':>7}  test file")
