@@ -409,7 +409,11 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         self.process = subprocess.Popen(
             [self.server.python, "-m", "jupyterhub", "-f", str(self.hub_dir / "jupyterhub_config.py")],
             cwd=self.hub_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        (self.hub_dir / "jupyterhub.pid").write_text(f"{self.process.pid}\n")
+        # replaced whole, never rewritten in place: `kill $(cat jupyterhub.pid)` right as the hub restarts reads
+        # the old number or the new one, not an empty file
+        written = self.hub_dir / "jupyterhub.pid.new"
+        written.write_text(f"{self.process.pid}\n")
+        os.replace(written, self.hub_dir / "jupyterhub.pid")
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:

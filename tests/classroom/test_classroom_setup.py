@@ -106,6 +106,23 @@ def test_a_port_taken_before_the_first_start_gets_new_ports_and_anything_else_is
     assert len(tried) == 1  # not a port: no second try
 
 
+def test_the_hub_s_pid_file_is_replaced_whole_when_the_hub_starts_again(tmp_path):
+    """`kill $(cat hub/jupyterhub.pid)` (or a test) reading the file as the classroom starts the hub again reads the
+    old number or the new one, never an empty file: the new number is written beside it and moved over it."""
+    classroom = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+    classroom.hub_dir, classroom.proxy_token = tmp_path, "t"
+    classroom.proxy_process = type("Running", (), {"poll": lambda self: None})()  # the proxy outlives the hub
+    classroom.server = type("Env", (), {"python": "/bin/false", "path": os.environ["PATH"]})()  # a hub that exits
+    pid_file = tmp_path / "jupyterhub.pid"
+    pid_file.write_text("12345\n")  # the hub before
+    before = pid_file.stat().st_ino
+    with pytest.raises(SystemExit, match="JupyterHub exited"):
+        classroom.start(timeout=10)
+    assert pid_file.read_text() == f"{classroom.process.pid}\n"
+    assert pid_file.stat().st_ino != before  # a new file, not the old one truncated and written
+    assert sorted(p.name for p in tmp_path.glob("jupyterhub.pid*")) == ["jupyterhub.pid"]
+
+
 def test_a_culler_left_by_a_dead_hub_is_stopped_and_another_classroom_s_is_not(tmp_path):
     """A hub killed outright leaves its jupyterhub-idle-culler running (JupyterHub starts services in a session of
     their own): the classroom stops its own, found by its environment's Python, before the next hub starts one and
