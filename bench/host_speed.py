@@ -6,7 +6,7 @@ This machine's speed swings by up to 2x within an hour (other tenants of its hos
 steal), so a suite's or a bench's wall time means little without the speed it ran at beside it, as a load figure
 needs the load.  The work is what the suite spends its CPU on in small: the interpreter (dicts, strings, calls),
 torch on one thread (small matrix products and their gradients) and starting an interpreter that imports torch.  It prints the median of ``repeat`` runs in
-seconds and its ratio to REFERENCE_SECONDS (this host on 2026-12-06 at 13:50 UTC; bench/RESULTS.md):
+seconds and its ratio to REFERENCE_SECONDS (this host on 2026-12-06 at 13:33 UTC; bench/RESULTS.md):
 a ratio of 1.25 means the same work takes 25 % longer now.  Run it with nothing else running; suite_cpu.py runs it
 before and after the suite.
 """
