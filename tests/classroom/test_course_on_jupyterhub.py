@@ -236,6 +236,7 @@ def disabled_lab_plugins(page, hub, name: str) -> list[str]:
 # disables them (jupyter/student/labconfig); tests/browser/test_lab_views.py reads both menus as rendered
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",
                       "@jupyter/nbgrader:create-assignment")
+MATHJAX = "@jupyterlab/mathjax-extension"
 
 
 def assignment_list(page, hub, name: str, reload: bool = True) -> None:
@@ -278,7 +279,13 @@ def type_into_cell(page, index: int, text: str, markdown: bool) -> None:
 
 def quiet_lab_settings(user: User, locale: str | None = None) -> None:
     """Render every cell (no virtual windowing) so the test reaches each one, and JupyterLab in ``locale``
-    (Settings -> Language, through the language pack): the student's own settings."""
+    (Settings -> Language, through the language pack): the student's own settings.  And no MathJax in their lab
+    (their own labconfig, beside the classroom's): it typesets the notebook's hundreds of formulas, seconds of
+    Chromium's CPU that no step reads, as in tests/browser's labs (the math's rendering is the Formgrader's and the
+    feedback pages' tests')."""
+    labconfig = user.home / ".jupyter" / "labconfig"
+    labconfig.mkdir(parents=True)
+    (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": {MATHJAX: True}}))
     settings = user.home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab"
     (settings / "notebook-extension").mkdir(parents=True)
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
@@ -552,7 +559,8 @@ def test_02_students_fetch(scenario):
             assert ("编辑" in menus) == (student == bob), menus  # the language pack, for Bob only
             items = nbgrader_menu_items(page)  # the students' labconfig: no instructor tools
             assert "Assignment List" in items and not offered(INSTRUCTOR_ONLY, items), items
-            assert set(INSTRUCTOR_PLUGINS) <= set(disabled_lab_plugins(page, hub, student))  # the control of step 1's
+            # the control of step 1's; and the student's own labconfig read beside the classroom's
+            assert {*INSTRUCTOR_PLUGINS, MATHJAX} <= set(disabled_lab_plugins(page, hub, student))
             page.keyboard.press("Escape")
             assignment_list(page, hub, student, reload=False)  # the lab has just loaded
             row = assignment_row(page, edition[student])
