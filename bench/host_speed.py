@@ -5,10 +5,10 @@
 This machine's speed swings by up to 2x within an hour (other tenants of its host; /proc/stat shows almost no
 steal), so a suite's or a bench's wall time means little without the speed it ran at beside it, as a load figure
 needs the load.  The work is what the suite spends its CPU on in small: the interpreter (dicts, strings, calls),
-torch on one thread (small matrix products and their gradients) and starting an interpreter that imports torch.  It prints the median of ``repeat`` runs in
-seconds and its ratio to REFERENCE_SECONDS (this host on 2026-12-06 at 13:33 UTC; bench/RESULTS.md):
-a ratio of 1.25 means the same work takes 25 % longer now.  Run it with nothing else running; suite_cpu.py runs it
-before and after the suite.
+torch on one thread (small matrix products and their gradients) and starting an interpreter that imports torch.
+It prints the median of ``repeat`` runs in seconds and its ratio to REFERENCE_SECONDS (this host on 2026-12-06 at
+13:33 UTC; bench/RESULTS.md): a ratio of 1.25 means the same work takes 25 % longer now.  Run it with nothing else
+running; .ci/run and suite_cpu.py run it before and after the suite.
 """
 from __future__ import annotations
 

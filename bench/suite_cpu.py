@@ -9,7 +9,8 @@ CPU belongs to the pytest worker it descends from and so to the test that worker
 outside the suite (PostgreSQL, the system, daemons that left their parents) is counted apart, as is the CPU a
 process spent in the last half second before it exited.  Prints the run's wall time, the
 machine's busy cores, then per test file: core-seconds used, and idle core-seconds (the cores idle at each sample
-shared among the tests running then: a file high on it waits rather than computes).  Measure with nothing else
+shared among the tests running then: a file high on it waits rather than computes).  The host's speed
+(bench/host_speed.py) is measured before and after and printed beside the figures.  Measure with nothing else
 running on the machine.
 """
 from __future__ import annotations

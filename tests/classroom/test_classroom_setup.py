@@ -118,6 +118,7 @@ def test_the_hub_s_pid_file_is_replaced_whole_when_the_hub_starts_again(tmp_path
     before = pid_file.stat().st_ino
     with pytest.raises(SystemExit, match="JupyterHub exited"):
         classroom.start(timeout=10)
+    classroom.log.close()
     assert pid_file.read_text() == f"{classroom.process.pid}\n"
     assert pid_file.stat().st_ino != before  # a new file, not the old one truncated and written
     assert sorted(p.name for p in tmp_path.glob("jupyterhub.pid*")) == ["jupyterhub.pid"]
