@@ -235,6 +235,12 @@ ZH = {
     "{function} broke the grading protocol": "{function} 破坏了评分协议",
     "the process running {function} died ({error})": "运行 {function} 的进程意外终止（{error}）",
     "{function} crashed": "{function} 崩溃了",
+    "the answer cells did not finish running ({state})": "答案单元格没有运行完（{state}）",
+    "the process running {function} sent a reply the grader refuses": "运行 {function} 的进程发回了评分程序拒收的结果",
+    "the process running {function} died": "运行 {function} 的进程意外终止",
+    "the grader could not judge this answer; an instructor will look at it": "评分程序无法判定这个答案，老师会亲自查看",
+    "{count} call(s) ran out of memory (limit {limit:g} GiB of address space)":
+        "有 {count} 次调用超出内存（地址空间上限 {limit:g} GiB）",
     "the grader could not judge this answer ({error}); an instructor will look at it":
         "评分程序无法判定这个答案（{error}），老师会亲自查看",
     "the submission's total time budget of {seconds:g} s ran out": "本次提交的总时间预算 {seconds:g} 秒已用完",
@@ -327,6 +333,20 @@ ZH = {
     "the input `{name}` was changed in place, so the cell's next call sees other inputs":
         "输入 `{name}` 被原地修改了，本单元格的下一次调用会看到不同的输入",
     "backward() failed: {error}": "backward() 失败：{error}",
+    # what a student reads of a failed hidden test (checks.py): a category and at most one bounded value
+    "wrong value": "结果不正确",
+    "a shape of {count} dimensions": "{count} 维的形状",
+    "raised NotImplementedError: the function is not written yet": "抛出了 NotImplementedError：这个函数还没有实现",
+    "raised NameError: is the function defined, and did its answer cell run without an error?":
+        "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
+    "raised {error}": "抛出了 {error}",
+    "raised an exception of a class of its own": "抛出了一个自定义类的异常",
+    "a tensor the grader cannot use (not a plain CPU tensor of a real dtype, or too large)":
+        "评分程序无法使用的张量（不是实数 dtype 的普通 CPU 张量，或者太大）",
+    "a value of another type": "其他类型的值",
+    "{what} is not finite": "{what}含有非有限值",
+    "{what}: {got} where {expected} was expected (the first wrong element)": "{what}：第一个出错的元素为 {got}，应为 {expected}",
+    "backward() failed": "backward() 失败",
     "no gradient reached `{name}` (is the graph detached?)": "梯度没有传到 `{name}`（计算图是否被 detach 了？）",
     # deadlines as a student sees them: nbgrader list, submit, the Assignment List, the feedback page
     # (rlhf_course/exchange/deadlines.py)

@@ -11,12 +11,21 @@ module and on the instructor module's ``CHECKS`` only, never on its helpers:
   made (the trusted grader makes it in a sandbox and judges here);
 * comparison helpers give the short, specific messages students read in their feedback.
 
+What a judge finds is a :class:`Finding`: the whole text for the instructor, and ``public``, the line a student
+may read once hidden inputs are involved.  ``public`` is composed here from a fixed vocabulary (a category, the
+check's own words, the case's note) and carries at most one value the student's code produced, bounded (a number
+to 4 significant digits, a small shape, a dtype): nothing the student's process said or chose to return reaches
+the student whole (docs/grading.md, the threat model).  A plain string a judge returns is never shown to a
+student: its public line is "wrong value".
+
 Nothing here knows the assignment's answers: it holds no reference implementation and no case.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import json
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -51,6 +60,100 @@ class CheckFailed(AssertionError):
     pass
 
 
+class Finding(str):
+    """What a judge found wrong: the string itself is the whole text (the instructor's: gradebook, Formgrader,
+    grading report); ``public`` is what a student may read of it (module docstring).  Any string operation on a
+    Finding gives a plain string, which the student never reads: only these helpers make public lines."""
+
+    public: str
+
+    def __new__(cls, text: str, public: str | None = None) -> "Finding":
+        finding = super().__new__(cls, text)
+        finding.public = str(text) if public is None else str(public)
+        return finding
+
+
+def public_text(detail: str) -> str:
+    """The line a student reads for a failed check's ``detail``: its public part, or only "wrong value"."""
+    return detail.public if isinstance(detail, Finding) else t("wrong value")
+
+
+SIGNIFICANT_DIGITS = 4  # of a value the student's code returned, in a public line: a few bits per check
+SMALL_SHAPE = (4, 64)  # a returned shape is shown when it has at most 4 dimensions of at most 64 each
+
+
+def bounded_number(value: float) -> str:
+    """A number the student's code produced, as a student may read it: 4 significant digits."""
+    return f"{value:.{SIGNIFICANT_DIGITS}g}"
+
+
+def bounded_shape(shape) -> str:
+    """A shape the student's code produced, as a student may read it: the shape when it is small, else only
+    its number of dimensions."""
+    shape = tuple(shape)
+    most_dims, largest = SMALL_SHAPE
+    if len(shape) <= most_dims and all(type(n) is int and 0 <= n <= largest for n in shape):
+        return str(shape)
+    return t("a shape of {count} dimensions", count=len(shape))
+
+
+def _public_field(value):
+    """One field of a judge's sentence as a student may read it (:func:`phrasebook`): numbers rounded, small
+    shapes, dtypes and nested findings' public lines as they are; any other text withheld."""
+    if isinstance(value, Finding):
+        return value.public
+    if value is None or isinstance(value, (bool, torch.dtype)):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) < 10 ** SIGNIFICANT_DIGITS else float(bounded_number(value))
+    if isinstance(value, float):
+        return float(bounded_number(value)) if math.isfinite(value) else value
+    if isinstance(value, (tuple, list, torch.Size)):
+        return bounded_shape(value)
+    if isinstance(value, torch.Tensor):
+        return _first_value(value)
+    return "..."
+
+
+def _first_value(tensor: torch.Tensor) -> str:
+    flat = tensor.detach().reshape(-1)
+    if flat.numel() == 0:
+        return "[]"
+    first = bounded_number(float(flat[0]))
+    return first if tensor.dim() == 0 else f"[{first}, ...]" if flat.numel() > 1 else f"[{first}]"
+
+
+# What a student may read of an exception: its class, when it is one of Python's own (a name the student
+# chose could carry anything).
+BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
+                               if isinstance(value, type) and issubclass(value, BaseException))
+# What a student may read of a returned value that is not a tensor: its type, from this list.
+PLAIN_KINDS = frozenset({"float", "int", "bool", "complex", "NoneType", "tuple", "list", "dict", "str", "ndarray",
+                         "Parameter", "generator", "function"})
+
+
+def raised_line(error_type: str | None) -> str:
+    """The public line for a call that raised: the exception's class if it is Python's own."""
+    if error_type == "NotImplementedError":
+        return t("raised NotImplementedError: the function is not written yet")
+    if error_type == "NameError":
+        return t("raised NameError: is the function defined, and did its answer cell run without an error?")
+    if error_type in BUILTIN_EXCEPTIONS:
+        return t("raised {error}", error=error_type)
+    return t("raised an exception of a class of its own")
+
+
+def returned_line(value_type: str) -> str:
+    """The public line for a call that returned something other than a plain tensor."""
+    if value_type.startswith("unusable tensor"):
+        kind = t("a tensor the grader cannot use (not a plain CPU tensor of a real dtype, or too large)")
+    elif value_type in PLAIN_KINDS:
+        kind = value_type
+    else:
+        kind = t("a value of another type")
+    return t("must return a torch.Tensor, got {type}", type=kind)
+
+
 def by_id(checks: Iterable[Check]) -> dict[str, Check]:
     """The checks keyed by grade id; two with one id are a mistake in the instructor module."""
     table: dict[str, Check] = {}
@@ -62,14 +165,19 @@ def by_id(checks: Iterable[Check]) -> dict[str, Check]:
 
 
 def judge_observation(check: Check, case: Case, observation: Observation, recall: Recall) -> str | None:
-    """Decide one case from what the call produced; only trusted code runs here."""
+    """Decide one case from what the call produced; only trusted code runs here.  None when it passes, else a
+    :class:`Finding` (its public line: a category, the judge's bounded words, the case's note)."""
     if observation.error is not None:
-        return observation.error
-    if type(observation.value) is not torch.Tensor:
-        return t("must return a torch.Tensor, got {type}", type=observation.value_type)
-    detail = check.judge(case, observation, recall)
+        detail = Finding(observation.error, raised_line(observation.error_type))
+    elif type(observation.value) is not torch.Tensor:
+        detail = Finding(t("must return a torch.Tensor, got {type}", type=observation.value_type),
+                         returned_line(observation.value_type))
+    else:
+        detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
-        detail = t("{detail} ({note})", detail=detail, note=case.note)
+        # The note is the grader's own description of the case, written before any call.
+        detail = Finding(t("{detail} ({note})", detail=detail, note=case.note),
+                         t("{detail} ({note})", detail=public_text(detail), note=str(case.note)))
     return detail
 
 
@@ -132,10 +240,17 @@ def phrasebook(checks_file: str) -> Callable[..., str]:
     thread's, else the kernel's), from the ``"details"`` of its translation file, the English template
     as the key; the English when there is no translation.  Pass a template and its fields, never an
     f-string: the edition check finds every ``say("...")`` and requires its translation."""
-    def say(english: str, **fields) -> str:
+    def say(english: str, **fields) -> Finding:
         text = edition_table(checks_file, i18n.in_effect()).get("details", {}).get(english) or english
-        return text.format(**fields) if fields else text
+        if not fields:
+            return Finding(text)
+        public = text.format(**{name: _public_field(value) for name, value in fields.items()})
+        return Finding(text.format(**{name: _full_field(value) for name, value in fields.items()}), public)
     return say
+
+
+def _full_field(value):
+    return short(value) if isinstance(value, torch.Tensor) else value
 
 
 # ----------------------------------------------------------------------------- comparison helpers
@@ -163,17 +278,32 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: flo
     """None when ``got`` has ``expected``'s shape, a floating dtype, finite values and
     |got - expected| <= atol + rtol * |expected| everywhere (in float64); else what differs."""
     expected = torch.as_tensor(expected, dtype=torch.float64)
+    name, public_name = t(what), (what.public if isinstance(what, Finding) else t(what))
     if tuple(got.shape) != tuple(expected.shape):
-        return t("{what} has shape {shape}, expected {expected}", what=t(what), shape=tuple(got.shape),
-                 expected=tuple(expected.shape))
+        sentence = "{what} has shape {shape}, expected {expected}"
+        return Finding(t(sentence, what=name, shape=tuple(got.shape), expected=tuple(expected.shape)),
+                       t(sentence, what=public_name, shape=bounded_shape(got.shape), expected=tuple(expected.shape)))
     if not got.dtype.is_floating_point:
-        return t("{what} has dtype {dtype}, expected a floating-point tensor", what=t(what), dtype=got.dtype)
+        return Finding(t("{what} has dtype {dtype}, expected a floating-point tensor", what=name, dtype=got.dtype),
+                       t("{what} has dtype {dtype}, expected a floating-point tensor", what=public_name,
+                         dtype=got.dtype))
     got64 = got.to(torch.float64)
     if not torch.isfinite(got64).all():
-        return t("{what} is not finite: {values}", what=t(what), values=short(got64))
+        return Finding(t("{what} is not finite: {values}", what=name, values=short(got64)),
+                       t("{what} is not finite", what=public_name))
     bad = (got64 - expected).abs() > atol + rtol * expected.abs()
     if bad.any():
-        return t("{what} {values}, expected {expected}", what=t(what), values=short(got64), expected=short(expected))
+        full = t("{what} {values}, expected {expected}", what=name, values=short(got64), expected=short(expected))
+        first = int(bad.reshape(-1).nonzero()[0])
+        got_first = bounded_number(float(got64.reshape(-1)[first]))
+        expected_first = bounded_number(float(expected.reshape(-1)[first]))
+        if got64.dim() == 0:
+            public = t("{what} {values}, expected {expected}", what=public_name, values=got_first,
+                       expected=expected_first)
+        else:
+            public = t("{what}: {got} where {expected} was expected (the first wrong element)", what=public_name,
+                       got=got_first, expected=expected_first)
+        return Finding(full, public)
     return None
 
 
@@ -189,30 +319,30 @@ def unmodified(case: Case, observation: Observation, names: tuple[str, ...], rec
     """None when no input was changed in place and the result depends on the first argument."""
     changed = changed_input(case, observation, names)
     if changed:
-        return t("the input `{name}` was changed in place", name=changed)
+        return Finding(t("the input `{name}` was changed in place", name=changed))
     # A function that ignores its inputs leaves them alone too: that earns nothing here.
     moved = recall(Case((case.args[0] * 0.5 + 0.25,) + tuple(case.args[1:])))
     if type(moved.value) is torch.Tensor and torch.equal(moved.value, observation.value):
-        return t("the result does not depend on `{name}`", name=names[0])
+        return Finding(t("the result does not depend on `{name}`", name=names[0]))
     return None
 
 
 def unmodified_only(case: Case, obs: Observation, names: tuple[str, ...]) -> str | None:
     """None when no input was changed in place (a visible test's calls must see the inputs it built)."""
     changed = changed_input(case, obs, names)
-    return changed and t("the input `{name}` was changed in place, so the cell's next call sees other inputs",
-                         name=changed)
+    return changed and Finding(t("the input `{name}` was changed in place, so the cell's next call sees other "
+                                 "inputs", name=changed))
 
 
 def gradients(case: Case, observation: Observation, expected: dict[int, torch.Tensor],
               names: tuple[str, ...]) -> str | None:
     """None when backward() worked and each argument index in ``expected`` got that gradient."""
     if observation.grad_error is not None:
-        return t("backward() failed: {error}", error=observation.grad_error)
+        return Finding(t("backward() failed: {error}", error=observation.grad_error), t("backward() failed"))
     for index, want in expected.items():
         got = observation.grads.get(index)
         if got is None:
-            return t("no gradient reached `{name}` (is the graph detached?)", name=names[index])
+            return Finding(t("no gradient reached `{name}` (is the graph detached?)", name=names[index]))
         detail = compare(got, want, rtol=1e-4, atol=1e-6, what=f"d/d{names[index]}")
         if detail is not None:
             return detail

@@ -120,7 +120,7 @@ def scores(result: SubmissionResult) -> dict:
         "score": result.score + (written["score"] if written else 0.0),
         "points": result.max_score + (written["points"] if written else 0.0),
         "outcome": _around("Outcome: {state}.", language, state=t(result.state, language)),
-        "detail": _cell_text(result.detail.splitlines()[0] if result.detail else ""),
+        "detail": _cell_text(result.student_detail.splitlines()[0] if result.student_detail else ""),
         "tests": {
             "sentence": t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score),
             "headings": [t(heading, language) for heading in ("test", "points", "result", "property")],
@@ -206,8 +206,9 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                     _outputs_withheld(nb, seconds)
                     raise
                 finally:
-                    annotate_grade_cells(nb, result, result.language)
+                    annotate_grade_cells(nb, result, result.language, for_instructor=True)
                     autograded_copy = nbformat.writes(nb)  # what the Formgrader shows
+                    annotate_grade_cells(nb, result, result.language, replace=True)  # the page: the student's lines
             else:
                 nb = nbformat.v4.new_notebook()
             body, _ = exporter.from_notebook_node(nb, {"scores": scores(result)})
@@ -231,7 +232,7 @@ def _stripped_copy(result: SubmissionResult, max_cells: int, seconds: float) -> 
     if nb is None:
         return None
     _outputs_withheld(nb, seconds)
-    annotate_grade_cells(nb, result, result.language)
+    annotate_grade_cells(nb, result, result.language, for_instructor=True)
     return nbformat.writes(nb)
 
 
@@ -304,14 +305,20 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
     return out
 
 
-def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en") -> None:
-    """Each test cell gets the trusted verdict as an output (the hidden ones show only their name
-    in the student's copy): the Formgrader and the feedback page say why a test scored 0."""
+def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en", for_instructor: bool = False,
+                         replace: bool = False) -> None:
+    """Each test cell gets the trusted verdict as its last output (the hidden ones show only their name
+    in the student's copy): the Formgrader (``for_instructor``: each finding whole) and the feedback page (the
+    student's lines: :class:`~rlhf_course.grading.results.CellResult`) say why a test scored 0.  ``replace``: the
+    verdicts this function appended to ``nb`` before are replaced."""
     for cell in nb.cells:
         graded = result.cells.get(notebooks.grade_id(cell) or "")
         if graded is None or cell.cell_type != "code":
             continue
         verdict = t("passed" if graded.score == graded.points else "FAILED", language)
+        message = graded.instructor_message if for_instructor else graded.message
         text = (f"[{t('trusted grader', language)}] {verdict} ({graded.score:g} / {graded.points:g}): "
-                f"{printable(graded.message)}\n")
+                f"{printable(message)}\n")
+        if replace:
+            cell.outputs.pop()
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))

@@ -164,7 +164,7 @@ def match(result: SubmissionResult, checks: dict, wrong_answers: list, misconcep
             continue
         candidates = [w for w in wrong_answers if set(w.loses) == lost and w.name in misconceptions]
         candidates = [w for w in candidates
-                      if all(same_message(result.cells[gid].message, messages(w, function).get(gid, ""))
+                      if all(same_message(result.cells[gid].instructor_message, messages(w, function).get(gid, ""))
                              for gid in lost)]
         if len(candidates) == 1:
             named.append(misconceptions[candidates[0].name].named(candidates[0].name, function, result.language))

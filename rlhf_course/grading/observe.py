@@ -44,7 +44,8 @@ class Observation:
 
     value: torch.Tensor | None = None
     value_type: str = "Tensor"
-    error: str | None = None
+    error: str | None = None  # the whole sentence, for the instructor
+    error_type: str | None = None  # the exception's class name (student-chosen: the grader allowlists it)
     grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
     grad_error: str | None = None
     args_after: tuple = ()
@@ -77,6 +78,7 @@ def observe(function: Callable, case: Case) -> Observation:
             value = function(*args)
         except Exception as exc:  # the student's bug is data here, not a crash
             observation.error = t("raised {error}: {message}", error=type(exc).__name__, message=exc)
+            observation.error_type = type(exc).__name__
             return observation
         if type(value) is not torch.Tensor:
             observation.value_type = type(value).__name__
@@ -98,7 +100,7 @@ def observe(function: Callable, case: Case) -> Observation:
 # torch.load(weights_only=True) in the grader, a pure-Python unpickler reading byte by byte, cost several times
 # more per observation, and a batch sends thousands (bench/RESULTS.md, grading speed).
 PLAIN_MAGIC = b"RLOBS1\n"  # a reply in the plain layout: magic, 4-byte header length, JSON header, tensor bytes
-OBSERVATION_FIELDS = frozenset({"value", "value_type", "error", "grads", "grad_error", "args_after"})
+OBSERVATION_FIELDS = frozenset({"value", "value_type", "error", "error_type", "grads", "grad_error", "args_after"})
 # The dtypes that cross the boundary either way, by name ("torch.float32"); the judges compute with no others.
 _ENCODED_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                        torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
@@ -126,7 +128,7 @@ def to_wire(observation: Observation) -> bytes:
     blobs: list = []
     offset = [0]
     header = {"value": _plain_entry(observation.value, blobs, offset), "value_type": str(observation.value_type),
-              "error": observation.error,
+              "error": observation.error, "error_type": observation.error_type,
               "grads": [[int(i), _plain_entry(g, blobs, offset)] for i, g in observation.grads.items()],
               "grad_error": observation.grad_error,
               "args_after": [_plain_entry(a, blobs, offset) for a in observation.args_after]}
@@ -180,6 +182,7 @@ def _from_plain(data: bytes) -> dict:
     if not isinstance(header["args_after"], list):
         raise ValueError("malformed gradients or inputs")
     return {"value": _plain_value(header["value"], blob), "value_type": header["value_type"], "error": header["error"],
+            "error_type": header["error_type"],
             "grads": {index: _plain_value(entry, blob) for index, entry in grads}, "grad_error": header["grad_error"],
             "args_after": [_plain_value(entry, blob) for entry in header["args_after"]]}
 
@@ -309,5 +312,6 @@ def from_wire(data: bytes, case: Case | None = None) -> Observation:
             raise ValueError(f"argument {index} after the call is a {type(arg).__name__}")
         checked_args.append(arg)
     return Observation(value=value, value_type=value_type, error=_short_text(raw["error"], "error"),
+                       error_type=_short_text(raw["error_type"], "error_type", 100),
                        grads=checked_grads, grad_error=_short_text(raw["grad_error"], "grad_error"),
                        args_after=tuple(checked_args))

@@ -26,7 +26,12 @@ class CellResult:
     grade_id: str
     points: float
     score: float
-    message: str  # what the student sees: the property, and what went wrong if it failed
+    message: str  # what the student sees: the property, and what went wrong if it failed (checks.Finding.public)
+    detail: str = ""  # what the instructor sees when it says more than ``message`` (the whole finding)
+
+    @property
+    def instructor_message(self) -> str:
+        return self.detail or self.message
 
 
 @dataclass
@@ -48,7 +53,8 @@ class SubmissionResult:
     notebook: str = ""  # the file name, e.g. rlhf_building_blocks.ipynb
     language: str = ENGLISH  # of the assignment's edition: the language of every message the student reads
     cells: dict[str, CellResult] = field(default_factory=dict)
-    detail: str = ""
+    detail: str = ""  # every reason, for the instructor (grading report, Formgrader)
+    student_detail: str = ""  # the reasons a student may read: only the grader's own sentences
     flags: list[str] = field(default_factory=list)
     seconds: float = 0.0
     executed_notebook: str | None = None  # JSON of the canonical copy as run for feedback (written in the sandbox)
@@ -75,16 +81,19 @@ class SubmissionResult:
         return sum(cell.points for cell in self.cells.values())
 
 
-def note(result: SubmissionResult, text: str) -> None:
-    """Add one reason to the submission's detail (kept in order, separated by '; ')."""
+def note(result: SubmissionResult, text: str, student: str | None = None) -> None:
+    """Add one reason to the submission's detail (kept in order, separated by '; '); ``student``: what the
+    student's page says of it, composed by the grader alone (None: the page does not say it)."""
     result.detail = f"{result.detail}; {text}" if result.detail else text
+    if student:
+        result.student_detail = f"{result.student_detail}; {student}" if result.student_detail else student
 
 
-def worse(result: SubmissionResult, state: str, detail: str) -> None:
-    """Keep the most severe state; collect every reason."""
+def worse(result: SubmissionResult, state: str, detail: str, student: str | None = None) -> None:
+    """Keep the most severe state; collect every reason (``student``: as in :func:`note`)."""
     if SEVERITY.index(state) > SEVERITY.index(result.state):
         result.state = state
-    note(result, detail)
+    note(result, detail, student)
 
 
 def failed_message(check_message: str, what_went_wrong: str, language: str) -> str:
@@ -95,9 +104,11 @@ def not_run_message(check_message: str, why: str, language: str) -> str:
     return check_message + t(": not run, ", language) + why
 
 
-def unscored(student: str, state: str, detail: str, points: dict[str, float], language: str = ENGLISH) -> SubmissionResult:
-    """A submission no check could run on: every autograded cell 0, each saying why."""
-    result = SubmissionResult(student, state, detail=detail, language=language)
+def unscored(student: str, state: str, detail: str, points: dict[str, float], language: str = ENGLISH,
+             student_detail: str = "") -> SubmissionResult:
+    """A submission no check could run on: every autograded cell 0, each saying why (``student_detail``: what
+    the student's page says of ``detail``)."""
+    result = SubmissionResult(student, state, detail=detail, student_detail=student_detail, language=language)
     reason = t("not graded: {state}", language, state=t(state, language))
     result.cells = {gid: CellResult(gid, p, 0.0, reason) for gid, p in points.items()}
     return result

@@ -115,7 +115,8 @@ def serve_calls(job: dict, requests: int, replies: int) -> None:
         if not callable(function):
             why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in errors.items())
             why = why or t("it is not defined")
-            observation = Observation(error=t("{name} is not available ({why})", name=name, why=why))
+            observation = Observation(error=t("{name} is not available ({why})", name=name, why=why),
+                                      error_type="NameError")
         else:
             observation = observe(function, Case(tuple(args), tuple(grad_wrt)))
         write_frame(replies, OBSERVATION + to_wire(observation))

@@ -18,7 +18,7 @@ import nbformat
 
 from rlhf_course.grading import notebooks
 from rlhf_course.grading.assignment import Assignment
-from rlhf_course.grading.checks import judge_observation
+from rlhf_course.grading.checks import Finding, judge_observation, public_text
 from rlhf_course.grading.intake import Unreadable, take_in, written_answers
 from rlhf_course.grading.limits import Limits, shorter_calls
 from rlhf_course.grading.misconceptions import name_misconceptions
@@ -137,6 +137,11 @@ class _SandboxLost(Exception):
 
 
 COULD_NOT_JUDGE = "the grader could not judge this answer ({error}); an instructor will look at it"
+COULD_NOT_JUDGE_SHOWN = "the grader could not judge this answer; an instructor will look at it"
+
+
+def _could_not_judge(error: Exception, language: str) -> Finding:
+    return Finding(t(COULD_NOT_JUDGE, language, error=error), t(COULD_NOT_JUDGE_SHOWN, language))
 
 
 class JudgeError(Exception):
@@ -181,7 +186,8 @@ def _grade(course, assignment, student, notebook, checks, points, release_nb, sl
     try:
         nb, flags = take_in(course.folder("submitted", student, assignment.name), notebook, release_nb, limits)
     except Unreadable as exc:
-        return unscored(student, exc.state, str(exc), points, assignment.language)
+        # Intake's own sentence about the notebook's structure, made before any call: the student may read it.
+        return unscored(student, exc.state, str(exc), points, assignment.language, student_detail=str(exc))
     answers = {notebooks.grade_id(c): c.source for c in nb.cells if notebooks.is_answer_cell(c)}
     setup_cell = notebooks.cells_by_grade_id(release_nb).get("setup")  # ours, not the student's copy
     setup = setup_cell.source if setup_cell is not None else ""
@@ -209,6 +215,8 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
     broken: dict[str, str] = {}  # function -> why its remaining checks were not run
     memory_errors = 0
     feedback_pending = True
+    # Once a hidden input has entered a sandbox, nothing the student's process says reaches the student whole.
+    hidden_sent = False
     slow_calls, call_limits = 0, limits  # call_limits: shorter once the calls keep running long
     while pending:
         sandbox = None
@@ -234,9 +242,12 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
             state = _death_state(exc)
             why = t("the answer cells did not finish running ({state}: {error})", result.language,
                     state=t(state, result.language), error=exc)
-            worse(result, state, why)
+            shown = t("the answer cells did not finish running ({state})", result.language,
+                      state=t(state, result.language))
+            worse(result, state, why, shown)
             for check in pending:
                 result.cells[check.id] = CellResult(check.id, points[check.id], 0.0,
+                                                    not_run_message(check.message, shown, result.language),
                                                     not_run_message(check.message, why, result.language))
             return
         memory_errors += sum(_is_memory_error(e) for e in errors.values())
@@ -245,6 +256,7 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
             session = _Session(sandbox, limits, slow_calls)
             while pending:
                 check = pending.pop(0)
+                hidden_sent = hidden_sent or not check.visible
                 if check.function in broken:
                     result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(
                         check.message, broken[check.function], result.language))
@@ -255,38 +267,44 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                 except _SandboxLost as exc:
                     detail, lost = exc.detail, True
                     if exc.error is not None:
-                        detail = t(COULD_NOT_JUDGE, result.language, error=exc.error)
-                        worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc.error}")
+                        detail = _could_not_judge(exc.error, result.language)
+                        worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc.error}",
+                              t(COULD_NOT_JUDGE_SHOWN, result.language))
                 except SandboxTimeout as exc:
                     if exc.budget == "submission":
                         pending.insert(0, check)
                         _out_of_budget(result, pending, points, limits)
                         return
-                    detail = t("no answer within {seconds:g} s (an infinite loop?)", result.language,
-                               seconds=sandbox.limits.call_seconds)
+                    detail = Finding(t("no answer within {seconds:g} s (an infinite loop?)", result.language,
+                                       seconds=sandbox.limits.call_seconds))
                     session.slow_calls += 1
                     if session.slow_calls == limits.slow_calls:
                         sandbox.limits = shorter_calls(sandbox.limits)
                     broken[check.function] = t("{function} timed out", result.language, function=check.function)
-                    worse(result, TIMED_OUT, f"{check.function} timed out in {check.id}")
+                    worse(result, TIMED_OUT, f"{check.function} timed out in {check.id}", broken[check.function])
                 except ProtocolViolation as exc:
-                    detail = t("the process running {function} sent a reply the grader refuses ({error})",
-                               result.language, function=check.function, error=exc)
+                    detail = Finding(t("the process running {function} sent a reply the grader refuses ({error})",
+                                       result.language, function=check.function, error=exc),
+                                     t("the process running {function} sent a reply the grader refuses",
+                                       result.language, function=check.function))
                     broken[check.function] = t("{function} broke the grading protocol", result.language,
                                                function=check.function)
-                    worse(result, CRASHED, f"{check.function} broke the grading protocol in {check.id}: {exc}")
+                    worse(result, CRASHED, f"{check.function} broke the grading protocol in {check.id}: {exc}",
+                          broken[check.function])
                     result.flags.append(f"{check.function}: forged or malformed reply from the sandbox ({exc})"[:300])
                 except SandboxDied as exc:
-                    detail = t("the process running {function} died ({error})", result.language,
-                               function=check.function, error=exc)
+                    detail = Finding(t("the process running {function} died ({error})", result.language,
+                                       function=check.function, error=exc),
+                                     t("the process running {function} died", result.language,
+                                       function=check.function))
                     broken[check.function] = t("{function} crashed", result.language, function=check.function)
-                    worse(result, _death_state(exc), f"{check.function} killed its process in {check.id}: {exc.log[-300:]}")
+                    worse(result, _death_state(exc), f"{check.function} killed its process in {check.id}: {exc.log[-300:]}",
+                          broken[check.function])
                 except JudgeError as exc:
-                    detail = t(COULD_NOT_JUDGE, result.language, error=exc)
-                    worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc}")
-                result.cells[check.id] = CellResult(
-                    check.id, points[check.id], 0.0 if detail else float(points[check.id]),
-                    check.message if detail is None else failed_message(check.message, detail, result.language))
+                    detail = _could_not_judge(exc, result.language)
+                    worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc}",
+                          t(COULD_NOT_JUDGE_SHOWN, result.language))
+                result.cells[check.id] = _cell_result(check, points[check.id], detail, hidden_sent, result.language)
                 if check.function in broken or lost:
                     break  # this sandbox is gone: start a fresh one for what is left
             result.timed("test cases", clock)
@@ -296,8 +314,20 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                                     f"rest had {sandbox.limits.call_seconds:g} s each")
             slow_calls, call_limits = session.slow_calls, sandbox.limits
     if memory_errors:
-        worse(result, MEMORY_LIMIT, f"{memory_errors} call(s) ran out of memory "
-                                     f"(limit {limits.memory_bytes / 2**30:g} GiB of address space)")
+        why = t("{count} call(s) ran out of memory (limit {limit:g} GiB of address space)", result.language,
+                count=memory_errors, limit=limits.memory_bytes / 2**30)
+        worse(result, MEMORY_LIMIT, why, why)
+
+
+def _cell_result(check, points: float, detail: str | None, hidden_sent: bool, language: str) -> CellResult:
+    """One test cell's score and lines: the student's line is the check's message and the detail's public part
+    (the whole detail only for a visible test judged before any hidden input entered the sandbox, whose inputs
+    the student already has); the instructor's is the whole detail."""
+    if detail is None:
+        return CellResult(check.id, points, float(points), check.message)
+    shown = detail if check.visible and not hidden_sent else public_text(detail)
+    return CellResult(check.id, points, 0.0, failed_message(check.message, shown, language),
+                      failed_message(check.message, detail, language))
 
 
 def _death_state(exc: Exception) -> str:
@@ -311,7 +341,7 @@ def _death_state(exc: Exception) -> str:
 def _out_of_budget(result: SubmissionResult, pending: list, points: dict[str, float], limits: Limits) -> None:
     why = t("the submission's total time budget of {seconds:g} s ran out", result.language,
             seconds=limits.submission_seconds)
-    worse(result, TIMED_OUT, why)
+    worse(result, TIMED_OUT, why, why)
     for check in pending:
         result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(check.message, why, result.language))
 
@@ -325,7 +355,8 @@ def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) ->
         result.executed_notebook = text
     except (SandboxTimeout, SandboxDied) as exc:
         sandbox.kill()
-        note(result, t("the feedback copy of the notebook could not be run to the end ({error})", result.language,
-                       error=exc))
+        why = t("the feedback copy of the notebook could not be run to the end ({error})", result.language, error=exc)
+        note(result, why, why)  # the student's own notebook, run before any hidden input existed
     except (UnicodeDecodeError, ValueError):
-        note(result, t("the feedback copy of the notebook came back unreadable", result.language))
+        why = t("the feedback copy of the notebook came back unreadable", result.language)
+        note(result, why, why)

@@ -18,7 +18,8 @@ def plain(header: dict, blob: bytes = b"") -> bytes:
 
 
 def fields(**changes) -> dict:
-    header = {"value": {"plain": None}, "value_type": "Tensor", "error": None, "grads": [], "grad_error": None,
+    header = {"value": {"plain": None}, "value_type": "Tensor", "error": None, "error_type": None, "grads": [],
+              "grad_error": None,
               "args_after": []}
     header.update(changes)
     return header

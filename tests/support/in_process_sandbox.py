@@ -96,7 +96,8 @@ class InProcessSandbox:
         if not callable(target):
             why = "; ".join(t("cell {cell} raised {error}", cell=k, error=v) for k, v in self.errors.items())
             why = why or t("it is not defined")
-            return to_wire(Observation(error=t("{name} is not available ({why})", name=name, why=why)))
+            return to_wire(Observation(error=t("{name} is not available ({why})", name=name, why=why),
+                                       error_type="NameError"))
         return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
 
 
