@@ -11,7 +11,8 @@ LocalProcessSpawner, and in addition
   and CPU (`cpu_limit`, in cores), and run under rlimits: processes of the account (RLIMIT_NPROC),
   the size of one file written (RLIMIT_FSIZE, `file_size_limit`), and, where the kernel lets root
   make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
-  homes is the file system's business (README);
+  homes is the file system's business (README).  Stopping the server kills whatever is left in that cgroup, so
+  nothing of a stopped server's (a process holding a training slot and its CPU boost) runs on;
 * torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
   the server's environment, which its kernels inherit (:func:`thread_environment`).
 
