@@ -115,6 +115,7 @@ class TrainingBroker:
             self._report_holders()
             self._selector.close()
             self._listener.close()
+            self._wake_reader.close()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 

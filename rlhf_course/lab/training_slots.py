@@ -57,14 +57,18 @@ class TrainingQueue:
         per change, in the notebook's language: :func:`rlhf_course.i18n.t`); False when it trains without
         one (waited ``max_wait``, refused, or no broker to reach)."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with connection:
-            try:
-                connection.connect(str(self.broker))
-            except OSError:
-                held = False
-            else:
-                held = self._wait(connection, say or _say)
+        try:
+            connection.connect(str(self.broker))
+        except OSError:
+            held = False
+        else:
+            held = self._wait(connection, say or _say)
+        if not held:  # its ticket given back before it trains: no grant while it trains without one
+            connection.close()
+        try:
             yield held
+        finally:
+            connection.close()
 
     def _wait(self, connection: socket.socket, say: Callable[[str], None]) -> bool:
         started, shown = time.monotonic(), None

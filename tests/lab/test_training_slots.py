@@ -102,8 +102,8 @@ def test_nobody_waits_past_the_cap_and_a_refusal_trains_at_once_in_both_language
             started = time.monotonic()
             with TrainingQueue(broker.path, max_wait=0.3).slot(say=said.append) as held:
                 assert held is False and 0.3 <= time.monotonic() - started < 1.0
-            time.sleep(0.1)
-            assert broker.closed_at is not None  # its ticket is given back before it trains
+                time.sleep(0.1)
+                assert broker.closed_at is not None  # its ticket is given back before it trains
             assert said[-1] == waited
             broker = scripted([(0, "refused")])
             said = []
