@@ -58,9 +58,9 @@ from rlhf_course.classroom.prestart import TOKEN_FILE
 from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
-from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, TrainingBroker, default_slots
 from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
                                                    check_weight)
+from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, TrainingBroker, default_slots
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
