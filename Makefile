@@ -82,8 +82,9 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
-# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_BOOST: a lab's CPU weight while it
-# holds a slot (everyone else 100; default 100: no boost; e.g. 500, measured in bench/RESULTS.md), and
+# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_HOLD: seconds a lab holds its slot
+# at most, then the next one has it (180; one user holds one slot or ticket at a time); HUB_TRAINING_BOOST: a lab's
+# CPU weight while it holds a slot (everyone else 100; default 100: no boost; e.g. 500, measured in bench/RESULTS.md), and
 # HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).  HUB_WARM_KERNELS=1: each server keeps one kernel
 # with the notebook's imports done for the first notebook (docs/classroom.md; with `prestart` before a class).
 # HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
@@ -97,6 +98,7 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_IDLE_TIMEOUT),--idle-timeout $(HUB_IDLE_TIMEOUT)) \
 	  $(if $(HUB_TRAINING_SLOTS),--training-slots $(HUB_TRAINING_SLOTS)) \
 	  $(if $(HUB_TRAINING_WAIT),--training-wait $(HUB_TRAINING_WAIT)) \
+	  $(if $(HUB_TRAINING_HOLD),--training-hold $(HUB_TRAINING_HOLD)) \
 	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
 	  $(if $(HUB_TRAINING_BOOST_CPUS),--training-boost-cpus $(HUB_TRAINING_BOOST_CPUS)) \
 	  $(if $(HUB_WARM_KERNELS),--warm-kernels) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))

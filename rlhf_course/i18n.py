@@ -133,6 +133,8 @@ ZH = {
         "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
     "The lab stopped: {reason}": "实验已停止：{reason}",
     # the machine's training queue (rlhf_course/lab/training_slots.py: a shared hub trains a few labs at a time)
+    "Another training of yours holds your place in the queue: training now without a slot":
+        "你的另一个训练任务已占用你在队列中的位置：不占名额直接开始训练",
     "Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)":
         "正在等待训练名额：前面还有 {ahead} 个训练任务在等待（本机最多同时运行 {slots} 个）",
     "Got a training slot after {seconds:.0f} s: training now": "等待 {seconds:.0f} 秒后获得训练名额：开始训练",

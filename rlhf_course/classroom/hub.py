@@ -20,9 +20,10 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
   jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
-* `<base>/training-slots/`: the machine's training queue (rlhf_course/lab/training_slots.py), world-writable
-  and sticky, K slot files of root's: at most K labs train at once (`--training-slots`), the others wait;
-  with `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (off by default;
+* `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
+  that grants K slots, one per user at most, each for `--training-hold` seconds at most
+  (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
+  `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (off by default;
   rlhf_course/classroom/training_boost.py);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
@@ -59,6 +60,7 @@ from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
                                                    check_weight)
+from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, TrainingBroker, default_slots
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
@@ -173,15 +175,17 @@ class Classroom:
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
                  training_wait: float | None = None, warm_kernels: bool = False,
                  training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick",
-                 training_boost_cpus: float | None = None):
+                 training_boost_cpus: float | None = None, training_hold: float = DEFAULT_MAX_HOLD):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
         self.idle_timeout = idle_timeout  # seconds before an idle server is stopped; 0: never
-        # the machine's training queue (rlhf_course/lab/training_slots.py): K labs train at once; 0: no queue
+        # the machine's training queue (training_broker.py): K labs train at once; 0: no queue
         self.training_slots = self.default_training_slots() if training_slots is None else training_slots
         self.training_wait = training_wait  # seconds a lab waits for a slot at most (None: the lab's default)
-        self.training_slot_dir = base / "training-slots"
+        self.training_hold = training_hold  # seconds a lab holds its slot at most
+        self.training_broker_socket = base / "training-queue" / SOCKET_NAME
+        self.training_broker: TrainingBroker | None = None
         # a slot holder's cgroup cpu.weight while it trains (training_boost.py); the default weight (100): none
         self.training_boost_weight = training_boost
         self.training_boost_cpus = training_boost_cpus  # and its quota while it trains (None: the user's own)
@@ -266,9 +270,7 @@ class Classroom:
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
         self.hub_dir.mkdir(mode=0o700)
-        if self.training_slots:
-            from rlhf_course.lab.training_slots import create_folder
-            create_folder(self.training_slot_dir, self.training_slots)
+        self.start_training_broker()
         token = self.hub_dir / TOKEN_FILE  # `prestart`'s key to the hub's API (root's, as the folder)
         token.touch(mode=0o600)
         token.write_text(secrets.token_hex(32))
@@ -285,7 +287,6 @@ class Classroom:
     def default_training_slots(self) -> int:
         """K: as many labs as this machine's cores train at each user's full CPU quota, at least one."""
         from rlhf_course.lab.threads import usable_cpus
-        from rlhf_course.lab.training_slots import default_slots
         return default_slots(usable_cpus(), self.limits.get("cpu_limit", DEFAULT_CPUS))
 
     def training_queue_env(self) -> dict[str, str]:
@@ -293,8 +294,7 @@ class Classroom:
         from rlhf_course.lab import training_slots
         if not self.training_slots:
             return {}
-        env = {training_slots.FOLDER_VARIABLE: str(self.training_slot_dir),
-               training_slots.SLOTS_VARIABLE: str(self.training_slots)}
+        env = {training_slots.BROKER_VARIABLE: str(self.training_broker_socket)}
         if self.training_wait is not None:
             env[training_slots.MAX_WAIT_VARIABLE] = str(self.training_wait)
         return env
@@ -527,17 +527,22 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
     def remove_accounts(self) -> None:
         remove_accounts(self.names, self.group)
 
-    def start_training_boost(self) -> None:
-        """Slot holders weigh ``training_boost_weight`` in the CPU scheduler while they train."""
-        from rlhf_course.lab.training_slots import slot_path
-        if not self.training_slots or self.training_boost_weight == DEFAULT_WEIGHT:
+    def start_training_broker(self) -> None:
+        """The queue's broker (root's, in this process), its socket in a folder of root's every account may
+        search; with a boost, slot holders weigh ``training_boost_weight`` in the CPU scheduler while they train."""
+        if not self.training_slots:
             return
-        slots = [slot_path(self.training_slot_dir, index) for index in range(self.training_slots)]
-        self.training_boost = TrainingBoost(slots, self.training_boost_weight, self.training_boost_cpus).start()
+        if self.training_boost_weight != DEFAULT_WEIGHT:
+            self.training_boost = TrainingBoost(self.training_boost_weight, self.training_boost_cpus)
+        folder = self.training_broker_socket.parent
+        folder.mkdir(mode=0o755, exist_ok=True)
+        folder.chmod(0o755)
+        self.training_broker = TrainingBroker(self.training_broker_socket, self.training_slots, self.training_hold,
+                                              self.training_boost.hold if self.training_boost else None).start()
 
     def remove(self) -> None:
-        if self.training_boost:
-            self.training_boost.stop()
+        if self.training_broker:
+            self.training_broker.stop()  # reports no holders: the boost gives every weight back
         self.stop()
         if self.lab_cache_process and self.lab_cache_process.poll() is None:
             self.lab_cache_process.kill()
@@ -560,7 +565,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
                   f"course directory: {self.course}", f"exchange: {self.exchange}",
                   f"trusted grading after Collect (as root, like `sudo make grade`):", f"  {grade}",
-                  f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots)"
+                  f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots), "
+                  f"each for {self.training_hold:g} s at most (--training-hold)"
                   + (f", each at CPU weight {self.training_boost_weight} while it trains (--training-boost)"
                      if self.training_boost else "")
                   + (f" and at most {self.training_boost_cpus:g} cores (--training-boost-cpus)"
@@ -613,6 +619,9 @@ def argument_parser() -> argparse.ArgumentParser:
                              "cores over each user's CPU quota, at least 1; 0: no queue)")
     parser.add_argument("--training-wait", type=float, default=None,
                         help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
+    parser.add_argument("--training-hold", type=float, default=DEFAULT_MAX_HOLD,
+                        help=f"seconds a lab holds its training slot at most: then the next in the queue has it, and "
+                             f"the lab trains on without it (default {DEFAULT_MAX_HOLD:g})")
     parser.add_argument("--training-boost", type=int, default=DEFAULT_WEIGHT,
                         help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: "
                              f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it, e.g. "
@@ -648,6 +657,8 @@ def parse_arguments(argv=None) -> argparse.Namespace:
         check_holder_cpus(args.training_boost_cpus)
     except ValueError as wrong:
         parser.error(f"--training-boost-cpus: {wrong}")
+    if not args.training_hold > 0:
+        parser.error(f"--training-hold: a positive number of seconds, not {args.training_hold:g}")
     if args.training_boost_cpus is not None and args.training_boost == DEFAULT_WEIGHT:
         parser.error("--training-boost-cpus lowers a boosted lab's quota: it needs --training-boost")
     return args
@@ -677,14 +688,13 @@ def main(argv=None) -> None:
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
-                          training_boost_cpus=args.training_boost_cpus)
+                          training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold)
 
     stop_once_on_signals()
     started = time.time()
     try:
         classroom.create()
         classroom.start_first()
-        classroom.start_training_boost()
         print(classroom.summary(), flush=True)
         print(f"\nready in {time.time() - started:.0f} s", flush=True)
         (classroom.hub_dir / "ready").write_text(classroom.url)

@@ -11,7 +11,8 @@ LocalProcessSpawner, and in addition
   and CPU (`cpu_limit`, in cores), and run under rlimits: processes of the account (RLIMIT_NPROC),
   the size of one file written (RLIMIT_FSIZE, `file_size_limit`), and, where the kernel lets root
   make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
-  homes is the file system's business (README);
+  homes is the file system's business (README).  Stopping the server kills whatever is left in that cgroup, so
+  nothing of a stopped server's (a process holding a training slot and its CPU boost) runs on;
 * torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
   the server's environment, which its kernels inherit (:func:`thread_environment`).
 
@@ -20,6 +21,7 @@ nothing the user can configure runs outside them.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -80,13 +82,21 @@ class UserCgroup:
         except OSError:
             return []
 
+    def empty(self, tries: int = 50) -> None:
+        """Kill every process in it, the children they fork meanwhile too (a pass kills those listed, the next
+        those forked since; ``pids.max`` bounds how many there can be)."""
+        for _ in range(tries):
+            pids = [pid for d in self.dirs() for pid in _cgroup_pids(d)]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
     def remove(self) -> None:
         """Kill what is left in it (the account is going) and remove it."""
-        for d in self.dirs():
-            with contextlib.suppress(OSError):
-                for pid in (d / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(int(pid), signal.SIGKILL)
+        self.empty()
         for d in self.dirs():
             for _ in range(50):
                 try:
@@ -96,6 +106,14 @@ class UserCgroup:
                     break
                 except OSError:  # busy while the killed processes exit
                     time.sleep(0.1)
+
+
+def _cgroup_pids(cgroup: Path) -> list[int]:
+    """The processes in ``cgroup`` (none when it does not exist)."""
+    try:
+        return [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
 
 
 def runtime_dir(name: str, root: Path = RUNTIME_ROOT) -> Path:
@@ -182,6 +200,12 @@ class ClassroomSpawner(LocalProcessSpawner):
     def make_preexec_fn(self, name):
         return limited_preexec(name, super().make_preexec_fn(name), self.mem_limit, self.cpu_limit,
                                self.process_limit, self.file_size_limit)
+
+    async def stop(self, now=False):
+        """Stop the server, then everything else of its user's (kernels, terminals, whatever they left running):
+        nothing of a stopped server keeps its user's CPU, memory or a training slot (and the slot's boost)."""
+        await super().stop(now=now)
+        await asyncio.to_thread(UserCgroup(self.user.name).empty)
 
     def get_env(self):
         env = super().get_env()

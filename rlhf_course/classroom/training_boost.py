@@ -1,14 +1,14 @@
-"""While a lab holds one of the training queue's slots, its user's cgroup weighs more in the CPU scheduler.
+"""While a lab holds one of the training broker's slots, its user's cgroup weighs more in the CPU scheduler.
 
-The training queue (rlhf_course/lab/training_slots.py) lets K labs train at once so that each trains at
+The training broker (rlhf_course/classroom/training_broker.py) lets K labs train at once so that each trains at
 about its full quota; but the kernel's scheduler gives every busy user's cgroup an equal share (the same CPU
 weight each), so while other students run their explorers, Validate or start their servers, a
 slot holder trains at a fraction of its core and the queue behind it grows (bench/RESULTS.md, a lab session
-of 40).  The classroom (root) watches the
-slots: every ``every`` seconds it reads which processes hold them (``/proc/locks``: a slot is an exclusive
-``flock``), finds each holder's user cgroup under the classroom's (``rlhf-classroom/<user>``) and sets its
-CPU weight to ``weight``; a cgroup whose user holds no slot any more gets the default back.  The user's
-quota (``cpu.max``) still bounds it: a boosted lab never has more than its own cores, it only has them first.
+of 40).  The broker is this boost's only input: after every change it reports the pids holding a slot
+(:meth:`TrainingBoost.hold`), the boost finds each holder's user cgroup under the classroom's
+(``rlhf-classroom/<user>``) and sets its CPU weight to ``weight``; a cgroup whose user holds no slot any more
+gets the default back.  The user's quota (``cpu.max``) still bounds it: a boosted lab never has more than its own
+cores, it only has them first.
 
 With ``holder_cpus`` the boost also lowers a holder's quota to that many cores while it holds its slot (and
 gives the user's own quota back after): a weight high enough to give the holders their cores first also takes
@@ -16,17 +16,14 @@ everything from the rest of the class while both slots are held, and the quota b
 holders cannot take from the others (on 2 cores and K = 2 holders at 0.85 core each: 0.3 core left for everyone
 else's cells).
 
-Only root writes a cgroup's weight, so a student cannot boost themselves but by holding a slot; one who holds
-it on purpose (their own code taking the lock) gets their own quota first and no more, and the others train
-without a slot after ``RLHF_TRAINING_SLOT_WAIT``, as without the boost.
+Only root writes a cgroup's weight, and only the broker grants a slot (one per user, for at most its hold):
+a student who holds on purpose gets her own quota first for one turn, and no more.
 cgroup v2's ``cpu.weight`` (default 100) or v1's ``cpu.shares`` (default 1024, the weight scaled alike), as the
 spawner made the user's cgroup (rlhf_course/classroom/spawner.py: UserCgroup).
 """
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from pathlib import Path
 
 from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
@@ -34,23 +31,6 @@ from rlhf_course.classroom.spawner import CGROUP_NAME, CGROUP_ROOT
 DEFAULT_WEIGHT = 100  # cgroup v2's cpu.weight when nobody set it (v1: cpu.shares 1024)
 BOOSTED_WEIGHT = 500  # a slot holder's when asked for (--training-boost): five other busy users' worth
 CLASS_CGROUPS = (CGROUP_ROOT / CGROUP_NAME, CGROUP_ROOT / "cpu" / CGROUP_NAME)  # v2's, v1's cpu hierarchy's
-
-
-def locked_inodes(locks_text: str) -> dict[tuple[int, int, int], int]:
-    """``/proc/locks``'s granted FLOCK locks: (major, minor, inode) -> the holding process's pid (waiters,
-    the ``->`` lines, and POSIX locks are left out)."""
-    held = {}
-    for line in locks_text.splitlines():
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK":
-            continue
-        try:
-            pid = int(fields[4])
-            major, minor, inode = fields[5].split(":")
-            held[(int(major, 16), int(minor, 16), int(inode))] = pid
-        except ValueError:
-            continue
-    return held
 
 
 def user_cgroup(pid: int, parents: tuple[Path, ...] = CLASS_CGROUPS, root: Path = CGROUP_ROOT) -> Path | None:
@@ -90,38 +70,18 @@ class TrainingBoost:
     """Slot holders' cgroups at ``weight`` (and, with ``holder_cpus``, at most that many cores), everyone else's at
     the default (see the module's docstring)."""
 
-    def __init__(self, slot_files: list[Path], weight: int = BOOSTED_WEIGHT, holder_cpus: float | None = None,
-                 parents: tuple[Path, ...] = CLASS_CGROUPS, every: float = 0.5):
+    def __init__(self, weight: int = BOOSTED_WEIGHT, holder_cpus: float | None = None,
+                 parents: tuple[Path, ...] = CLASS_CGROUPS):
         check_weight(weight)
         check_holder_cpus(holder_cpus)
-        self.slot_files, self.weight, self.parents, self.every = slot_files, weight, parents, every
-        self.holder_cpus = holder_cpus
+        self.weight, self.holder_cpus, self.parents = weight, holder_cpus, parents
         self.boosted: set[Path] = set()
         self._own_quota: dict[Path, str] = {}  # a boosted cgroup's quota as the spawner set it, given back after
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def holders(self) -> set[Path]:
-        """The user cgroups whose processes hold a slot now."""
-        try:
-            held = locked_inodes(Path("/proc/locks").read_text())
-        except OSError:
-            return set()
-        cgroups = set()
-        for path in self.slot_files:
-            try:
-                info = os.stat(path)
-            except OSError:
-                continue
-            pid = held.get((os.major(info.st_dev), os.minor(info.st_dev), info.st_ino))
-            cgroup = user_cgroup(pid, self.parents) if pid else None
-            if cgroup is not None:
-                cgroups.add(cgroup)
-        return cgroups
-
-    def step(self) -> set[Path]:
-        """One look at the slots: boost the new holders, give the others their weight back; the boosted now."""
-        holders = self.holders()
+    def hold(self, holder_pids: set[int]) -> set[Path]:
+        """The slots are held by these processes now: boost their users' cgroups, give the others their weight
+        back; the boosted now (a holder outside the class's cgroups is left alone)."""
+        holders = {cgroup for cgroup in (user_cgroup(pid, self.parents) for pid in holder_pids) if cgroup}
         for cgroup in self.boosted - holders:
             self._unboost(cgroup)
         for cgroup in holders - self.boosted:
@@ -130,9 +90,7 @@ class TrainingBoost:
         return self.boosted
 
     def restore(self) -> None:
-        for cgroup in self.boosted:
-            self._unboost(cgroup)
-        self.boosted = set()
+        self.hold(set())
 
     def _boost(self, cgroup: Path) -> None:
         _set_weight(cgroup, self.weight)
@@ -148,20 +106,6 @@ class TrainingBoost:
         own = self._own_quota.pop(cgroup, None)
         if own is not None:
             _write_quota(cgroup, own)
-
-    def start(self) -> "TrainingBoost":
-        def watch():
-            while not self._stop.wait(self.every):
-                self.step()
-            self.restore()
-        self._thread = threading.Thread(target=watch, name="training-boost", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
 
 def cpu_weight(cgroup: Path) -> int | None:

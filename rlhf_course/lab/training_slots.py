@@ -1,31 +1,25 @@
-"""A machine-wide queue for the labs' training: at most K training runs at once on a shared machine.
+"""A lab's turn in the machine's training queue: at most K training runs at once on a shared machine.
 
-On the hub (`make hub`) forty students share two cores, each under a one-core quota of their own.  When
-many press the training cell together, every one of them trains at a fraction of a core and all finish
-late (issue #37: the cell's p95 five times its time alone); in turn, each trains at full speed and the
-early ones are done early.  The hub creates a folder for the queue (root's, world-writable and sticky,
-``RLHF_TRAINING_SLOT_DIR``) holding K slot files (``RLHF_TRAINING_SLOTS``, from its cores and each user's
-CPU quota) and gives every server both variables; without them (a laptop, a test) there is no queue.
+On the hub (`make hub`) the classroom runs a broker of root's (rlhf_course/classroom/training_broker.py) on a
+Unix socket and gives every server its path (``RLHF_TRAINING_BROKER``); without it (a laptop, a test) there is
+no queue and the lab trains at once.
 
-* A slot is an exclusive ``flock`` on one of the K files: held while the lab trains, freed when it ends,
-  is interrupted, or its process dies (the kernel frees a dead process's locks), whoever the user.
-* A waiter holds a lock on a ticket of its own (``wait-<nanoseconds>-<pid>-<random>``): the tickets before
-  it whose lock is held are the waiters ahead, shown in the cell ("waiting for a training slot: 3 ahead");
-  a ticket no process holds any more is skipped.  A waiter takes a free slot when fewer waiters are ahead
-  of it than slots are free: first come, first served.
+* The lab connects and waits for ``granted``, telling the notebook its place while it waits ("waiting for a
+  training slot: 3 ahead"); it holds the slot while the connection is open, and frees it by closing it (the
+  end of the training, an interrupt, the kernel's death).  The broker keeps the order and ends a hold that
+  lasts too long; nothing here decides who goes first.
 * Nobody waits for ever: after ``RLHF_TRAINING_SLOT_WAIT`` seconds (:data:`DEFAULT_MAX_WAIT`) the lab trains
-  without a slot, so a student who holds slots (a long run, a process that keeps a lock) cannot stop the
-  class; nor can a full folder or one the user cannot open (then: no queue).
+  without a slot; so it does when the broker cannot be reached, or refuses because another training of the
+  same user holds that user's one ticket.
 
-The queue is cooperation, not enforcement: each user's cgroup quota is what bounds them
+The queue orders trainings, it does not limit them: each user's cgroup quota is what bounds them
 (rlhf_course/classroom/spawner.py).
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import secrets
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -34,163 +28,87 @@ from typing import Callable, Iterator
 
 from rlhf_course.i18n import t
 
-FOLDER_VARIABLE = "RLHF_TRAINING_SLOT_DIR"
-SLOTS_VARIABLE = "RLHF_TRAINING_SLOTS"
+BROKER_VARIABLE = "RLHF_TRAINING_BROKER"
 MAX_WAIT_VARIABLE = "RLHF_TRAINING_SLOT_WAIT"
 DEFAULT_MAX_WAIT = 180.0  # seconds: a class's queue behind two slots, never one student's hold for long
-TICKET_PREFIX = "wait-"
-
-
-def slot_path(folder: Path, index: int) -> Path:
-    return folder / f"slot-{index}"
-
-
-def default_slots(cpus: int, cpu_limit: float | None) -> int:
-    """K for a machine of ``cpus`` cores whose users may each use ``cpu_limit`` cores: as many trainings
-    as the cores hold at each one's full quota, at least one."""
-    if not cpu_limit or cpu_limit <= 0:
-        return max(1, cpus)
-    return max(1, int(cpus // cpu_limit))
-
-
-def create_folder(folder: Path, slots: int) -> None:
-    """The queue's folder as the hub makes it (root): world-writable and sticky (anyone adds a ticket, only
-    its owner removes it), with the K slot files, read-only to users (a read-only descriptor takes a lock)."""
-    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
-    folder.chmod(0o1777)
-    for index in range(slots):
-        path = slot_path(folder, index)
-        path.touch(mode=0o644, exist_ok=True)
-        path.chmod(0o644)
-
-
-def _try_lock(path: Path, flags: int) -> int | None:
-    """A descriptor of ``path`` holding the lock ``flags`` (without waiting), or None: held by another
-    process, missing, or not ours to open."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(descriptor, flags | fcntl.LOCK_NB)
-        return descriptor
-    except OSError:
-        os.close(descriptor)
-        return None
-
-
-def _unlock(descriptor: int) -> None:
-    with contextlib.suppress(OSError):
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-    os.close(descriptor)
 
 
 @dataclass
 class TrainingQueue:
-    """The queue in ``folder``: ``slots`` trainings at once, a wait of at most ``max_wait`` seconds."""
-    folder: Path
-    slots: int
+    """The broker listening on ``broker`` (a Unix socket), waited for at most ``max_wait`` seconds."""
+    broker: Path
     max_wait: float = DEFAULT_MAX_WAIT
-    poll: float = 0.25  # seconds between two looks at the slots while waiting
 
     @classmethod
     def from_environment(cls, environ=None) -> "TrainingQueue | None":
-        """The queue the hub configured (``RLHF_TRAINING_SLOT_DIR``, ``RLHF_TRAINING_SLOTS``), or None: no
-        folder set, or K not a positive number (a laptop never waits)."""
+        """The queue the hub configured (``RLHF_TRAINING_BROKER``), or None: none set, or a wait that is not a
+        number (a laptop never waits)."""
         environ = os.environ if environ is None else environ
-        folder = environ.get(FOLDER_VARIABLE, "")
+        broker = environ.get(BROKER_VARIABLE, "")
         try:
-            slots = int(environ.get(SLOTS_VARIABLE, "1"))
             max_wait = float(environ.get(MAX_WAIT_VARIABLE) or DEFAULT_MAX_WAIT)
         except ValueError:
             return None
-        if not folder or slots < 1:
-            return None
-        return cls(Path(folder), slots, max_wait)
-
-    def waiters_ahead(self, ticket: str) -> int:
-        """Live waiters whose ticket is older than ``ticket`` (a ticket whose lock nobody holds is skipped,
-        and removed when it is ours)."""
-        try:
-            names = sorted(n for n in os.listdir(self.folder) if n.startswith(TICKET_PREFIX) and n < ticket)
-        except OSError:
-            return 0
-        ahead = 0
-        for name in names:
-            descriptor = _try_lock(self.folder / name, fcntl.LOCK_SH)
-            if descriptor is None:
-                ahead += os.path.lexists(self.folder / name)  # held: a live waiter (gone meanwhile: not)
-                continue
-            with contextlib.suppress(OSError):  # its process died while waiting; only its owner may remove it
-                os.unlink(self.folder / name)
-            _unlock(descriptor)
-        return ahead
-
-    def _take_slot(self, ahead: int) -> int | None:
-        """Lock a free slot if fewer waiters are ahead than slots are free: its descriptor, or None."""
-        free = []
-        for index in range(self.slots):
-            descriptor = _try_lock(slot_path(self.folder, index), fcntl.LOCK_EX)
-            if descriptor is not None:
-                free.append(descriptor)
-            if len(free) > ahead:
-                break
-        keep = free.pop() if len(free) > ahead else None
-        for descriptor in free:
-            _unlock(descriptor)
-        return keep
-
-    def _ticket(self) -> tuple[str, int] | None:
-        name = f"{TICKET_PREFIX}{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            descriptor = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except OSError:
-            return None
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        return name, descriptor
+        return cls(Path(broker), max_wait) if broker else None
 
     @contextlib.contextmanager
     def slot(self, say: Callable[[str], None] | None = None) -> Iterator[bool]:
         """Hold a training slot for the ``with`` block (True), waiting in turn and telling ``say`` (one line
         per change, in the notebook's language: :func:`rlhf_course.i18n.t`); False when it trains without
-        one (waited ``max_wait``, or the folder unusable)."""
-        say = say or _say
-        held = self._take_slot(0) if self.waiters_ahead(f"{TICKET_PREFIX}~") == 0 else None
-        if held is None:
-            held = self._wait(say)
+        one (waited ``max_wait``, refused, or no broker to reach)."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            yield held is not None
+            connection.connect(str(self.broker))
+        except OSError:
+            held = False
+        else:
+            held = self._wait(connection, say or _say)
+        if not held:  # its ticket given back before it trains: no grant while it trains without one
+            connection.close()
+        try:
+            yield held
         finally:
-            if held is not None:
-                _unlock(held)
+            connection.close()
 
-    def _wait(self, say: Callable[[str], None]) -> int | None:
-        ticket = self._ticket()
-        if ticket is None:  # the folder is not writable here: no queue
-            return None
-        name, descriptor = ticket
+    def _wait(self, connection: socket.socket, say: Callable[[str], None]) -> bool:
         started, shown = time.monotonic(), None
+        for words in _lines(connection, started + self.max_wait):
+            if words[:1] == ["granted"]:
+                if shown is not None:
+                    say(t("Got a training slot after {seconds:.0f} s: training now",
+                          seconds=time.monotonic() - started))
+                return True
+            if words[:1] == ["refused"]:
+                say(t("Another training of yours holds your place in the queue: training now without a slot"))
+                return False
+            if words[:1] == ["queued"] and len(words) == 3 and words[1] != shown:
+                shown = words[1]
+                say(t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)",
+                      ahead=int(words[1]), slots=int(words[2])))
+        waited = time.monotonic() - started
+        if waited >= self.max_wait:
+            say(t("Waited {seconds:.0f} s for a training slot: training now without one", seconds=waited))
+        return False
+
+
+def _lines(connection: socket.socket, deadline: float) -> Iterator[list[str]]:
+    """The broker's lines, split in words, until ``deadline`` (time.monotonic()) or the broker closes."""
+    pending = b""
+    while True:
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("ascii", "replace").split()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        connection.settimeout(remaining)
         try:
-            while True:
-                ahead = self.waiters_ahead(name)
-                held = self._take_slot(ahead)
-                waited = time.monotonic() - started
-                if held is not None:
-                    if shown is not None:
-                        say(t("Got a training slot after {seconds:.0f} s: training now", seconds=waited))
-                    return held
-                if waited >= self.max_wait:
-                    say(t("Waited {seconds:.0f} s for a training slot: training now without one", seconds=waited))
-                    return None
-                if ahead != shown:
-                    say(t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)",
-                          ahead=ahead, slots=self.slots))
-                    shown = ahead
-                time.sleep(self.poll)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(self.folder / name)
-            _unlock(descriptor)
+            chunk = connection.recv(4096)
+        except (TimeoutError, OSError):
+            return
+        if not chunk:
+            return
+        pending += chunk
 
 
 def _say(line: str) -> None:

@@ -1,13 +1,10 @@
-"""The machine's training queue (rlhf_course/lab/training_slots.py): at most K labs train at once on a hub, the
-others wait their turn and see it, whoever holds the slot (another Unix user's process, a dead one), and
-nothing waits where no queue is configured."""
-import os
-import shutil
-import signal
-import subprocess
-import sys
+"""A lab's side of the machine's training queue (rlhf_course/lab/training_slots.py): it waits for the broker's grant
+and tells the notebook its place, in the notebook's language; it trains at once where no broker is configured or
+reachable, when the broker refuses it, and after the longest wait.  The broker here is a script of the broker's
+lines (its own tests, with real accounts: tests/classroom/test_training_broker.py)."""
+import socket
 import tempfile
-import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,117 +14,99 @@ from rlhf_course import i18n
 from rlhf_course.lab import training_slots
 from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 
-REPO = Path(__file__).resolve().parents[2]
+
+class ScriptedBroker:
+    """A Unix socket that answers every connection with ``script``: (seconds to wait, line to write) pairs; it then
+    keeps the connection open until the client closes it, and records when that happened."""
+
+    def __init__(self, script: list[tuple[float, str]]):
+        self.folder = tempfile.TemporaryDirectory(prefix="broker-")
+        self.path = Path(self.folder.name) / "broker.sock"
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(self.path))
+        self.listener.listen()
+        self.script, self.closed_at = script, None
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        connection, _ = self.listener.accept()
+        with connection:
+            for seconds, line in self.script:
+                time.sleep(seconds)
+                connection.sendall(f"{line}\n".encode())
+            connection.recv(1)  # the client closed: its slot is free
+            self.closed_at = time.monotonic()
+
+    def close(self):
+        self.listener.close()
+        self.folder.cleanup()
 
 
 @pytest.fixture
-def folder():
-    """The queue's folder as the hub makes it, where another account can reach it (not under pytest's 0700 tmp)."""
-    base = Path(tempfile.mkdtemp(prefix="training-slots-"))
-    base.chmod(0o755)
-    training_slots.create_folder(base / "slots", 1)
-    yield base / "slots"
-    shutil.rmtree(base, ignore_errors=True)
+def scripted():
+    brokers = []
+    yield lambda script: brokers.append(ScriptedBroker(script)) or brokers[-1]
+    for broker in brokers:
+        broker.close()
 
 
-def holder(folder: Path, seconds: float, as_nobody: bool = False) -> subprocess.Popen:
-    """Another process that takes the slot, says so, holds it: a lab's (TrainingQueue), or with ``as_nobody``
-    another Unix user's taking the slot file's lock as the queue does (it may not read this checkout)."""
-    code = textwrap.dedent(f"""
-        import sys, time
-        from pathlib import Path
-        from rlhf_course.lab.training_slots import TrainingQueue
-        with TrainingQueue(Path({str(folder)!r}), 1).slot() as held:
-            print("held" if held else "none", flush=True)
-            time.sleep({seconds})
-    """)
-    if as_nobody:
-        code = textwrap.dedent(f"""
-            import fcntl, os, time
-            descriptor = os.open({str(folder / "slot-0")!r}, os.O_RDONLY | os.O_NOFOLLOW)
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            print("held", flush=True)
-            time.sleep({seconds})
-        """)
-    command = [sys.executable, "-c", code]
-    if as_nobody:  # the system's Python: the checkout's may be out of another account's reach
-        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                   shutil.which("python3", path="/usr/bin:/bin") or sys.executable, "-c", code]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stdout.readline().strip() == "held"
-    return process
-
-
-def test_no_folder_configured_is_no_queue_and_no_wait(monkeypatch):
-    for variable in (training_slots.FOLDER_VARIABLE, training_slots.SLOTS_VARIABLE):
-        monkeypatch.delenv(variable, raising=False)
+def test_no_broker_configured_or_reachable_is_no_queue_and_no_wait(monkeypatch, tmp_path):
+    monkeypatch.delenv(training_slots.BROKER_VARIABLE, raising=False)
     assert TrainingQueue.from_environment() is None
-    assert TrainingQueue.from_environment({training_slots.FOLDER_VARIABLE: "/x", training_slots.SLOTS_VARIABLE: "0"}) is None
-    queue = TrainingQueue.from_environment({training_slots.FOLDER_VARIABLE: "/srv/q", training_slots.SLOTS_VARIABLE: "3",
+    assert TrainingQueue.from_environment({training_slots.BROKER_VARIABLE: "/q", training_slots.MAX_WAIT_VARIABLE: "x"}) is None
+    queue = TrainingQueue.from_environment({training_slots.BROKER_VARIABLE: "/srv/q.sock",
                                             training_slots.MAX_WAIT_VARIABLE: "60"})
-    assert (queue.folder, queue.slots, queue.max_wait) == (Path("/srv/q"), 3, 60.0)
-    said = []
-    started = time.monotonic()
-    with training_slot(say=said.append) as held:
-        assert held is False
-    assert said == [] and time.monotonic() - started < 0.1
-
-
-def test_k_from_the_cores_and_each_users_quota():
-    assert training_slots.default_slots(2, 1.0) == 2
-    assert training_slots.default_slots(8, 1.5) == 5
-    assert training_slots.default_slots(2, 4.0) == 1
-    assert training_slots.default_slots(4, None) == 4
-
-
-def test_the_second_process_waits_for_the_slot_then_trains(folder):
-    """Another Unix user's process holds the only slot: this one waits, is told so, and takes it when freed."""
-    other = holder(folder, 1.0, as_nobody=os.geteuid() == 0)
-    said = []
-    started = time.monotonic()
-    with TrainingQueue(folder, 1, poll=0.05).slot(say=said.append) as held:
-        waited = time.monotonic() - started
-        assert held is True and other.poll() is not None  # the holder had finished
-    assert other.wait() == 0
-    assert 0.5 < waited < 2.5
-    assert said[0] == "Waiting for a training slot: 0 ahead (the machine trains 1 at a time)"
-    assert said[-1].startswith("Got a training slot after ")
-    assert not list(folder.glob("wait-*"))  # its ticket is gone
-
-
-def test_a_dead_holder_frees_its_slot_and_a_dead_waiter_is_not_ahead(folder):
-    other = holder(folder, 60)
-    dead_waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        from pathlib import Path
-        from rlhf_course.lab.training_slots import TrainingQueue
-        queue = TrainingQueue(Path({str(folder)!r}), 1)
-        with queue.slot(say=lambda line: print(line, flush=True)):
-            pass
-    """)], stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert dead_waiter.stdout.readline().startswith("Waiting for a training slot: 0 ahead")
-    queue = TrainingQueue(folder, 1, poll=0.05)
-    assert queue.waiters_ahead("wait-~") == 1
-    for process in (dead_waiter, other):
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    assert queue.waiters_ahead("wait-~") == 0  # its ticket stays, nobody holds it (and it is removed: ours)
-    said = []
-    started = time.monotonic()
-    with queue.slot(say=said.append) as held:
-        assert held is True and time.monotonic() - started < 0.5 and said == []
-
-
-def test_nobody_waits_past_the_cap_and_the_message_is_in_the_notebooks_language(folder):
-    other = holder(folder, 30)
-    try:
+    assert (queue.broker, queue.max_wait) == (Path("/srv/q.sock"), 60.0)
+    for configured in (None, TrainingQueue(tmp_path / "no-broker.sock")):  # a laptop; a hub whose broker is gone
         said = []
         started = time.monotonic()
-        with i18n.speaking(i18n.CHINESE):
-            with TrainingQueue(folder, 1, max_wait=0.3, poll=0.05).slot(say=said.append) as held:
-                assert held is False and 0.3 <= time.monotonic() - started < 1.5
-        assert said == ["正在等待训练名额：前面还有 0 个训练任务在等待（本机最多同时运行 1 个）",
-                        "已等待训练名额 0 秒：不再等待，不占名额直接开始训练"]
-    finally:
-        other.kill()
-        other.wait()
+        with training_slot(configured, say=said.append) as held:
+            assert held is False
+        assert said == [] and time.monotonic() - started < 0.1
+
+
+def test_a_free_slot_is_taken_at_once_and_freed_when_the_training_ends(scripted):
+    broker = scripted([(0, "granted 2 180")])
+    said = []
+    with TrainingQueue(broker.path).slot(say=said.append) as held:
+        assert held is True and broker.closed_at is None
+    time.sleep(0.1)
+    assert said == [] and broker.closed_at is not None  # nothing to say; the connection closed with the block
+
+
+def test_the_lab_waits_its_turn_and_tells_its_place_in_both_languages(scripted):
+    for language, lines in ((i18n.ENGLISH, ["Waiting for a training slot: 2 ahead (the machine trains 2 at a time)",
+                                            "Waiting for a training slot: 0 ahead (the machine trains 2 at a time)",
+                                            "Got a training slot after 1 s: training now"]),
+                            (i18n.CHINESE, ["正在等待训练名额：前面还有 2 个训练任务在等待（本机最多同时运行 2 个）",
+                                            "正在等待训练名额：前面还有 0 个训练任务在等待（本机最多同时运行 2 个）",
+                                            "等待 1 秒后获得训练名额：开始训练"])):
+        broker = scripted([(0, "queued 2 2"), (0.2, "queued 0 2"), (0, "queued 0 2"), (0.5, "granted 2 180")])
+        said = []
+        started = time.monotonic()
+        with i18n.speaking(language):
+            with TrainingQueue(broker.path).slot(say=said.append) as held:
+                assert held is True and 0.6 < time.monotonic() - started < 1.5
+        assert said == lines  # a place said once, however often the broker repeats it
+
+
+def test_nobody_waits_past_the_cap_and_a_refusal_trains_at_once_in_both_languages(scripted):
+    for language, waited, refused in (
+            (i18n.ENGLISH, "Waited 0 s for a training slot: training now without one",
+             "Another training of yours holds your place in the queue: training now without a slot"),
+            (i18n.CHINESE, "已等待训练名额 0 秒：不再等待，不占名额直接开始训练",
+             "你的另一个训练任务已占用你在队列中的位置：不占名额直接开始训练")):
+        with i18n.speaking(language):
+            broker = scripted([(0, "queued 0 1")])
+            said = []
+            started = time.monotonic()
+            with TrainingQueue(broker.path, max_wait=0.3).slot(say=said.append) as held:
+                assert held is False and 0.3 <= time.monotonic() - started < 1.0
+                time.sleep(0.1)
+                assert broker.closed_at is not None  # its ticket is given back before it trains
+            assert said[-1] == waited
+            broker = scripted([(0, "refused")])
+            said = []
+            with TrainingQueue(broker.path).slot(say=said.append) as held:
+                assert held is False
+            assert said == [refused]

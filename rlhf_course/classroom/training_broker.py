@@ -1,0 +1,227 @@
+"""The classroom's training queue: a service of root's that hands out K training slots over a Unix socket.
+
+On the hub (`make hub`) forty students share two cores, each under a one-core quota of their own.  When many
+press the training cell together, every one trains at a fraction of a core and all finish late; in turn, each
+trains at full speed and the early ones are done early.  The labs ask this broker for their turn
+(rlhf_course/lab/training_slots.py); the hub runs it (as root) for as long as the classroom runs.
+
+* A connection is a request: the broker learns the caller's uid and pid from the kernel (``SO_PEERCRED``), so
+  nothing a student sends names anyone.  Each uid has at most one ticket, waiting or granted: a second
+  connection of the same user while the first lives is answered ``refused`` and closed.
+* The order is the broker's own (first come, first served, by arrival): nothing on disk to plant or lock.
+* A ticket lasts while its connection is open and the process that connected lives (a pidfd, so a child or a
+  descriptor passed on keeps nothing); a granted slot is taken back after ``max_hold`` seconds (``ended``),
+  whatever the holder does.  A user who holds on purpose thus delays the others by one turn at most, and
+  asking again puts her at the back.
+* The holders are what the CPU boost sees (``on_holders``: the pids holding a slot, after every change).
+
+The lines the broker writes (ASCII, one per change): ``queued <ahead> <slots>`` (``ahead``: tickets waiting
+before this one), ``granted <slots> <max_hold>``, ``refused`` and ``ended``.  The client writes nothing:
+anything it sends ends its ticket, as closing does.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import socket
+import struct
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+DEFAULT_MAX_HOLD = 180.0  # seconds: several quick trainings' length (6-35 s, bench/RESULTS.md); a longer run goes on unboosted
+SOCKET_NAME = "broker.sock"
+
+
+def default_slots(cpus: int, cpu_limit: float | None) -> int:
+    """K for a machine of ``cpus`` cores whose users may each use ``cpu_limit`` cores: as many trainings
+    as the cores hold at each one's full quota, at least one."""
+    if not cpu_limit or cpu_limit <= 0:
+        return max(1, cpus)
+    return max(1, int(cpus // cpu_limit))
+
+
+def peer_credentials(connection: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process that connected, as the kernel recorded them at ``connect``."""
+    return struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+
+
+@dataclass(eq=False)
+class Ticket:
+    uid: int
+    pid: int
+    connection: socket.socket
+    pidfd: int  # readable once the process that connected has exited
+    granted_at: float | None = None  # time.monotonic() of the grant; None while waiting
+    told_ahead: int | None = None  # the last place written to it
+
+
+class TrainingBroker:
+    """K = ``slots`` training slots handed out on the Unix socket ``path`` (see the module's docstring)."""
+
+    def __init__(self, path: Path, slots: int, max_hold: float = DEFAULT_MAX_HOLD,
+                 on_holders: Callable[[set[int]], None] | None = None):
+        if slots < 1 or not max_hold > 0:
+            raise ValueError(f"a broker needs at least one slot and a positive hold, not {slots} and {max_hold}")
+        self.path, self.slots, self.max_hold = Path(path), slots, max_hold
+        self.on_holders = on_holders or (lambda pids: None)
+        self.tickets: dict[int, Ticket] = {}  # uid -> its ticket, in arrival order
+        self.holder_pids: set[int] = set()
+        self._selector = selectors.DefaultSelector()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- running --------------------------------------------------------------------------------
+    def start(self) -> "TrainingBroker":
+        """Listen on ``path`` (every account may connect; its folder is root's) and serve in a thread."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(self.path))
+        self.path.chmod(0o666)
+        self._listener.listen(128)
+        self._listener.setblocking(False)
+        self._selector.register(self._listener, selectors.EVENT_READ, self._accept)
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._serve, name="training-broker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Every ticket ended, the holders reported as none, the socket removed."""
+        self._stopping = True
+        self._wake_writer.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _serve(self) -> None:
+        try:
+            while not self._stopping:
+                for key, _ in self._selector.select(self._next_deadline()):
+                    if key.data is not None:
+                        key.data(key.fileobj)
+                self._settle()
+        except Exception:  # the broker is gone: clients find no socket and train at once; the hub's log says why
+            traceback.print_exc()
+            raise
+        finally:
+            for ticket in list(self.tickets.values()):
+                self._drop(ticket)
+            self._report_holders()
+            self._selector.close()
+            self._listener.close()
+            self._wake_reader.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    def _next_deadline(self) -> float | None:
+        """Seconds until the first grant's hold is over (None: no grant to end)."""
+        ends = [t.granted_at + self.max_hold for t in self.tickets.values() if t.granted_at is not None]
+        return max(0.0, min(ends) - time.monotonic()) if ends else None
+
+    # -- requests -------------------------------------------------------------------------------
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # gone before we took it, or out of descriptors: the client finds no broker
+            return
+        connection.setblocking(False)
+        pid, uid, _ = peer_credentials(connection)
+        earlier = self.tickets.get(uid)
+        if earlier is not None and self._gone(earlier):  # its release may be next in this same batch of events
+            self._drop(earlier)
+        if uid in self.tickets:
+            self._send_and_close(connection, "refused")
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # the process has already exited
+            connection.close()
+            return
+        ticket = Ticket(uid, pid, connection, pidfd)
+        self.tickets[uid] = ticket
+        self._selector.register(connection, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
+        self._selector.register(pidfd, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
+
+    @staticmethod
+    def _gone(ticket: Ticket) -> bool:
+        """Whether the ticket's process exited or its connection was closed (or spoke: not a client's part)."""
+        if select_readable(ticket.pidfd):
+            return True
+        try:
+            ticket.connection.recv(1, socket.MSG_PEEK)  # end of file, or bytes
+        except BlockingIOError:
+            return False
+        except OSError:
+            pass
+        return True
+
+    def _drop(self, ticket: Ticket) -> None:
+        if self.tickets.get(ticket.uid) is not ticket:
+            return
+        del self.tickets[ticket.uid]
+        for resource in (ticket.connection, ticket.pidfd):
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(resource)
+        ticket.connection.close()
+        os.close(ticket.pidfd)
+
+    def _send(self, ticket: Ticket, line: str) -> bool:
+        """Write ``line`` without waiting; a client that does not read (its buffer full) or left loses its ticket."""
+        try:
+            ticket.connection.send(f"{line}\n".encode())
+            return True
+        except OSError:
+            self._drop(ticket)
+            return False
+
+    @staticmethod
+    def _send_and_close(connection: socket.socket, line: str) -> None:
+        with contextlib.suppress(OSError):
+            connection.send(f"{line}\n".encode())
+        connection.close()
+
+    # -- the order ------------------------------------------------------------------------------
+    def _settle(self) -> None:
+        """End the holds that are over, grant the free slots in arrival order, tell each waiter its place."""
+        now = time.monotonic()
+        for ticket in [t for t in self.tickets.values() if t.granted_at is not None]:
+            if now - ticket.granted_at >= self.max_hold:
+                self._send(ticket, "ended")
+                self._drop(ticket)
+        settled = False
+        while not settled:  # a waiter that left while told its turn changes everyone's place behind it
+            settled = True
+            free = self.slots - sum(t.granted_at is not None for t in self.tickets.values())
+            waiting = [t for t in self.tickets.values() if t.granted_at is None]
+            for place, ticket in enumerate(waiting):
+                if place < free:
+                    ticket.granted_at = now
+                    line = f"granted {self.slots} {self.max_hold:g}"
+                elif ticket.told_ahead != place - free:
+                    ticket.told_ahead = place - free
+                    line = f"queued {place - free} {self.slots}"
+                else:
+                    continue
+                if not self._send(ticket, line):
+                    settled = False
+                    break
+        self._report_holders()
+
+    def _report_holders(self) -> None:
+        holders = {t.pid for t in self.tickets.values() if t.granted_at is not None}
+        if holders != self.holder_pids:
+            self.holder_pids = holders
+            self.on_holders(set(holders))
+
+
+def select_readable(descriptor: int) -> bool:
+    """Whether ``descriptor`` is readable now (a pidfd: its process has exited)."""
+    with selectors.DefaultSelector() as probe:
+        probe.register(descriptor, selectors.EVENT_READ)
+        return bool(probe.select(0))
