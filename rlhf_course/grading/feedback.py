@@ -163,9 +163,9 @@ def verdicts(result: SubmissionResult) -> dict:
     (the student's lines: :attr:`CellResult.message`)."""
     language = result.language
     return {c.grade_id: {"passed": c.score == c.points,
-                         "head": f"{t('trusted grader', language)}: "
-                                 f"{t('passed' if c.score == c.points else 'FAILED', language)} "
-                                 f"({c.score:g} / {c.points:g})",
+                         "head": t("{grader}: {verdict} ({score:g} / {points:g})", language,
+                                   grader=t("trusted grader", language), score=c.score, points=c.points,
+                                   verdict=t("passed" if c.score == c.points else "FAILED", language)),
                          "text": _cell_text(c.message)} for c in result.cells.values()}
 
 
