@@ -327,5 +327,5 @@ def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) ->
         sandbox.kill()
         note(result, t("the feedback copy of the notebook could not be run to the end ({error})", result.language,
                        error=exc))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         note(result, t("the feedback copy of the notebook came back unreadable", result.language))
