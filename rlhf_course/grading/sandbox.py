@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import rlhf_course
-from rlhf_course.grading import protocol
+from rlhf_course.grading import protocol, seccomp
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
@@ -83,6 +83,10 @@ def sandbox_available() -> str | None:
             return f"{tool} is missing (Debian packages bubblewrap and util-linux)"
     if os.geteuid() != 0:
         return "the grader must run as root to start sandboxes under unprivileged uids"
+    try:
+        seccomp.architecture()
+    except seccomp.UnknownArchitecture as exc:
+        return str(exc)
     return None
 
 
