@@ -25,6 +25,10 @@ def configure(c, exchange_root: str, course_id: str) -> None:
     """The exchange settings a course needs, for nbgrader_config.py (instructor) and for the
     system-wide /etc/jupyter/nbgrader_config.py of a JupyterHub (students).  Imports nothing:
     nbgrader imports each class when its command runs."""
+    # Every app's console handler prints through one rule (base.PrintableRecords): names a student made reach
+    # nbgrader's own messages (an inbound entry's name in `nbgrader list --inbound`).
+    c.Application.logging_config = {"filters": {"printable": {"()": "rlhf_course.exchange.base.PrintableRecords"}},
+                                    "handlers": {"console": {"filters": ["printable"]}}}
     c.Exchange.root = exchange_root
     c.CourseDirectory.course_id = course_id
     c.ExchangeFactory.release_assignment = "rlhf_course.exchange.release.StrictExchangeReleaseAssignment"

@@ -9,18 +9,18 @@ from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeed
 from nbgrader.utils import get_username, parse_utc
 
 from rlhf_course.exchange import deadlines
-from rlhf_course.exchange.base import TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, TraversableRoot
 
 
-class StrictExchangeFetchAssignment(TraversableRoot, ExchangeFetchAssignment):
+class StrictExchangeFetchAssignment(PrintableNames, TraversableRoot, ExchangeFetchAssignment):
     pass
 
 
-class StrictExchangeFetchFeedback(TraversableRoot, ExchangeFetchFeedback):
+class StrictExchangeFetchFeedback(PrintableNames, TraversableRoot, ExchangeFetchFeedback):
     pass
 
 
-class StrictExchangeList(TraversableRoot, ExchangeList):
+class StrictExchangeList(PrintableNames, TraversableRoot, ExchangeList):
     """Each assignment's info gains ``deadline`` (:meth:`~deadlines.Deadline.as_json`, or None), each
     submission's ``lateness`` (the sentence the student was told on submit), and ``nbgrader list`` prints them."""
 

@@ -7,10 +7,10 @@ import os
 
 from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeReleaseFeedback
 
-from rlhf_course.exchange.base import ROOT_MODE, TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
 
-class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
+class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment):
     def copy_files(self):
         super().copy_files()
         from rlhf_course.exchange.deadlines import PublishError
@@ -47,5 +47,5 @@ class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
                 self.fail(f"The exchange {self.root} is world-writable and cannot be changed.")
 
 
-class StrictExchangeReleaseFeedback(TraversableRoot, ExchangeReleaseFeedback):
+class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeReleaseFeedback):
     pass

@@ -11,10 +11,10 @@ from nbgrader.utils import get_username, parse_utc
 
 from rlhf_course import i18n
 from rlhf_course.exchange import deadlines
-from rlhf_course.exchange.base import SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
 
 
-class StrictExchangeSubmit(TraversableRoot, ExchangeSubmit):
+class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
     def do_copy(self, src, dest, log=None):
         """nbgrader's copy (ignore patterns, size limits) into a staging folder, then contents
         only into a submission folder created here.  Copying the folder itself would carry the
