@@ -108,3 +108,51 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
     after = {p.name: p.stat().st_mtime_ns for p in Path(outbound).iterdir()}
     assert after == before
+
+
+def _course_page_of(course, student: str) -> str:
+    return (course / "feedback" / student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+
+
+def test_generate_feedback_renders_the_courses_page(loop):
+    """`nbgrader generate_feedback` (the command) writes the course's page, with the gradebook's grades."""
+    course, student = loop["course"], loop["student"]
+    _grade_written_answer(course, student, 2.0, "Full marks after the office hour.")
+    nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", extra_env=loop["env"])
+    page = _course_page_of(course, student)
+    assert "Tests: 44 / 44." in page and f"{ASSIGNMENT}: 46 / 50" in page  # the course's page, current
+    assert "Full marks after the office hour." in page and "Test cell (Score" not in page  # never stock nbgrader's
+
+
+def test_the_formgraders_generate_feedback_renders_the_courses_page(loop):
+    """The Formgrader's *Generate Feedback* (its handler calls nbgrader's API) writes the course's page."""
+    from nbgrader.apps import NbGraderAPI
+
+    from rlhf_course.grading.settings import Course
+    course, student = loop["course"], loop["student"]
+    _grade_written_answer(course, student, 0.5, "Say which words it repeats.")
+    graded = Course.at(course)
+    api = NbGraderAPI(coursedir=graded.coursedir, config=graded.config)
+    outcome = api.generate_feedback(ASSIGNMENT, student)
+    assert outcome["success"], outcome
+    page = _course_page_of(course, student)
+    assert "Tests: 44 / 44." in page and f"{ASSIGNMENT}: 44.5 / 50" in page
+    assert "Say which words it repeats." in page and "Test cell (Score" not in page
+
+
+def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept(loop):
+    from rlhf_course.grading.returned_feedback import record_path
+    from rlhf_course.grading.settings import Course
+    course, student = loop["course"], loop["student"]
+    record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
+    before = _course_page_of(course, student)
+    saved = record.read_bytes()
+    record.unlink()
+    try:
+        refused = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=False, extra_env=loop["env"])
+    finally:
+        record.write_bytes(saved)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "no grading record" in said, said
+    assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
+    assert _course_page_of(course, student) == before  # nothing removed, nothing stock written
