@@ -94,3 +94,8 @@ c.HTMLExporter.extra_template_basedirs = [
     str(COURSE_ROOT / "jupyter" / "formgrader"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
+
+# One feedback page: `nbgrader generate_feedback` and the Formgrader's *Generate Feedback* write the course's page
+# (from the grading record `make grade` keeps, with the gradebook's current grades), never stock nbgrader's; and
+# release_feedback rewrites any page a person's grade changed since (rlhf_course/grading/returned_feedback.py).
+c.GenerateFeedback.exporter_class = "rlhf_course.grading.returned_feedback.CourseFeedbackExporter"

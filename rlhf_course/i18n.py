@@ -278,8 +278,21 @@ ZH = {
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
     # the instructor's class report (rlhf_course/grading/class_report.py, templates/class_report/)
     "Class report: {assignment}": "班级报告：{assignment}",
-    "Editions: {editions}. Due {due}. {n} student(s) submitted. Written {written} from the gradebook.":
-        "版本：{editions}。截止时间 {due}。{n} 名学生已提交。本报告于 {written} 根据成绩簿生成。",
+    "Editions: {editions}. Due {due}. Written {written} from the gradebook.":
+        "版本：{editions}。截止时间 {due}。本报告于 {written} 根据成绩簿生成。",
+    "{submitted} of {roster} submitted; missing: {missing}.": "名单上 {roster} 名学生中 {submitted} 名已提交；未提交：{missing}。",
+    "{submitted} of {roster} submitted.": "名单上 {roster} 名学生中 {submitted} 名已提交。",
+    "Lowest scores first": "低分在前", "Students by score, lowest first": "学生按成绩排列（低分在前）",
+    "Who to see first: the score after the late penalty, lowest first. Each student id opens their submission in the "
+    "Formgrader.": "先找谁：按扣除迟交罚分后的成绩排列，低分在前。点击学生编号，即可在 Formgrader 中打开其提交。",
+    "In id order.": "按学生编号排列。",
+    "(r < -2/sqrt(n), two standard errors below 0: here r < {threshold} for {n} submissions; better students fail it "
+    "more often, usually a broken test or an unclear instruction). In red: look at the test.":
+        "（r < -2/sqrt(n)，即比 0 低两个标准误；本次共 {n} 份提交，阈值为 r < {threshold}。成绩越好的学生越常未通过，"
+        "通常是测试有误或说明不清。）红色：需要检查该测试。",
+    ": in grey, for the record.": "：灰色，仅供参考。",
+    "Too few submissions to flag: {n}, flags need {min}.": "提交太少，不作标记：{n} 份，至少需要 {min} 份。",
+    "Hidden tests (red: to look at; grey: everybody passes)": "隐藏测试（红色：需要检查；灰色：全部通过）",
     "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "误解",
     "Lateness": "迟交", "Students": "学生", "Score distribution": "成绩分布",
     "The score after the late penalty, of {points} points (autograded tests and written answers).":
@@ -300,9 +313,7 @@ ZH = {
         "通过：得到满分。区分度是通过该测试（1/0）与学生其余得分（扣除迟交罚分前的原始分减去本测试的得分）之间的"
         "点二列相关系数 r，按所有计入的提交计算；提交少于 {min} 份、或所有人都通过或都未通过时不计算。",
     "Flags:": "标记：", "nobody passes": "无人通过", "everybody passes": "全部通过", "negative discrimination": "负区分度",
-    "(r < {threshold}: better students fail it more often, usually a broken test or an unclear instruction).":
-        "（r < {threshold}：成绩越好的学生越常未通过，通常是测试有误或说明不清）。",
-    "Hidden tests (red: flagged)": "隐藏测试（红色：有标记）", "pass rate": "通过率",
+    "pass rate": "通过率",
     "discrimination (point-biserial r)": "区分度（点二列相关 r）", "undefined": "无定义",
     "mean score": "平均得分", "discrimination r": "区分度 r", "flags": "标记",
     "Misconceptions named": "识别出的误解", "misconception": "误解", "function": "函数", "who": "学生",

@@ -48,4 +48,19 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
 
 
 class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeReleaseFeedback):
-    pass
+    """Releases only pages that show the gradebook's current grades: a page whose grades a person changed since
+    `make grade` wrote it is rewritten first, from its grading record (no student code runs), and a page that
+    cannot be shown to be current stops the release, naming the command that rewrites it
+    (:mod:`rlhf_course.grading.returned_feedback`)."""
+
+    def copy_files(self):
+        from pathlib import Path
+
+        from rlhf_course.grading.returned_feedback import StalePages, refresh_pages
+        from rlhf_course.grading.settings import Course
+        course = Course.at(Path(self.coursedir.root), self.config)
+        try:
+            refresh_pages(course, self.coursedir.assignment_id, self.coursedir.student_id or "*", self.log)
+        except StalePages as exc:
+            self.fail(f"No feedback released: {exc}")
+        super().copy_files()

@@ -4,6 +4,7 @@
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
     python -m rlhf_course.grading report [ASSIGNMENT ...] # the class report: class_report/<assignment>.html and .csv
     python -m rlhf_course.grading report --language=zh-CN # ... in Chinese (or c.ClassReportSettings.language)
+    python -m rlhf_course.grading export --format=canvas  # grades an LMS imports (canvas, moodle or long)
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
@@ -101,6 +102,33 @@ class ReportCommand(CourseCommand):
             self.exit(2)
         for done in written:
             print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")
+
+
+class ExportCommand(CourseCommand):
+    name = "rlhf-grader export"
+    description = ("Write the gradebook's grades as an LMS imports them (--format canvas|moodle|long): one row per "
+                   "student of the roster, a column per assignment (its language editions folded in), each score "
+                   "after the late penalty, a missing submission blank (never 0).  Default file: "
+                   "grades-<format>.csv in the course root (--to=PATH).")
+    format = Unicode("canvas", help="canvas, moodle or long.").tag(config=True)
+    to = Unicode("", help="The file to write (default: grades-<format>.csv in the course root).").tag(config=True)
+    aliases = {**CourseCommand.aliases, "format": "ExportCommand.format", "to": "ExportCommand.to"}
+
+    def start(self):
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.grading import lms_export
+        to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
+        with Gradebook(self.course.db_url) as gb:
+            table = lms_export.grade_table(gb, self.course.root)
+        try:
+            lms_export.write_table(table, self.format, to)
+        except lms_export.UnknownFormat as exc:
+            print(f"nothing exported: {exc}", file=sys.stderr)
+            self.exit(2)
+        missing = sum(grade is None for grade in table.grades.values())
+        print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
+              f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
 
 
 class ReleaseCommand(CourseCommand):
@@ -226,6 +254,7 @@ class RlhfGrader(Application):
         "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
         "grade": (_fresh(GradeCommand), GradeCommand.description),
         "report": (_fresh(ReportCommand), ReportCommand.description),
+        "export": (_fresh(ExportCommand), ExportCommand.description),
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),

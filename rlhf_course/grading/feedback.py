@@ -17,6 +17,7 @@ from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.misconceptions import misconception_lines
 from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
+from rlhf_course.grading.returned_feedback import keep_record
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
 
@@ -344,6 +345,7 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
             (folder / name).write_text(text)
     if page.autograded_copy:  # where nbgrader keeps autograded notebooks
         (graded / result.notebook).write_text(page.autograded_copy)
+    keep_record(course, result)  # release_feedback rewrites the page from it once a person grades
     return out
 
 
