@@ -339,6 +339,9 @@ ZH = {
     "late by {late}: the late penalty applies": "迟交 {late}，将扣除迟交罚分",
     "Submitted {assignment} at {when}: {verdict} ({deadline}).": "已提交 {assignment}（{when}）：{verdict}（{deadline}）。",
     "submitted {when}": "提交于 {when}",
+    "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
+    "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
+                                 "最后一次提交会被评分。",
     "late by {late} (penalty -{points} points)": "迟交 {late}（扣 {points} 分）",
     "your extension +{hours} h": "你的延期 +{hours} 小时",
     "{parts}: {verdict}": "{parts}：{verdict}",
