@@ -2,6 +2,7 @@
 course's assignments from the first screen (make lab released them into the course's own exchange), Fetch writes into
 the folder the lab shows (student/), the answers typed in the notebook there are what Validate checks, what Submit
 sends, what `nbgrader collect` collects and what grading scores."""
+import json
 import shutil
 import sys
 import time
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
-from rlhf_course.exchange.local import STUDENT_FOLDER
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, i18n
+from rlhf_course.exchange.local import NOTHING_RELEASED, STUDENT_FOLDER
 from rlhf_course.grading import examples, notebooks, release
 from tests.support import solutions
 from tests.support.browser import LabServer
@@ -19,15 +20,21 @@ from tests.support.in_process_sandbox import grade_in_process
 
 COURSE_ID = "rlhf-course"
 TYPED = "# typed in the lab by the student"
+EXTENSION = REPO / "jupyter" / "labextension" / "rlhf-course-deadlines"
 
 
 def make_lab(course: Path, scratch: Path) -> LabServer:
     """`make lab` in ``course`` with this checkout's environment (VENV), which is never rebuilt here (-o: the
-    environment is the test run's own, whatever the mtimes of the course's copies of its inputs)."""
+    environment is the test run's own, whatever the mtimes of the course's copies of its inputs); the student's data
+    folder (nbgrader's record of their submissions) is the test's own."""
     shutil.copy2(REPO / "Makefile", course / "Makefile")
     venv = Path(sys.executable).parent.parent
+    # the course's lab extension as this checkout builds it (the environment's copy is the one it was made with)
+    (scratch / "share" / "labextensions").mkdir(parents=True)
+    (scratch / "share" / "labextensions" / EXTENSION.name).symlink_to(EXTENSION)
     return LabServer(course, scratch, make_target="lab", disabled_extensions=("@jupyterlab/mathjax-extension",),
-                     make_args=(f"VENV={venv}", "-o", str(venv / ".installed-stamp")))
+                     make_args=(f"VENV={venv}", "-o", str(venv / ".installed-stamp")),
+                     env_extra={"JUPYTER_PATH": str(scratch / "share"), "JUPYTER_DATA_DIR": str(scratch / "data")})
 
 
 @pytest.mark.slow
@@ -105,3 +112,32 @@ def test_what_the_student_types_in_make_lab_is_what_is_graded(tmp_path, browser,
     code_tests = {gid: s for gid, s in scores.items() if not gid.startswith("lab_question")}
     assert code_tests and all(s.score == s.max_score for s in code_tests.values()), {
         gid: (s.score, s.max_score) for gid, s in code_tests.items() if s.score < s.max_score}
+
+
+@pytest.mark.slow
+def test_before_anything_is_released_the_assignment_list_says_so(tmp_path, browser, artifacts):
+    """`make lab` in a course nothing is released from yet (no `make release`): no exchange, and the Assignment List
+    says so in the student's language instead of nbgrader's three "exchange directory does not exist" errors."""
+    course = copy_course(tmp_path / "course")
+    scratch = tmp_path / "server"
+    scratch.mkdir()
+    server = make_lab(course, scratch)
+    try:
+        assert not (course / "exchange").exists()
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        for language, locale in ((i18n.ENGLISH, "en"), (i18n.CHINESE, "zh_CN")):
+            (scratch / "lab-settings" / "@jupyterlab" / "translation-extension").mkdir(parents=True, exist_ok=True)
+            (scratch / "lab-settings" / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
+             ).write_text(json.dumps({"locale": locale}))
+            page.goto(server.url("lab"))
+            page.locator("#jp-MainMenu").wait_for(timeout=60_000)
+            page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+            page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+            note = page.locator("#released_assignments_list_placeholder .rlhf-nothing-released")
+            note.wait_for(timeout=60_000)
+            assert note.inner_text() == i18n.t(NOTHING_RELEASED, language)
+            assert not page.locator(".list_error:visible").count()
+            assert "Error fetching courses" not in page.locator("body").inner_text()
+            page.screenshot(path=str(artifacts / f"make_lab_nothing_released_{language}.png"))
+    finally:
+        server.stop()

@@ -31,3 +31,10 @@ def test_nothing_released_is_said_in_both_languages(tmp_path):
     said = local.release_for_lab(course)
     assert said[:2] == [local.NOTHING_RELEASED, i18n.t(local.NOTHING_RELEASED, i18n.CHINESE)]
     assert said[1].startswith("还没有发布任何作业")
+
+
+def test_the_assignment_lists_sentence_is_the_translated_one(repo):
+    """The lab extension (jupyter/labextension/src/index.js) says the same sentence in the same two languages."""
+    script = (repo / "jupyter" / "labextension" / "src" / "index.js").read_text().replace("' +\n    '", "")
+    assert f"'en': '{local.NOTHING_RELEASED}'" in script
+    assert f"'zh-CN': '{i18n.t(local.NOTHING_RELEASED, i18n.CHINESE)}'" in script
