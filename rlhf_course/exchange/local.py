@@ -45,7 +45,8 @@ def release_for_lab(course) -> list[str]:
     lines, released = [], []
     quiet = logging.getLogger("rlhf_course.exchange.local")  # the release's log: its refusal is the exception's
     quiet.propagate = False
-    quiet.addHandler(logging.NullHandler())
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
     for assignment in (a for a in generated if a not in already):
         coursedir = course.coursedir
         coursedir.assignment_id = assignment
