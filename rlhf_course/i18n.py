@@ -377,9 +377,23 @@ ZH = {
     "late by {late}: the late penalty applies": "迟交 {late}，将扣除迟交罚分",
     "Submitted {assignment} at {when}: {verdict} ({deadline}).": "已提交 {assignment}（{when}）：{verdict}（{deadline}）。",
     "submitted {when}": "提交于 {when}",
+    "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
+    "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
+                                 "最后一次提交会被评分。",
     "late by {late} (penalty -{points} points)": "迟交 {late}（扣 {points} 分）",
     "your extension +{hours} h": "你的延期 +{hours} 小时",
     "{parts}: {verdict}": "{parts}：{verdict}",
+    # `make lab` (rlhf_course/exchange/local.py) and the Assignment List before anything is released
+    "Released to the exchange ({where}): {names}.": "已发布到作业交换目录（{where}）：{names}。",
+    "Already in the exchange ({where}): {names}.": "已在作业交换目录中（{where}）：{names}。",
+    "Nothing has been released yet: the Assignment List stays empty until an assignment is released "
+    "(in the course folder: make release, then nbgrader release_assignment NAME).":
+        "还没有发布任何作业：发布作业之前，作业列表（Assignment List）是空的"
+        "（在课程目录中运行 make release，再运行 nbgrader release_assignment 作业名）。",
+    "Your folder: {folder}. Nbgrader > Assignment List > Fetch puts each assignment there; "
+    "Submit sends what you saved there.":
+        "你的作业目录：{folder}。Nbgrader > Assignment List > Fetch 会把每份作业放到这里；"
+        "Submit 提交的就是你在这里保存的内容。",
     "value": "返回值",
     "advantages": "优势",
     "loss": "损失",

@@ -4,7 +4,9 @@ exchange).  The gradebook stays the only authority: grading never reads these fi
 
     <root>/<course>/deadlines/                    0755: anyone may read the due dates
     <root>/<course>/deadlines/<assignment>.json   0644: {"assignment", "due": "2026-12-18 23:59:00 UTC" or null,
-                                                          "language": the edition's ("en", "zh-CN")}
+                                                          "language": the edition's ("en", "zh-CN"),
+                                                          "edition_of": the assignment it is an edition of
+                                                          (rlhf for rlhf_zh; itself for rlhf)}
     <root>/<course>/deadlines/extensions/         0711: traversed, never listed (who has an extension is private)
     <root>/<course>/deadlines/extensions/<student>.json
                                                   0600 plus a POSIX ACL entry "user:<student>:r": the instructor
@@ -133,12 +135,14 @@ def _checked(name: str, what: str) -> str:
 
 
 # -- the instructor's side: writing -----------------------------------------------------------------------
-def publish_due_date(root: str, course_id: str, assignment: str, due: dt.datetime | None, language: str) -> str:
-    """Write ``assignment``'s due date (naive UTC, None: none), readable by everyone; the path written."""
+def publish_due_date(root: str, course_id: str, assignment: str, due: dt.datetime | None, language: str,
+                     edition_of: str | None = None) -> str:
+    """Write ``assignment``'s due date (naive UTC, None: none), readable by everyone, with the assignment it is a
+    language edition of (``edition_of``; None: itself); the path written."""
     path = due_path(root, course_id, assignment)
     _folders(root, course_id)
-    _write(path, {"assignment": assignment, "due": due.strftime(UTC_FORMAT) if due else None, "language": language},
-           DUE_MODE)
+    _write(path, {"assignment": assignment, "due": due.strftime(UTC_FORMAT) if due else None, "language": language,
+                  "edition_of": edition_of or assignment}, DUE_MODE)
     return path
 
 
@@ -265,6 +269,27 @@ def read(root: str, course_id: str, assignment: str, student: str) -> Deadline |
     except (OSError, ValueError, PublishError, AttributeError):
         return None
     return Deadline(assignment, due, language, own_extension(root, course_id, assignment, student))
+
+
+def other_editions(root: str, course_id: str, assignment: str) -> list[str]:
+    """The other language editions of ``assignment`` the exchange holds deadlines for (rlhf_zh for rlhf, rlhf for
+    rlhf_zh): a student's latest submission of any of them is the one graded.  Unreadable files count as absent."""
+    editions = {}
+    try:
+        names = sorted(os.listdir(folder(root, course_id)))
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder(root, course_id), name)) as handle:
+                content = json.load(handle)
+            editions[str(content["assignment"])] = str(content.get("edition_of") or content["assignment"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    base = editions.get(assignment, assignment)
+    return sorted(a for a, b in editions.items() if b == base and a != assignment)
 
 
 def own_extension(root: str, course_id: str, assignment: str, student: str) -> dt.timedelta:

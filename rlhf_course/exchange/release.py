@@ -1,9 +1,12 @@
-"""The instructor's side of nbgrader's release commands: release_assignment keeps the root 0755 and inbound
-sticky and puts the assignment's deadline (the gradebook's due date, every student's extension) into the exchange
+"""The instructor's side of nbgrader's release commands: release_assignment publishes only what `make release`
+generated (:mod:`rlhf_course.grading.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
+root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
+assignment's deadline (the gradebook's due date, every student's extension) into the exchange
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeReleaseFeedback
 
@@ -11,7 +14,19 @@ from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
 
 class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment):
+    def init_src(self):
+        super().init_src()
+        from rlhf_course.grading import release_manifest
+        assignment = self.coursedir.assignment_id
+        release_folder = Path(os.path.normpath(self.src_path)).parent
+        source_folder = Path(os.path.normpath(
+            self.coursedir.format_path(self.coursedir.source_directory, ".", assignment))).parent
+        reasons = release_manifest.problems(release_folder, source_folder, assignment, list(self.coursedir.ignore))
+        if reasons:
+            self.fail(f"{assignment} is not released: " + "; ".join(reasons))
+
     def copy_files(self):
+        self.record_due_date()
         super().copy_files()
         from rlhf_course.exchange.deadlines import PublishError
         from rlhf_course.grading.deadlines import publish
@@ -23,6 +38,17 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
             return
         for line in said:
             self.log.info(line)
+
+    def record_due_date(self) -> None:
+        """The configured due date (c.RlhfCourse.due_dates / due_date) into the gradebook where it has none, as
+        `make release` does: a course released straight from a checkout's committed release/ has its due date too."""
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.grading.deadlines import due_date_for, record_due_date
+        from rlhf_course.grading.settings import Course
+        course = Course.at(Path(self.coursedir.root), self.config)
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
+            record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
 
     def init_dest(self):
         super().init_dest()

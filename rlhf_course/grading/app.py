@@ -11,6 +11,7 @@
     python -m rlhf_course.grading extend STUDENT ASSIGNMENT --hours 48   # an extension (or --until DATE)
     python -m rlhf_course.grading extend --list           # every extension granted
     python -m rlhf_course.grading publish-deadlines       # due dates and extensions -> the exchange (students see them)
+    python -m rlhf_course.grading lab-release             # `make lab`: release/ -> the course's exchange, what is missing
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
@@ -143,10 +144,23 @@ class ReleaseCommand(CourseCommand):
 
 class ExamplesCommand(CourseCommand):
     name = "rlhf-grader examples"
-    description = "Release, then grade the bundled example class with stock nbgrader and print a summary."
+    description = ("In a copy of the course's inputs (--into, default outputs/example_class; the course itself is "
+                   "never touched): release, then grade the bundled example class with stock nbgrader and print a "
+                   "summary.  `report --course-root=FOLDER` writes its class report.")
+    into = Unicode("", help="The example class's folder (default: outputs/example_class in the course); a folder "
+                            "an earlier run made is replaced, any other non-empty folder refused.").tag(config=True)
+    aliases = {**CourseCommand.aliases, "into": "ExamplesCommand.into"}
 
     def start(self):
-        print(examples.grade_examples(self.course))
+        folder = Path(self.into).resolve() if self.into else self.course.root / "outputs" / "example_class"
+        try:
+            copy = examples.scratch_course(self.course, folder)
+        except ValueError as exc:
+            print(f"no example class made: {exc}", file=sys.stderr)
+            self.exit(2)
+        print(f"the example class is graded in {copy.root} (a copy of the course's inputs, with its own gradebook "
+              f"and exchange); nothing in {self.course.root} changes")
+        print(examples.grade_examples(copy))
 
 
 class EditionsStatusCommand(CourseCommand):
@@ -226,6 +240,17 @@ class PublishDeadlinesCommand(CourseCommand):
         _publish(self)
 
 
+class LabReleaseCommand(CourseCommand):
+    name = "rlhf-grader lab-release"
+    description = ("`make lab`'s first step: release each assignment of release/ the course's exchange does not hold "
+                   "yet (through the course's release, which refuses what `make release` did not generate), then say, "
+                   "in English and Chinese, what the student's Assignment List offers and where the student works.")
+
+    def start(self):
+        from rlhf_course.exchange.local import release_for_lab
+        print("\n".join(release_for_lab(self.course)))
+
+
 def _fresh(command: type[Application]):
     """A subcommand made anew each time (traitlets' default keeps one instance per class, a singleton that
     would carry one run's command-line settings into the next run in the same process)."""
@@ -259,6 +284,7 @@ class RlhfGrader(Application):
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),
         "publish-deadlines": (_fresh(PublishDeadlinesCommand), PublishDeadlinesCommand.description),
+        "lab-release": (_fresh(LabReleaseCommand), LabReleaseCommand.description),
     }
 
     def start(self):
