@@ -34,7 +34,7 @@ PPO_CELL, DPO_CELL, GAE_CELL = "ppo_answer", "dpo_answer", "gae_answer"
 
 _PPO_VALUE_CHECKS = {"ppo_visible_tests", "ppo_positive_advantage_caps_upside",
                      "ppo_positive_advantage_keeps_downside", "ppo_negative_advantage_caps_downside",
-                     "ppo_negative_advantage_keeps_upside", "ppo_mixed_batch", "ppo_float64"}
+                     "ppo_negative_advantage_keeps_upside", "ppo_mixed_batch"}
 
 WRONG_ANSWERS: list[WrongAnswer] = [
     WrongAnswer(
@@ -49,7 +49,7 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     return (ratio * advantage).mean()
 ''', frozenset({"ppo_visible_tests", "ppo_positive_advantage_caps_upside",
-                "ppo_negative_advantage_caps_downside", "ppo_mixed_batch", "ppo_float64",
+                "ppo_negative_advantage_caps_downside", "ppo_mixed_batch",
                 "ppo_epsilon_extremes", "ppo_gradient"})),
     WrongAnswer(
         # The exercise guide's slip: clamp the ratio and forget the min.  On the visible example
@@ -60,7 +60,7 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     clipped_ratio = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon)
     return (clipped_ratio * advantage).mean()
 ''', frozenset({"ppo_visible_tests", "ppo_positive_advantage_keeps_downside",
-                "ppo_negative_advantage_keeps_upside", "ppo_mixed_batch", "ppo_float64",
+                "ppo_negative_advantage_keeps_upside", "ppo_mixed_batch",
                 "ppo_epsilon_extremes", "ppo_gradient"})),
     WrongAnswer(
         "ppo_sum_instead_of_mean", PPO_CELL, '''
@@ -68,7 +68,7 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     surr1 = ratio * advantage
     surr2 = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantage
     return torch.min(surr1, surr2).sum()
-''', frozenset({"ppo_visible_tests", "ppo_mixed_batch", "ppo_float64", "ppo_mean_over_tokens"})),
+''', frozenset({"ppo_visible_tests", "ppo_mixed_batch", "ppo_mean_over_tokens"})),
     WrongAnswer(
         # Goes through numpy, so no gradient reaches the ratio.
         "ppo_detached_numpy", PPO_CELL, '''
@@ -109,7 +109,7 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
     return (torch.min(ratio, clipped) * advantage).mean()
 ''', frozenset({"ppo_visible_tests", "ppo_negative_advantage_caps_downside",
                 "ppo_negative_advantage_keeps_upside", "ppo_epsilon_extremes", "ppo_mixed_batch",
-                "ppo_gradient", "ppo_float64"})),
+                "ppo_gradient"})),
     WrongAnswer(
         # TRL / torchtune / CleanRL minimise a loss, the negative objective: returned as it is here.
         "ppo_returns_the_loss", PPO_CELL, '''

@@ -19,8 +19,9 @@ def _cell(body: str) -> str:
 {body}'''
 
 
-_SCALED_VALUES = {"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt",
-                  "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"}
+# The population std changes every scaled advantage's value, which the value checks judge, and nothing else: the
+# checks of centring, eps's place, groups with no spread and the dtype accept either std.
+_SCALED_VALUES = {"grpo_visible_tests", "grpo_values", "grpo_bessel_std"}
 
 WRONG_ANSWERS: list[WrongAnswer] = [
     WrongAnswer("grpo_population_std", GRPO_CELL, _cell(
@@ -47,7 +48,7 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    if not scale_by_std:\n        return centred\n"
         "    return centred / (rewards.std() + eps)\n"),
         frozenset({"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt", "grpo_unscaled",
-                   "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"})),
+                   "grpo_per_group_mean", "grpo_degenerate_groups"})),
     WrongAnswer("grpo_leave_one_out", GRPO_CELL, _cell(
         "    group = rewards.shape[1]\n    if group < 2:\n        return torch.zeros_like(rewards)\n"
         "    others = (rewards.sum(dim=1, keepdim=True) - rewards) / (group - 1)  # RLOO's baseline\n"
@@ -55,12 +56,12 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    if not scale_by_std:\n        return centred\n"
         "    return centred / (rewards.std(dim=1, keepdim=True) + eps)\n"),
         frozenset({"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt", "grpo_unscaled",
-                   "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"})),
+                   "grpo_per_group_mean", "grpo_degenerate_groups"})),
     WrongAnswer("grpo_scales_when_told_not_to", GRPO_CELL, _cell(
         "    if rewards.shape[1] < 2:\n        return torch.zeros_like(rewards)\n"
         "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
         "    return centred / (rewards.std(dim=1, keepdim=True) + eps)  # scale_by_std ignored\n"),
-        frozenset({"grpo_visible_tests", "grpo_unscaled", "grpo_per_group_mean", "grpo_dtype_and_float64"})),
+        frozenset({"grpo_visible_tests", "grpo_unscaled", "grpo_per_group_mean"})),
     WrongAnswer("grpo_nan_for_one_response", GRPO_CELL, _cell(
         "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
         "    if not scale_by_std:\n        return centred\n"
