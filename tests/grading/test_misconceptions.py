@@ -255,6 +255,12 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return F.softplus(-((log_p_w - log_p_l) - (ref_log_p_w - ref_log_p_l)))
 ''', "dpo_missing_beta"),
+    # log1p(exp(-z)) overflows where log(sigmoid(z)) underflows: the same unstable log-sigmoid, named as such
+    "dpo_log1p_of_exp": ("rlhf", '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    z = beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l))
+    return torch.log1p(torch.exp(-z))
+''', "dpo_naive_log_sigmoid"),
     "gae_forwards_into_a_list": ("rlhf", '''
 def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
     out, running = [], 0.0
