@@ -350,23 +350,24 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "把 0.8 和 1.2 写死，而不是用 1 - clip_epsilon 和 1 + clip_epsilon，只在默认值下才对；裁剪范围必须随参数变化。")),
     "dpo_missing_beta": _said(_DPO_PART, (
         "beta left out",
-        "beta multiplies the log-ratio margin inside the sigmoid. Left out, the loss is DPO's at beta = 1, a KL "
-        "weight ten times the default's: only the first steps push harder (the gradient on the margin is 0.5 at "
-        "margin 0, against 0.05 at beta = 0.1), and trained longer the policy stays much closer to the reference "
-        "(one pair's margin, SGD at learning rate 1: 2.26 against 0.49 after 10 steps, 6.91 against 21.78 after "
-        "1000)."), (
+        "beta multiplies the log-ratio margin inside the sigmoid; left out, the loss is DPO's at beta = 1, a "
+        "KL weight ten times the default's: only the first steps push harder (the gradient on the margin is "
+        "0.5 at margin 0, against 0.05 at beta = 0.1), and trained longer the policy stays much closer to the "
+        "reference (one pair's margin, SGD at learning rate 1: 2.26 against 0.49 after 10 steps, 6.91 against "
+        "21.78 after 1000)."), (
         "漏掉了 beta",
-        "beta 要在 sigmoid 里乘以对数概率比边际。漏掉它，损失就成了 beta = 1 时的 DPO 损失，KL 权重是默认值的十倍。"
-        "只有最初几步推得更用力：边际为 0 时，边际上的梯度是 0.5，而 beta = 0.1 时是 0.05。训练得更久，策略反而离参考策略近得多。"
-        "以单个偏好对的边际、学习率为 1 的 SGD 为例：10 步后为 2.26 对 0.49，1000 步后为 6.91 对 21.78。")),
+        "beta 要在 sigmoid 里乘以对数概率比边际；漏掉它，损失就成了 beta = 1 时的 DPO 损失，"
+        "KL 权重是默认值的十倍，只有最初几步推得更用力（边际为 0 时，边际上的梯度是 0.5，"
+        "beta = 0.1 时是 0.05），训练得更久，策略反而离参考策略近得多（单个偏好对的边际，"
+        "用学习率为 1 的 SGD 训练：10 步后为 2.26 对 0.49，1000 步后为 6.91 对 21.78）。")),
     "dpo_naive_log_sigmoid": _said(_DPO_PART, (
         "An unstable log-sigmoid",
-        "For a large negative margin x, log(sigmoid(x)) underflows (sigmoid(x) rounds to 0, whose log is -inf) and "
-        "log1p(exp(-x)) overflows (exp(-x) is inf): either way the loss and its gradient are not finite; "
-        "F.logsigmoid (or F.softplus(-x)) computes the same function stably."), (
+        "For a large negative margin x, log(sigmoid(x)) underflows (sigmoid(x) rounds to 0, whose log is "
+        "-inf) and log1p(exp(-x)) overflows (exp(-x) is inf): either way the loss and its gradient are not "
+        "finite; F.logsigmoid (or F.softplus(-x)) computes the same function stably."), (
         "不稳定的 log-sigmoid 写法",
         "边际 x 是很大的负数时，log(sigmoid(x)) 会下溢（sigmoid(x) 舍入为 0，取对数得 -inf），"
-        "log1p(exp(-x)) 会上溢（exp(-x) 为 inf）。两种写法下，损失和梯度都不再是有限值；"
+        "log1p(exp(-x)) 会上溢（exp(-x) 为 inf），两种写法的损失和梯度都不再是有限值；"
         "F.logsigmoid（或 F.softplus(-x)）以数值稳定的方式计算同一个函数。")),
     "dpo_mean_over_pairs": _said(_DPO_PART, (
         "Mean over the pairs",

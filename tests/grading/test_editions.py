@@ -22,13 +22,20 @@ FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 CODE_SPAN = re.compile(r"`[^`]+`")
 
 
+# A line's label in an output block ("scaled:   [[...", as the visible test prints it in the edition's language), and
+# words in math (\text{at the sampled token}: with a space or in Chinese; \text{ref} is a name and stays compared).
+OUTPUT_LABEL = re.compile(r"^[^\[\]\d\s-][^:\uff1a\n]*[:\uff1a] *", re.MULTILINE)
+MATH_WORDS = re.compile(r"\\text\{[^{}]*(?: |[\u4e00-\u9fff\uff08-\uff1a])[^{}]*\}")
+
+
 def spans(text: str) -> dict[str, list[str]]:
     """The fenced blocks (in order), the math and the inline code (sorted) of one markdown cell.  A
-    ```python block is compared as code: its comments may be translated, nothing else."""
+    ```python block is compared as code: its comments may be translated, nothing else; an output block
+    without its lines' labels; math without the words of its \\text{...}."""
     fences = [editions.code_skeleton(block.split("\n", 1)[1].rsplit("```", 1)[0]) if block.startswith("```python")
-              else block for block in FENCE.findall(text)]
+              else OUTPUT_LABEL.sub("", block) for block in FENCE.findall(text)]
     prose = FENCE.sub("", text)
-    squash = lambda found: sorted(" ".join(span.split()) for span in found)  # noqa: E731
+    squash = lambda found: sorted(" ".join(MATH_WORDS.sub(r"\\text{}", span).split()) for span in found)  # noqa: E731
     return {"fences": fences, "math": squash(MATH.findall(prose)), "code": squash(CODE_SPAN.findall(prose))}
 
 
@@ -419,12 +426,16 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
 
 
 def test_the_grpo_expected_output_block_shows_the_labels_each_edition_prints():
-    """A student compares the printed lines with the contract's block: the same labels in both editions."""
-    for assignment in ("grpo", "grpo_zh"):
+    """A student compares the printed lines with the contract's block: the labels the edition's visible test prints,
+    in its language (a Chinese label is two columns a character: the values start in one column in both lines)."""
+    labels = {"grpo": ["scaled:   ", "unscaled: "], "grpo_zh": ["缩放：   ", "不缩放： "]}
+    for assignment, expected in labels.items():
         cells = {c.id: c.source for c in notebooks.read(REPO / "source" / assignment / "grpo.ipynb").cells}
         block = FENCE.findall(cells["grpo_contract"])[0].splitlines()[1:-1]
         printed = [label + " " for label in re.findall(r'^print\("([^"]+)", ', cells["grpo_visible_tests"], re.MULTILINE)]
-        assert [line.split("[")[0] for line in block] == printed == ["scaled:   ", "unscaled: "], assignment
+        assert [line.split("[")[0] for line in block] == printed == expected, assignment
+        columns = [sum(2 if "\u3000" <= ch <= "\uffef" else 1 for ch in label) for label in printed]
+        assert len(set(columns)) == 1, (assignment, columns)
 
 
 @pytest.mark.parametrize("base", sorted({e.base for e in COURSE_EDITIONS}))
