@@ -174,12 +174,18 @@ def _per_group_judge(case: Case, obs: Observation, recall: Recall) -> str | None
     value = obs.value
     if tuple(value.shape) != tuple(case.args[0].shape):
         return say("advantages have shape {shape}, expected {expected}", shape=tuple(value.shape), expected=tuple(case.args[0].shape))
-    # The batch's mean leaves row sums of tens to hundreds here; float32 rounding of rewards near +-50 leaves
-    # about 1e-5.  The leave-one-out baseline sums to 0 too, but scales every centred reward by G / (G - 1).
+    # Centred on the group's own mean, whatever the scale: how the advantages are scaled (the std, eps, the
+    # leave-one-out baseline's G / (G - 1), scaling when told not to) is the other checks' business.
+    return _centred_rows(value)
+
+
+def _centred_rows(value: torch.Tensor) -> str | None:
+    """None when each row sums to 0: the batch's mean leaves row sums of tens to hundreds in these cases, float32
+    rounding of rewards near +-50 about 1e-5, whatever the scale."""
     row_sums = value.double().sum(1)
     if not torch.isfinite(row_sums).all() or (row_sums.abs() > 1e-3 * (1 + value.double().abs().sum(1))).any():
         return say("each group's advantages must sum to 0 (centred on that group's own mean), row sums {sums}", sums=short(row_sums))
-    return _compare_to_contract(case, obs, rtol=1e-3, atol=1e-4, any_std=True)
+    return None
 
 
 def _degenerate_cases() -> list[Case]:
@@ -201,11 +207,8 @@ def _degenerate_judge(case: Case, obs: Observation, recall: Recall) -> str | Non
     flat = (rewards == rewards[:, :1]).all(1)  # the groups with no spread
     detail = compare(value[flat], torch.zeros_like(value[flat]), rtol=0, atol=1e-6, what=say("advantages of a group with no spread"))
     # the other groups only have to be left as the contract says (their spread makes eps negligible here)
-    if detail is not None:
-        return detail
-    others = [compare(value[~flat], expected[~flat], rtol=1e-3, atol=1e-6, what=say("advantages of the other groups"))
-              for expected in _references(case, any_std=True)]
-    return None if None in others else others[0]
+    # the other groups only have to stay finite and centred: how they are scaled is the value checks' business
+    return detail or _centred_rows(value[~flat])
 
 
 def _dtype_cases() -> list[Case]:
