@@ -320,6 +320,9 @@ def test_the_docs_and_the_companion_quote_the_cache(repo, cached):
     assert [round(v, 3) for v in sorted(lead.values())] == [0.005, 0.014, 0.021]
     docs = (repo / "docs" / "lab-and-frontier.md").read_text()
     assert f"(by {min(lead.values()):.3f}-{max(lead.values()):.3f}, seed means;" in " ".join(docs.split())
+    dpo_gaps = [s["gap_below_exact"]["mean"] for key, s in frontier.summarise(cached)["settings"].items()
+                if key.startswith("dpo@")]
+    assert f"DPO {min(dpo_gaps):.3f}-{max(dpo_gaps):.3f} below" in " ".join(docs.split())
 
     settings = frontier.summarise(cached)["settings"]
     kls = [settings[f"dpo@{beta:g}"]["kl_to_reference"]["mean"] for beta in cached["sweep"]["dpo_betas"]]
