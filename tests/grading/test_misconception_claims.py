@@ -78,6 +78,8 @@ def test_the_literal_forms_rounding_error_against_k3_where_the_check_draws():
     assert sizes.min() >= 1e-4 and sizes.max() <= 3e-3
     assert int((relative > 0.01).sum()) == 52 and relative.numel() == 64  # most: over the check's rtol
     assert int((relative >= 1).sum()) == 15  # few: at least k3 itself
+    error = relative * exact  # "a few 1e-8 whatever d is": the rounding of exp(d) near 1
+    assert 1e-8 < float(error.median()) < 3e-8 and float(error.max()) < 6e-8
     english = flat(explanation(KL_CATALOGUE, "kl_naive_exp_minus_one", "en"))
     assert "as large as k3 at |d| = 2e-4 (larger below)" in english and "about 4 % of k3 at |d| = 1e-3" in english
     assert "more than the 1 % that kl_stable_when_close allows on most of the tokens" in english
