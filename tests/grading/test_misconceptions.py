@@ -169,7 +169,7 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
         advantages[t] = gae
     return advantages + values  # the lambda-returns, the value head's targets
 ''', None),
-    # sig: loses exactly grpo_population_std's cells
+    # the std's normalisation, eps's place and the values (as the population std, and eps's cell)
     "grpo_divides_by_the_variance": ("grpo", '''
 def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
     if rewards.shape[1] < 2:
@@ -179,7 +179,7 @@ def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
         return centred
     return centred / (rewards.var(dim=1, keepdim=True) + eps)
 ''', None),
-    # sig: loses exactly the cells of grpo_batch_mean and grpo_leave_one_out; its baseline is each column's mean over
+    # sig: loses exactly the cells of grpo_batch_mean; its baseline is each column's mean over
     # the prompts, a mean over every prompt as the batch's is, but its messages are not the batch mean's: nothing named.
     "grpo_over_the_prompts": ("grpo", '''
 def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
@@ -190,7 +190,7 @@ def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
         return centred
     return centred / (rewards.std(dim=0, keepdim=True) + eps)
 ''', None),
-    # sig: loses exactly grpo_population_std's cells
+    # the std's normalisation, eps's place and the values (as the population std, and eps's cell)
     "grpo_std_of_the_whole_batch": ("grpo", '''
 def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
     if rewards.shape[1] < 2:
@@ -200,7 +200,7 @@ def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
         return centred
     return centred / (rewards.std() + eps)
 ''', None),
-    # sig: loses exactly the cells of grpo_batch_mean and grpo_leave_one_out
+    # sig: loses exactly the cells of grpo_batch_mean
     "grpo_max_as_the_baseline": ("grpo", '''
 def group_relative_advantages(rewards, scale_by_std=True, eps=1e-4):
     if rewards.shape[1] < 2:
@@ -241,8 +241,7 @@ def kl_estimator_k3(log_p, ref_log_p):
 
 # Those of them that lose exactly the cells of a catalogued answer (test_some_of_them_lose_exactly_...)
 SHARING = {"dpo_log_sigmoid_of_the_swapped_margin", "dpo_reference_with_the_wrong_sign", "dpo_divides_by_beta",
-           "grpo_divides_by_the_variance", "grpo_over_the_prompts", "grpo_std_of_the_whole_batch",
-           "grpo_max_as_the_baseline", "kl_negated_k3"}
+           "grpo_over_the_prompts", "grpo_max_as_the_baseline", "kl_negated_k3"}
 
 # Catalogued mistakes written in another style than the catalogue's: the rule does not depend on how they are written.
 RESTYLED: dict[str, tuple[str, str, str]] = {
@@ -255,6 +254,12 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return F.softplus(-((log_p_w - log_p_l) - (ref_log_p_w - ref_log_p_l)))
 ''', "dpo_missing_beta"),
+    # log1p(exp(-z)) overflows where log(sigmoid(z)) underflows: the same unstable log-sigmoid, named as such
+    "dpo_log1p_of_exp": ("rlhf", '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    z = beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l))
+    return torch.log1p(torch.exp(-z))
+''', "dpo_naive_log_sigmoid"),
     "gae_forwards_into_a_list": ("rlhf", '''
 def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
     out, running = [], 0.0
