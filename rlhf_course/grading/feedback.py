@@ -17,7 +17,7 @@ from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.misconceptions import misconception_lines
 from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
-from rlhf_course.grading.returned_feedback import keep_record
+from rlhf_course.grading.grading_record import keep_record
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
 

@@ -2,7 +2,7 @@
 
 `make grade` writes each page with the scores of that moment; a person then grades the written answers (or
 overrides a test's score) in the Formgrader, which changes the gradebook and not the page.  So every page is
-written with its *grading record* beside it (:func:`keep_record`: the submission's result, the canonical copy of
+written with its *grading record* beside it (:func:`rlhf_course.grading.grading_record.keep_record`: the submission's result, the canonical copy of
 its notebook and the copy as the grader ran it, and the grades the page shows), and the course's
 ``release_feedback`` (:class:`rlhf_course.exchange.release.StrictExchangeReleaseFeedback`, the Formgrader's
 *Release feedback* too) first rewrites every page whose grades changed since (:func:`refresh_pages`): the
@@ -16,44 +16,14 @@ be current: the release is refused, naming the command that rewrites it (:class:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from nbconvert.exporters import Exporter
 from traitlets import default
 
+from rlhf_course.grading.grading_record import page_grades, record_path
 from rlhf_course.grading.results import SubmissionResult, result_from_dict
 from rlhf_course.grading.settings import Course
-
-RECORD_SUFFIX = ".feedback.json"  # autograded/<student>/<assignment>/.<notebook>.feedback.json
-
-
-def record_path(course: Course, student: str, assignment: str, notebook: str) -> Path:
-    """Where the grading record of one page is kept: beside the autograded copy, a hidden file (nbgrader's
-    commands skip it, ``c.CourseDirectory.ignore``), never in feedback/, which is released."""
-    return course.folder("autograded", student, assignment) / f".{notebook.removesuffix('.ipynb')}{RECORD_SUFFIX}"
-
-
-def page_grades(result: SubmissionResult) -> dict:
-    """The grades a page of ``result`` shows, as JSON data: each test's score, each written answer's score
-    (None: not graded yet) and comment, the late penalty (points or None)."""
-    return json.loads(json.dumps({
-        "cells": {gid: cell.score for gid, cell in result.cells.items()},
-        "written": {gid: [w.get("score"), w.get("comment") or ""] for gid, w in result.written.items()},
-        "penalty": result.deadline.get("penalty"),
-    }))
-
-
-def keep_record(course: Course, result: SubmissionResult) -> Path:
-    """Write the grading record of the page just written for ``result`` (JSON: the result without its deadline,
-    which is the gradebook's and read back on release, and the grades the page shows)."""
-    data = asdict(result)
-    data.pop("deadline", None)
-    path = record_path(course, result.student, result.assignment, result.notebook)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"result": data, "shown": page_grades(result)}))
-    return path
-
 
 class StalePages(RuntimeError):
     """Feedback pages that cannot be shown to hold the gradebook's grades: the message says which and what to run."""

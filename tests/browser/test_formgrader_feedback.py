@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from tests.grading.test_feedback_is_the_grade import _fetched_page, loop  # noqa: F401  (the module's fixture)
+from tests.support.feedback_loop import fetched_page, loop  # noqa: F401  (loop: a fixture)
 from tests.support.browser import LabServer
 from tests.support.course import gradebook_url
 from rlhf_course.grading.release import nbgrader
@@ -49,5 +49,5 @@ def test_a_score_saved_in_the_formgrader_is_what_the_student_fetches(loop, brows
     assert _manual_score(course, student) == 1.5
     nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
     nbgrader(loop["home"], "fetch_feedback", ASSIGNMENT, extra_env=loop["env"])
-    fetched = _fetched_page(loop)
+    fetched = fetched_page(loop)
     assert f"{ASSIGNMENT}: 45.5 / 50" in fetched and "awaiting a person" not in fetched and "1.5 / 2" in fetched

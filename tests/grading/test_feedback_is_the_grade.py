@@ -7,52 +7,16 @@ The whole loop runs as this test's user (the student is this account): release, 
 Formgrader's save calls), release_feedback, fetch_feedback."""
 from __future__ import annotations
 
-import getpass
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks
 from rlhf_course.grading.release import nbgrader
-from tests.support.course import copy_course, gradebook_url, release_course
-from tests.support.in_process_sandbox import grade_in_process
+from tests.support.course import gradebook_url
+from tests.support.feedback_loop import ANSWER, fetched_page, loop  # noqa: F401  (loop: a fixture)
 
 pytestmark = pytest.mark.slow  # a handful of nbgrader commands, each its own process
-
-COURSE_ID = "rlhf-course"
-STUDENT_CONFIG = """\
-from rlhf_course import exchange
-exchange.configure(get_config(), {root!r}, {course!r})
-"""
-ANSWER = "The policy gave up variety: a few positive words, over and over."
-
-
-@pytest.fixture(scope="module")
-def loop(tmp_path_factory):
-    """The course after `make grade` of one submission that answers lab_question_1 in writing, made and
-    collected through the exchange: the student's folder and the environment their commands run in."""
-    base = tmp_path_factory.mktemp("feedback_is_the_grade")
-    course = release_course(copy_course(base / "course"))
-    exchange = base / "exchange"
-    exchange.mkdir(mode=0o755)
-    student_home = base / "home"
-    student_home.mkdir()
-    (student_home / "nbgrader_config.py").write_text(STUDENT_CONFIG.format(root=str(exchange), course=COURSE_ID))
-    env = {"RLHF_EXCHANGE_ROOT": str(exchange), "HOME": str(student_home)}
-    nbgrader(course, "release_assignment", ASSIGNMENT, extra_env=env)
-    nbgrader(student_home, "fetch_assignment", ASSIGNMENT, extra_env=env)
-    fetched = student_home / ASSIGNMENT / NOTEBOOK
-    answers = {**examples.answers_for(course, ()), "lab_question_1": ANSWER}
-    nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
-    nbgrader(student_home, "submit", ASSIGNMENT, extra_env=env)
-    nbgrader(course, "collect", ASSIGNMENT, extra_env=env)
-    student = getpass.getuser()
-    [result] = grade_in_process(course, students=[student], export=False)
-    assert result.written["lab_question_1"]["answered"] is True
-    return {"course": course, "home": student_home, "env": env, "student": student}
-
 
 def _grade_written_answer(course, student: str, score: float, comment: str) -> None:
     """What the Formgrader's save does: nbgrader's Gradebook API sets the manual score and comment."""
@@ -63,12 +27,6 @@ def _grade_written_answer(course, student: str, score: float, comment: str) -> N
         gb.db.commit()
 
 
-def _fetched_page(loop) -> str:
-    pages = sorted((loop["home"] / ASSIGNMENT / "feedback").glob(f"*/{NOTEBOOK.replace('.ipynb', '.html')}"))
-    assert pages, "fetch_feedback brought no page"
-    return pages[-1].read_text()
-
-
 def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     course, student = loop["course"], loop["student"]
     page = (course / "feedback" / student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
@@ -76,7 +34,7 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     _grade_written_answer(course, student, 1.5, "Right; now say why entropy measures it.")
     released = nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
     nbgrader(loop["home"], "fetch_feedback", ASSIGNMENT, extra_env=loop["env"])
-    fetched = _fetched_page(loop)
+    fetched = fetched_page(loop)
     assert f"{ASSIGNMENT}: 45.5 / 50" in fetched and "awaiting a person" not in fetched
     assert "1.5 / 2" in fetched and "Right; now say why entropy measures it." in fetched
     assert ANSWER in fetched  # the notebook as it ran, from the copy stored at grading: no sandbox run
@@ -90,7 +48,7 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
 
 def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_named(loop):
     """A page without its grading record (written by hand, or by an older version): nothing is released."""
-    from rlhf_course.grading.returned_feedback import record_path
+    from rlhf_course.grading.grading_record import record_path
     from rlhf_course.grading.settings import Course
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
@@ -141,7 +99,7 @@ def test_the_formgraders_generate_feedback_renders_the_courses_page(loop):
 
 
 def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept(loop):
-    from rlhf_course.grading.returned_feedback import record_path
+    from rlhf_course.grading.grading_record import record_path
     from rlhf_course.grading.settings import Course
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
