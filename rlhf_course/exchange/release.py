@@ -5,6 +5,7 @@ assignment's deadline (the gradebook's due date, every student's extension) into
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -89,4 +90,22 @@ class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeRel
             refresh_pages(course, self.coursedir.assignment_id, self.coursedir.student_id or "*", self.log)
         except StalePages as exc:
             self.fail(f"No feedback released: {exc}")
-        super().copy_files()
+        said_right = _FinalPageName()
+        self.log.addFilter(said_right)
+        try:
+            super().copy_files()
+        finally:
+            self.log.removeFilter(said_right)
+
+
+class _FinalPageName(logging.Filter):
+    """nbgrader's release_feedback copies a page to ``<hash>-tmp.html``, moves it to ``<hash>.html`` and then logs
+    the temporary name: the log names the file it leaves in the exchange instead."""
+
+    PREFIX, TEMPORARY = "Feedback released to: ", "-tmp.html"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self.PREFIX) and message.endswith(self.TEMPORARY):
+            record.msg, record.args = message.removesuffix(self.TEMPORARY) + ".html", ()
+        return True
