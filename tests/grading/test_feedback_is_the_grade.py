@@ -56,7 +56,7 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
     outbound = loop["env"]["RLHF_EXCHANGE_ROOT"] + f"/{COURSE_ID}/feedback"
-    before = {p.name: p.stat().st_mtime_ns for p in Path(outbound).iterdir()}
+    before = {p.name: p.stat().st_mtime_ns for p in Path(outbound).glob("*")}
     saved = record.read_bytes()
     record.unlink()
     try:
@@ -67,7 +67,7 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     assert refused.returncode != 0
     assert "No feedback released" in said and "no grading record" in said, said
     assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
-    after = {p.name: p.stat().st_mtime_ns for p in Path(outbound).iterdir()}
+    after = {p.name: p.stat().st_mtime_ns for p in Path(outbound).glob("*")}
     assert after == before
 
 
