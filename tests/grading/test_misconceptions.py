@@ -604,4 +604,4 @@ def test_one_per_assignment_through_the_real_sandbox(course):
     got = {r.assignment: [m.entry for m in r.misconceptions] for r in results if r.student.startswith("sandboxed_")}
     assert got == {a: [n] for a, n in picks.items()}, [(r.assignment, r.state, r.detail) for r in results]
     zh = next(r for r in results if r.assignment == "grpo_zh")
-    assert "看起来像：" + CATALOGUES["grpo"].MISCONCEPTIONS["grpo_eps_hard_coded"].name[CHINESE] in page_text(course, zh)
+    assert "可能的误解：" + CATALOGUES["grpo"].MISCONCEPTIONS["grpo_eps_hard_coded"].name[CHINESE] in page_text(course, zh)
