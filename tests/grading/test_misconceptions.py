@@ -546,13 +546,12 @@ def test_named_misconceptions_travel_as_a_dask_result_does(graded):
 # ----------------------------------------------------------------------------- the feedback page
 
 
-def test_the_lines_stand_under_the_scores_table(graded, course):
+def test_the_lines_stand_in_the_summary_above_the_scores_table(graded, course):
     result = graded[("rlhf", "catalogued_1")]
     text = page_text(course, result)
-    last_test_row = max(text.index(gid) for gid in result.cells)
-    written = text.index("Written answers, graded by a person")  # the written answers' scores come after
+    outcome, table = text.index("Outcome:"), text.index("Tests: ")  # the summary is between them
     lines = misconceptions.misconception_lines(result)
-    assert len(lines) == 3 and all(last_test_row < text.index(line) < written for line in lines)
+    assert len(lines) == 3 and all(outcome < text.index(line) < table for line in lines)
     bare = copy.deepcopy(result)
     bare.misconceptions = []
     assert {**scores(result), "misconceptions": []} == scores(bare)  # nothing else changes
