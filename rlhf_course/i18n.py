@@ -383,6 +383,8 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
+    "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
 }
 TABLES = {CHINESE: ZH}
 

@@ -130,6 +130,11 @@ class Watch:
     def wall(self) -> float:
         return time.monotonic() - self.began
 
+    @property
+    def waiting_for_cpu(self) -> float:
+        """Seconds the kernel was runnable but not running: what a busy machine costs it."""
+        return max(0.0, self.wall - self.cpu - self.blocked)
+
     def sample(self) -> None:
         now = time.monotonic()
         if self.pid:
@@ -242,7 +247,7 @@ class PatientExecute(Execute):
                 self.stopped[cell_index] = reason
                 await ensure_async(self.km.interrupt_kernel())
             elif watch.wall > next_notice:
-                busy = watch.cpu < watch.wall / 2  # the cell waits for a CPU more than it computes
+                busy = watch.waiting_for_cpu > watch.cpu  # the cell waits for a CPU more than it computes
                 self._notify(STILL_RUNNING if busy else STILL_COMPUTING, cell=cell_index + 1, wall=watch.wall,
                              cpu=watch.cpu)
                 next_notice += self.notice_seconds
