@@ -65,6 +65,8 @@ from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
 IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
+SERVER_START_SECONDS = 900  # a user's server's start and its first answer, on a busy machine
+KERNEL_INFO_SECONDS = 900  # a notebook's kernel's start (jupyter_server's kernel_info_timeout: 60 s by default)
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
@@ -130,11 +132,17 @@ def check_checkout_private(repo: Path, make_private: bool = False) -> None:
 
 
 # Every user's nbgrader (Validate; the instructor's Formgrader too).  nbgrader's kernels' sockets; and
-# Validate waits for a busy kernel: after a cell's reply, nbclient waits `iopub_timeout` seconds (4 by
-# default) for the rest of its output and fails the cell ("Timeout waiting for IOPub output") when it is late,
-# as it is on a machine a whole class loads (the set-up cell's `import torch`: issue #37).  The output always
-# comes (the kernel has replied): wait as long as a cell may run.
-VALIDATE_SECONDS = 120  # a cell's run, and the wait for its output after its reply
+# Validate waits for a busy machine.  The Validate button (the course's server extension,
+# rlhf_course/classroom/validate_extension.py) limits a cell by the kernel's own CPU-seconds and by the time it
+# is blocked on something other than a CPU, never by wall-clock time: on a machine a whole class loads, a
+# correct cell may wait minutes for a CPU (rlhf_course/classroom/patient_validate.py).  nbgrader's own Execute
+# (`nbgrader validate` in a terminal, the Formgrader) keeps wall-clock limits: after a cell's reply, nbclient
+# waits `iopub_timeout` seconds (4 by default) for the rest of its output and fails the cell ("Timeout waiting
+# for IOPub output") when it is late, as it is when a class loads the machine (the set-up cell's
+# `import torch`): the output always comes (the kernel has replied), so it waits as long as a cell may run.
+VALIDATE_SECONDS = 120  # nbgrader's Execute: a cell's run, and the wait for its output after its reply
+VALIDATE_CPU_SECONDS = 120  # the course's Validate: CPU-seconds one cell may compute (an endless loop: stopped)
+VALIDATE_BLOCKED_SECONDS = 600  # ... and seconds it may wait for neither a CPU nor its own computing (input())
 EVERYONE_NBGRADER_CONFIG = f"""\
 from rlhf_course.classroom.private_kernels import ipc_prefix
 c = get_config()
@@ -142,6 +150,8 @@ c.KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets
 c.Execute.timeout = {VALIDATE_SECONDS}
 c.Execute.iopub_timeout = {VALIDATE_SECONDS}
 c.Execute.startup_timeout = {VALIDATE_SECONDS}  # a kernel's start, on the same busy machine
+c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}
+c.PatientExecute.blocked_seconds = {VALIDATE_BLOCKED_SECONDS}
 """
 
 
@@ -262,10 +272,13 @@ class Classroom:
             f"exchange.configure(get_config(), {str(self.exchange)!r}, {self.course_id!r})\n")
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
         server_app = {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}
+        # a kernel that imports torch while the class does may take minutes to answer: jupyter_server's default
+        # (60 s) then tells JupyterLab the kernel never became alive
+        kernels = {"kernel_info_timeout": KERNEL_INFO_SECONDS}
         if self.warm_kernels:  # a kernel with the notebook's imports done, waiting for the first notebook
             server_app["kernel_manager_class"] = "rlhf_course.classroom.warm_kernels.WarmKernelManager"
-        (self.student_config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": server_app},
-                                                                                  indent=1))
+        (self.student_config / "jupyter_server_config.json").write_text(json.dumps(
+            {"ServerApp": server_app, "MappingKernelManager": kernels}, indent=1))
         subprocess.run(["chmod", "-R", "go+rX", str(self.base / "jupyter")], check=True)
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
@@ -360,8 +373,10 @@ for trait, value in {self.limits!r}.items():
     setattr(c.ClassroomSpawner, trait, value)
 c.Spawner.default_url = "/lab"
 c.Spawner.env_keep = []
-c.Spawner.start_timeout = 120
-c.Spawner.http_timeout = 120
+# A server's start on a machine a class loads may take minutes (30 at once: bench/RESULTS.md); the page says
+# meanwhile that the server is starting (JupyterHub's spawn-pending page): wait rather than fail.
+c.Spawner.start_timeout = {SERVER_START_SECONDS}
+c.Spawner.http_timeout = {SERVER_START_SECONDS}
 
 
 def per_user(spawner):
