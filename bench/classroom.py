@@ -270,6 +270,19 @@ class Hub:
             time.sleep(0.5)
         return json.loads((self.base / "hub" / "accounts.json").read_text())
 
+    def wait_prestarted(self, timeout: float = 1800) -> dict:
+        """Wait for make hub's background start of every server (HUB_CLASS lab or burst), then for its processes
+        to be quiet; what it said and the seconds from the hub's ready to its end."""
+        began = time.time()
+        while not (self.base / "hub" / "prestarted").exists():
+            if self.process.poll() is not None or time.time() - began > timeout:
+                raise RuntimeError("make hub's background start of the servers did not end")
+            time.sleep(1)
+        said = (self.base / "hub" / "prestarted").read_text().strip()
+        accounts = json.loads((self.base / "hub" / "accounts.json").read_text())
+        settled = wait_until_quiet(accounts["students"])
+        return {"said": said.splitlines()[-2:], "seconds_after_ready": time.time() - began, "settled_after_s": settled}
+
     def stop(self, keep_logs: Path | None = None) -> None:
         """Stop it; with ``keep_logs``, the hub's and make hub's logs are copied there first (`<name>.jupyterhub.log`,
         `<name>.make-hub.log`: the classroom removes its folder, and a failed spawn's reason is in the hub's log)."""
@@ -867,6 +880,11 @@ def main() -> int:
                         "(default: its own, the CPUs)")
     parser.add_argument("--warm-kernels", action="store_true", help="make hub HUB_WARM_KERNELS=1: each student's "
                         "server keeps a kernel with the notebook's imports done for the first notebook")
+    parser.add_argument("--hub-class", choices=("lab", "burst", "off"), default="off",
+                        help="make hub's HUB_CLASS: lab or burst, the hub as make hub starts it by default (warm kernels, "
+                             "every server started in the background as the hub starts, for a lab the training boost): "
+                             "the run waits for those servers before the class; off (default): only what the options "
+                             "here ask for")
     parser.add_argument("--json", type=Path, help="write the figures there too (and the hub's logs beside it: "
                                                       "RUN.jupyterhub.log, RUN.make-hub.log)")
     args = parser.parse_args()
@@ -883,7 +901,7 @@ def main() -> int:
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
     _lock = one_class_at_a_time()  # held until this process ends
-    make_variables = (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
+    make_variables = (f"HUB_CLASS={args.hub_class}",) + (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
         ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ()) + \
         ((f"HUB_TRAINING_BOOST={args.training_boost}",) if args.training_boost is not None else ()) + \
         ((f"HUB_TRAINING_BOOST_CPUS={args.training_boost_cpus}",) if args.training_boost_cpus is not None else ())
@@ -897,7 +915,10 @@ def main() -> int:
     neighbours = []
     try:
         accounts = hub.wait_ready()
-        print(f"make hub ready; {len(students)} students ({args.scenario})", flush=True)
+        print(f"make hub ready; {len(students)} students ({args.scenario}, HUB_CLASS={args.hub_class})", flush=True)
+        if args.hub_class != "off":
+            results["background_prestart"] = hub.wait_prestarted()
+            print(f"the hub's background start of every server: {results['background_prestart']['said']}", flush=True)
         course_id = course_id_of(accounts)
         instructor(accounts, "release_assignment", ASSIGNMENT)
         answers = reference_answers()
