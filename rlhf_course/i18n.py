@@ -385,6 +385,8 @@ ZH = {
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
+    "The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is wrong with your notebook.":
+        "内核仍在启动：全班正在使用这台机器。内核就绪后你的单元格就会运行；你的笔记本没有问题。",
 }
 TABLES = {CHINESE: ZH}
 

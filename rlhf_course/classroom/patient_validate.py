@@ -11,8 +11,8 @@ kernel's process tree, every ``poll_seconds``:
 
 * ``cpu_seconds``: CPU time one cell may use (all its processes and threads).  An endless loop computes,
   so it reaches this limit however busy the machine is, and is stopped with a message that says so;
-* ``blocked_seconds``: wall time one cell may spend with no thread of the kernel running or waiting for a
-  CPU (state ``R``): a cell that sleeps or waits for input forever.  Waiting for a CPU (a busy machine, the
+* ``blocked_seconds``: wall time one cell may spend with no process of the kernel's running or waiting for a
+  CPU (its main thread in state ``R``): a cell that sleeps or waits for input forever.  Waiting for a CPU (a busy machine, the
   user's cgroup quota) is never counted, so a busy machine never stops a cell;
 * every ``notice_seconds`` of a cell's (or the kernel start's) wall time, a notice that it is still waiting,
   handed to ``on_wait`` (the server's Validate shows it in the student's JupyterLab) and logged.
@@ -64,7 +64,7 @@ KERNEL_DIED = "Validate stopped: the kernel died while starting."
 @dataclass(frozen=True)
 class Usage:
     """A sample of a process tree: CPU time in seconds (all processes, threads and reaped children) and
-    whether any of its threads runs or waits for a CPU (state R)."""
+    whether the main thread of any of its processes runs or waits for a CPU (state R)."""
     cpu_seconds: float
     runnable: bool
 
@@ -102,16 +102,16 @@ def _stat_fields(path: str) -> list[str] | None:
 
 
 def tree_usage(pid: int) -> Usage:
-    """:class:`Usage` of process ``pid`` and its descendants, now."""
+    """:class:`Usage` of process ``pid`` and its descendants, now.  Runnable: the main thread of one of them is
+    (the thread a cell runs in; a kernel's other threads wake now and then for its messages, and on a busy
+    machine each wake-up waits for a CPU too, which says nothing of the cell)."""
     ticks, runnable = 0, False
     for member in [pid, *_children(pid)]:
         fields = _stat_fields(f"/proc/{member}/stat")
         if fields is None:
             continue
         ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-        for task in _listdir(f"/proc/{member}/task"):
-            task_fields = _stat_fields(f"/proc/{member}/task/{task}/stat")
-            runnable = runnable or (task_fields is not None and task_fields[0] == "R")
+        runnable = runnable or fields[0] == "R"
     return Usage(ticks / CLOCK_TICKS, runnable)
 
 
@@ -247,7 +247,7 @@ class PatientExecute(Execute):
                 self.stopped[cell_index] = reason
                 await ensure_async(self.km.interrupt_kernel())
             elif watch.wall > next_notice:
-                busy = watch.waiting_for_cpu > watch.cpu  # the cell waits for a CPU more than it computes
+                busy = watch.waiting_for_cpu > watch.wall / 2  # most of the cell's time went waiting for a CPU
                 self._notify(STILL_RUNNING if busy else STILL_COMPUTING, cell=cell_index + 1, wall=watch.wall,
                              cpu=watch.cpu)
                 next_notice += self.notice_seconds

@@ -8,7 +8,8 @@ This handler answers the same request, in the same JSON, with :class:`PatientVal
 own CPU-seconds, rlhf_course/classroom/patient_validate.py), in a thread, one Validate of the server at a time
 (nbgrader's Validator sets process-wide variables while it runs).  While it waits,
 ``GET /rlhf-course/validate-status`` says so in both languages ({"busy": true, "text": {"en": ..., "zh-CN": ...}});
-the course's labextension shows that text beside the Validate button and the Assignment List.
+the course's labextension shows that text beside the Validate button and the Assignment List's.  ``GET
+/rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
 
 The route is put ahead of every other rule, whichever extension loaded first (as formgrader_pages does).
 """
@@ -30,6 +31,9 @@ from rlhf_course.classroom.patient_validate import PatientValidator
 from rlhf_course.i18n import CHINESE, ENGLISH, t
 
 WAITING_FOR_ANOTHER = "Validate is waiting for your other Validate to finish."
+KERNEL_STARTING = ("The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is "
+                   "wrong with your notebook.")
+MESSAGES = {"kernel_starting": KERNEL_STARTING}  # what the course's labextension shows, by its key
 STARTING = "Validate is starting a kernel for {notebook}."
 
 
@@ -109,6 +113,18 @@ def _status_handler():
     return StatusHandler
 
 
+def _messages_handler():
+    from jupyter_server.base.handlers import APIHandler
+
+    class MessagesHandler(APIHandler):
+        @web.authenticated
+        def get(self):
+            self.finish(json.dumps({key: {language: t(english, language) for language in (ENGLISH, CHINESE)}
+                                    for key, english in MESSAGES.items()}))
+
+    return MessagesHandler
+
+
 def _jupyter_server_extension_points():
     return [{"module": "rlhf_course.classroom.validate_extension"}]
 
@@ -125,5 +141,6 @@ def _load_jupyter_server_extension(serverapp):
     webapp.settings.setdefault("root_dir", serverapp.root_dir)  # nbgrader's handler reads it
     webapp.default_router.rules.insert(0, Rule(HostMatches(".*$"), _ApplicationRouter(webapp, [
         (url_path_join(base, r"/assignments/validate"), PatientValidateHandler),
-        (url_path_join(base, r"/rlhf-course/validate-status"), _status_handler())])))
+        (url_path_join(base, r"/rlhf-course/validate-status"), _status_handler()),
+        (url_path_join(base, r"/rlhf-course/messages"), _messages_handler())])))
     serverapp.log.info("rlhf_course: Validate waits for a busy machine (limits in the kernel's CPU-seconds)")

@@ -112,3 +112,6 @@ def test_validate_answers_nbgrader_json_and_says_meanwhile_that_it_runs(server):
     assert said[0]["text"][CHINESE].startswith(ZH[patient_validate.STILL_COMPUTING].split("{")[0]), said[0]
     assert max(latencies) < 5, latencies  # the server answers while a Validate runs
     assert not request(f"{url}/rlhf-course/validate-status")["busy"]
+    from rlhf_course.classroom.validate_extension import KERNEL_STARTING
+    said = request(f"{url}/rlhf-course/messages")["kernel_starting"]  # what the labextension shows
+    assert said == {"en": KERNEL_STARTING, CHINESE: ZH[KERNEL_STARTING]}
