@@ -383,6 +383,9 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
+        "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
+    "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
     "The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is wrong with your notebook.":
