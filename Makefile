@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 OUT ?= outputs
 
 .PHONY: demo test grade release editions lab lab-instructor hub clean
@@ -20,14 +20,15 @@ $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json $(LABE
 	cp -r $(LABEXTENSION) $(VENV)/share/jupyter/labextensions/
 	touch $@
 
-## The main job: build the student release, grade the example class, print a summary,
+## The main job: grade the example class in a copy of the course's inputs ($(OUT)/example_class: its own release,
+## gradebook and exchange; this course's students, gradebook and grades are never touched), print a summary,
 ## then train the tiny LM with RLHF on the reference solution, PPO and DPO, then GRPO (figures in $(OUT)/demo),
-## and end with the example class's report for the instructor (class_report/rlhf.html: its path is printed).
+## and end with the example class's report for the instructor (its path is printed).
 demo: $(STAMP)
-	$(PY) -m rlhf_course.grading examples
+	$(PY) -m rlhf_course.grading examples --into=$(OUT)/example_class
 	$(PY) -m rlhf_course.lab.ppo_dpo source/rlhf/rlhf_building_blocks.ipynb --out $(OUT)/demo
 	$(PY) -m rlhf_course.lab.grpo source/grpo/grpo.ipynb --out $(OUT)/demo
-	$(PY) -m rlhf_course.grading report rlhf
+	$(PY) -m rlhf_course.grading report rlhf --course-root=$(OUT)/example_class
 
 ## The whole test suite, one test file per worker process at a time (TEST_WORKERS=0: all in this process;
 ## files share no state: sandbox slots, ports and accounts are claimed per run).
@@ -50,17 +51,24 @@ release: $(STAMP)
 editions: $(STAMP)
 	$(PY) -m rlhf_course.grading editions status
 
-## JupyterLab on the student release, as a student sees it: nbgrader's student plugins only, no news
-## prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).  torch's
-## threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE): a spinning one takes the CPU its partner needs; the
-## lab trains its SFT policy and reward model once (.cache/lab: rlhf_course/lab/shared_stages.py).
+## JupyterLab for a student, on student/ (git-ignored): the course's assignments are released into its own exchange
+## first (exchange/; what is already there stays), then Nbgrader > Assignment List > Fetch writes each assignment into
+## student/ and Submit sends what was saved there (jupyter/student/nbgrader_config.py).  nbgrader's student plugins
+## only, no news prompt (jupyter/student/labconfig, added to this server's config path; nothing global changes).
+## torch's threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE): a spinning one takes the CPU its partner needs;
+## the lab trains its SFT policy and reward model once (.cache/lab: rlhf_course/lab/shared_stages.py).
+## As root too (--allow-root when uid 0).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	OMP_WAIT_POLICY=PASSIVE RLHF_LAB_CACHE=$(CURDIR)/.cache/lab JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
-	  $(VENV)/bin/jupyter lab --notebook-dir=release
+	$(PY) -m rlhf_course.grading lab-release
+	mkdir -p student
+	cd student && OMP_WAIT_POLICY=PASSIVE RLHF_LAB_CACHE=$(CURDIR)/.cache/lab \
+	  JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter/student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+	  $(abspath $(VENV))/bin/jupyter lab --notebook-dir=. $(ALLOW_ROOT)
 
 ## JupyterLab on the course root for instructors (hidden checks importable, formgrader available).
 lab-instructor: $(STAMP)
-	PYTHONPATH=$(CURDIR)/instructor:$(CURDIR) $(VENV)/bin/jupyter lab
+	PYTHONPATH=$(CURDIR)/instructor:$(CURDIR) $(VENV)/bin/jupyter lab $(ALLOW_ROOT)
 
 ## A local classroom on this machine for trying the course (root: it creates Unix accounts): JupyterHub 6
 ## on http://127.0.0.1:$(HUB_PORT), an instructor and students (HUB_STUDENTS) with a random password each,

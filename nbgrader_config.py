@@ -22,8 +22,7 @@ c.CourseDirectory.root = str(COURSE_ROOT)
 # The exchange: course-local by default (works on one machine without editing); a JupyterHub
 # server sets RLHF_EXCHANGE_ROOT (e.g. /srv/nbgrader/exchange) here and in the students'
 # system-wide config.  Submissions are private to their student and the instructors' group.
-exchange.configure(c, os.environ.get("RLHF_EXCHANGE_ROOT", str(COURSE_ROOT / "exchange")),
-                   os.environ.get("RLHF_COURSE_ID", "rlhf-course"))
+exchange.configure_from_environment(c, COURSE_ROOT)
 
 # Due date and late policy, in one place: `make release` records the due date in the gradebook;
 # autograde (stock or ours) applies the penalty, and `nbgrader export` shows it per student.
@@ -94,3 +93,8 @@ c.HTMLExporter.extra_template_basedirs = [
     str(COURSE_ROOT / "jupyter" / "formgrader"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
+
+# One feedback page: `nbgrader generate_feedback` and the Formgrader's *Generate Feedback* write the course's page
+# (from the grading record `make grade` keeps, with the gradebook's current grades), never stock nbgrader's; and
+# release_feedback rewrites any page a person's grade changed since (rlhf_course/grading/returned_feedback.py).
+c.GenerateFeedback.exporter_class = "rlhf_course.grading.returned_feedback.CourseFeedbackExporter"

@@ -19,8 +19,9 @@ def _cell(body: str) -> str:
 {body}'''
 
 
-_SCALED_VALUES = {"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt",
-                  "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"}
+# The population std changes every scaled advantage's value, which the value checks judge, and nothing else: the
+# checks of centring, eps's place, groups with no spread and the dtype accept either std.
+_SCALED_VALUES = {"grpo_visible_tests", "grpo_values", "grpo_bessel_std"}
 
 WRONG_ANSWERS: list[WrongAnswer] = [
     WrongAnswer("grpo_population_std", GRPO_CELL, _cell(
@@ -47,20 +48,19 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    if not scale_by_std:\n        return centred\n"
         "    return centred / (rewards.std() + eps)\n"),
         frozenset({"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt", "grpo_unscaled",
-                   "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"})),
+                   "grpo_per_group_mean", "grpo_degenerate_groups"})),
     WrongAnswer("grpo_leave_one_out", GRPO_CELL, _cell(
         "    group = rewards.shape[1]\n    if group < 2:\n        return torch.zeros_like(rewards)\n"
         "    others = (rewards.sum(dim=1, keepdim=True) - rewards) / (group - 1)  # RLOO's baseline\n"
         "    centred = rewards - others\n"
         "    if not scale_by_std:\n        return centred\n"
         "    return centred / (rewards.std(dim=1, keepdim=True) + eps)\n"),
-        frozenset({"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt", "grpo_unscaled",
-                   "grpo_per_group_mean", "grpo_degenerate_groups", "grpo_dtype_and_float64"})),
+        frozenset({"grpo_visible_tests", "grpo_values", "grpo_bessel_std", "grpo_eps_outside_sqrt", "grpo_unscaled"})),
     WrongAnswer("grpo_scales_when_told_not_to", GRPO_CELL, _cell(
         "    if rewards.shape[1] < 2:\n        return torch.zeros_like(rewards)\n"
         "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
         "    return centred / (rewards.std(dim=1, keepdim=True) + eps)  # scale_by_std ignored\n"),
-        frozenset({"grpo_visible_tests", "grpo_unscaled", "grpo_per_group_mean", "grpo_dtype_and_float64"})),
+        frozenset({"grpo_visible_tests", "grpo_unscaled"})),
     WrongAnswer("grpo_nan_for_one_response", GRPO_CELL, _cell(
         "    centred = rewards - rewards.mean(dim=1, keepdim=True)\n"
         "    if not scale_by_std:\n        return centred\n"
@@ -75,9 +75,8 @@ WRONG_ANSWERS: list[WrongAnswer] = [
 ]
 WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
 
-# What each wrong answer gets wrong, for the student's feedback (rlhf_course/grading/misconceptions.py).  Two pairs
-# lose the same cells (eps inside the root / eps ignored; the batch's mean / leave-one-out): the checks' details
-# tell each pair apart.
+# What each wrong answer gets wrong, for the student's feedback (rlhf_course/grading/misconceptions.py).  One pair
+# loses the same cell (eps inside the root / eps ignored): the check's details tell them apart.
 _BASELINE = {"en": "Why a group baseline needs no value head", "zh-CN": "为什么组基线不需要价值头"}
 _SCALING = {"en": "Dividing by the group's spread, and where $\\epsilon$ sits", "zh-CN": "除以组内的离散度，以及 $\\epsilon$ 加在哪里"}
 _CONTRACT = {"en": "Your task: `group_relative_advantages`", "zh-CN": "你的任务：`group_relative_advantages`"}

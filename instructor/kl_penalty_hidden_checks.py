@@ -94,14 +94,18 @@ def _close_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
 
 def _gradient_cases() -> list[Case]:
     gen = generator(404)
-    return [Case((_log_probs(gen, 2, 6), _log_probs(gen, 2, 6)), grad_wrt=(0,), note=say("shape {shape}", shape=(2, 6))),
-            Case((_log_probs(gen, 5), _log_probs(gen, 5)), grad_wrt=(0,), note=say("shape {shape}", shape=(5,)))]
+    return [Case((_log_probs(gen, 2, 6), _log_probs(gen, 2, 6)), grad_wrt=(0,), note=say("float64, shape {shape}", shape=(2, 6))),
+            Case((_log_probs(gen, 5), _log_probs(gen, 5)), grad_wrt=(0,), note=say("float64, shape {shape}", shape=(5,))),
+            Case((_log_probs(gen, 7).float(), _log_probs(gen, 7).float()), grad_wrt=(0,),
+                 note=say("float32, shape {shape}", shape=(7,)))]
 
 
 def _gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     log_p, ref_log_p = case.args
     if tuple(obs.value.shape) != tuple(log_p.shape):
         return say("k3 has shape {shape}, expected one value per token {expected}", shape=tuple(obs.value.shape), expected=tuple(log_p.shape))
+    if obs.value.dtype != log_p.dtype:
+        return say("k3 has dtype {dtype}; the contract keeps the log-probs' dtype {expected}", dtype=obs.value.dtype, expected=log_p.dtype)
     # d k3 / d log_p = (e^d - 1) * d(d)/d(log_p) = 1 - r
     return gradients(case, obs, {0: 1.0 - torch.exp(ref_log_p - log_p)}, KL_ARGS)
 
@@ -129,7 +133,7 @@ _ALL = [
           "k3 stays accurate in float32 when the log-probs are close (use torch.expm1, not exp(d) - 1)",
           _close_cases, _close_judge),
     Check("kl_gradient_and_shape", _K3,
-          "one value per token, with gradient 1 - r with respect to log_p",
+          "one value per token, in the log-probs' dtype, with gradient 1 - r with respect to log_p",
           _gradient_cases, _gradient_judge),
     Check("kl_inputs_unmodified", _K3, "kl_estimator_k3 must not modify its inputs",
           _unmodified_cases, _unmodified_judge),

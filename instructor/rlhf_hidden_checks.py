@@ -210,11 +210,10 @@ def _ppo_float64_cases() -> list[Case]:
 
 
 def _ppo_float64_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
+    """The dtype only: the objective's value is what the other PPO checks judge."""
     if obs.value.dtype != torch.float64:
         return say("float64 inputs gave a {dtype} result", dtype=obs.value.dtype)
-    ratio, advantage, eps = case.args
-    return compare(obs.value, ppo_reference(ratio, advantage, eps).mean(),
-                    rtol=1e-12, atol=1e-12, what="objective")
+    return None
 
 
 # --------------------------------------------------------------------------------------

@@ -216,6 +216,11 @@ ZH = {
     "comment": "评语",
     "graded": "已评分",
     "awaiting a person": "等待老师评分",
+    "not answered": "未作答",
+    "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
+    "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
+    "your notebook's run:": "你的笔记本运行时的输出：",
+    "{grader}: {verdict} ({score:g} / {points:g})": "{grader}：{verdict}（{score:g} / {points:g}）",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
         "此处未显示笔记本：{reason}。老师可在 Formgrader 中查看。",
     "rendering was stopped after {seconds:.1f} s": "渲染超过 {seconds:.1f} 秒，已被终止",
@@ -249,7 +254,7 @@ ZH = {
     "the feedback copy of the notebook could not be run to the end ({error})": "反馈用的笔记本副本没能运行到底（{error}）",
     "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
     # the named misconception under the feedback page's scores (rlhf_course/grading/misconceptions.py)
-    "This looks like: {name} - {explanation} (see {section})": "看起来像：{name}——{explanation}（请重读“{section}”一节）",
+    "This looks like: {name} - {explanation} (see {section})": "可能的误解：{name}。{explanation}（请重读“{section}”一节）",
     # the PPO/DPO lab's summary (rlhf_course/lab/ppo_dpo.py): labels only, the numbers stay as they are
     "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
     "sft": "SFT",
@@ -273,8 +278,21 @@ ZH = {
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
     # the instructor's class report (rlhf_course/grading/class_report.py, templates/class_report/)
     "Class report: {assignment}": "班级报告：{assignment}",
-    "Editions: {editions}. Due {due}. {n} student(s) submitted. Written {written} from the gradebook.":
-        "版本：{editions}。截止时间 {due}。{n} 名学生已提交。本报告于 {written} 根据成绩簿生成。",
+    "Editions: {editions}. Due {due}. Written {written} from the gradebook.":
+        "版本：{editions}。截止时间 {due}。本报告于 {written} 根据成绩簿生成。",
+    "{submitted} of {roster} submitted; missing: {missing}.": "名单上 {roster} 名学生中 {submitted} 名已提交；未提交：{missing}。",
+    "{submitted} of {roster} submitted.": "名单上 {roster} 名学生中 {submitted} 名已提交。",
+    "Lowest scores first": "低分在前", "Students by score, lowest first": "学生按成绩排列（低分在前）",
+    "Who to see first: the score after the late penalty, lowest first. Each student id opens their submission in the "
+    "Formgrader.": "先找谁：按扣除迟交罚分后的成绩排列，低分在前。点击学生编号，即可在 Formgrader 中打开其提交。",
+    "In id order.": "按学生编号排列。",
+    "(r < -2/sqrt(n), two standard errors below 0: here r < {threshold} for {n} submissions; better students fail it "
+    "more often, usually a broken test or an unclear instruction). In red: look at the test.":
+        "（r < -2/sqrt(n)，即比 0 低两个标准误；本次共 {n} 份提交，阈值为 r < {threshold}。成绩越好的学生越常未通过，"
+        "通常是测试有误或说明不清。）红色：需要检查该测试。",
+    ": in grey, for the record.": "：灰色，仅供参考。",
+    "Too few submissions to flag: {n}, flags need {min}.": "提交太少，不作标记：{n} 份，至少需要 {min} 份。",
+    "Hidden tests (red: to look at; grey: everybody passes)": "隐藏测试（红色：需要检查；灰色：全部通过）",
     "Scores": "成绩", "Manual grading": "人工评分", "Hidden tests": "隐藏测试", "Misconceptions": "误解",
     "Lateness": "迟交", "Students": "学生", "Score distribution": "成绩分布",
     "The score after the late penalty, of {points} points (autograded tests and written answers).":
@@ -295,9 +313,7 @@ ZH = {
         "通过：得到满分。区分度是通过该测试（1/0）与学生其余得分（扣除迟交罚分前的原始分减去本测试的得分）之间的"
         "点二列相关系数 r，按所有计入的提交计算；提交少于 {min} 份、或所有人都通过或都未通过时不计算。",
     "Flags:": "标记：", "nobody passes": "无人通过", "everybody passes": "全部通过", "negative discrimination": "负区分度",
-    "(r < {threshold}: better students fail it more often, usually a broken test or an unclear instruction).":
-        "（r < {threshold}：成绩越好的学生越常未通过，通常是测试有误或说明不清）。",
-    "Hidden tests (red: flagged)": "隐藏测试（红色：有标记）", "pass rate": "通过率",
+    "pass rate": "通过率",
     "discrimination (point-biserial r)": "区分度（点二列相关 r）", "undefined": "无定义",
     "mean score": "平均得分", "discrimination r": "区分度 r", "flags": "标记",
     "Misconceptions named": "识别出的误解", "misconception": "误解", "function": "函数", "who": "学生",
@@ -361,14 +377,35 @@ ZH = {
     "late by {late}: the late penalty applies": "迟交 {late}，将扣除迟交罚分",
     "Submitted {assignment} at {when}: {verdict} ({deadline}).": "已提交 {assignment}（{when}）：{verdict}（{deadline}）。",
     "submitted {when}": "提交于 {when}",
+    "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
+    "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
+                                 "最后一次提交会被评分。",
     "late by {late} (penalty -{points} points)": "迟交 {late}（扣 {points} 分）",
     "your extension +{hours} h": "你的延期 +{hours} 小时",
     "{parts}: {verdict}": "{parts}：{verdict}",
+    # `make lab` (rlhf_course/exchange/local.py) and the Assignment List before anything is released
+    "Released to the exchange ({where}): {names}.": "已发布到作业交换目录（{where}）：{names}。",
+    "Already in the exchange ({where}): {names}.": "已在作业交换目录中（{where}）：{names}。",
+    "Nothing has been released yet: the Assignment List stays empty until an assignment is released "
+    "(in the course folder: make release, then nbgrader release_assignment NAME).":
+        "还没有发布任何作业：发布作业之前，作业列表（Assignment List）是空的"
+        "（在课程目录中运行 make release，再运行 nbgrader release_assignment 作业名）。",
+    "Your folder: {folder}. Nbgrader > Assignment List > Fetch puts each assignment there; "
+    "Submit sends what you saved there.":
+        "你的作业目录：{folder}。Nbgrader > Assignment List > Fetch 会把每份作业放到这里；"
+        "Submit 提交的就是你在这里保存的内容。",
     "value": "返回值",
     "advantages": "优势",
     "loss": "损失",
     "objective": "目标值",
-    "k3": "k3",
+    "k3": "k3 估计值",
+    # the gradient a check compares (checks.gradients: "d/d" and the argument's name)
+    "d/dratio": "对 `ratio` 的梯度",
+    "d/dlog_p": "对 `log_p` 的梯度",
+    "d/dlog_p_w": "对 `log_p_w` 的梯度",
+    "d/dlog_p_l": "对 `log_p_l` 的梯度",
+    "d/dref_log_p_w": "对 `ref_log_p_w` 的梯度",
+    "d/dref_log_p_l": "对 `ref_log_p_l` 的梯度",
     # Validate on a busy machine (rlhf_course/classroom/patient_validate.py): waits, and real stops
     "The kernel is still starting: the class is busy. Validate is waiting ({wall:.0f} s so far); nothing is wrong with your notebook.":
         "内核仍在启动：全班正在使用这台机器。Validate 正在等待（已等 {wall:.0f} 秒）；你的笔记本没有问题。",

@@ -202,6 +202,7 @@ class TrainingBroker:
             for place, ticket in enumerate(waiting):
                 if place < free:
                     ticket.granted_at = now
+                    self._report_holders()  # the boost before the grant: the training starts with it
                     line = f"granted {self.slots} {self.max_hold:g}"
                 elif ticket.told_ahead != place - free:
                     ticket.told_ahead = place - free

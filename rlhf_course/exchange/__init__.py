@@ -17,14 +17,24 @@ submission once the name leaks.  Here:
 One module per side of the exchange, as nbgrader's own commands: :mod:`release` (the instructor hands out
 assignments and feedback), :mod:`fetch` (a student's commands that only read it: fetch_assignment,
 fetch_feedback, list), :mod:`submit`, :mod:`collect`; :mod:`base` holds the modes and the root every
-class shares.  The late-submission policy belongs to grading (:mod:`rlhf_course.grading.late_penalty`).
+class shares; :mod:`local` is `make lab`'s exchange on one machine.  The late-submission policy belongs to grading
+(:mod:`rlhf_course.grading.late_penalty`).
 """
+import os
+from pathlib import Path
+
+LOCAL_FOLDER = "exchange"  # a course's own exchange, in its folder, unless RLHF_EXCHANGE_ROOT names another
+DEFAULT_COURSE_ID = "rlhf-course"
 
 
 def configure(c, exchange_root: str, course_id: str) -> None:
     """The exchange settings a course needs, for nbgrader_config.py (instructor) and for the
     system-wide /etc/jupyter/nbgrader_config.py of a JupyterHub (students).  Imports nothing:
     nbgrader imports each class when its command runs."""
+    # Every app's console handler prints through one rule (base.PrintableRecords): names a student made reach
+    # nbgrader's own messages (an inbound entry's name in `nbgrader list --inbound`).
+    c.Application.logging_config = {"filters": {"printable": {"()": "rlhf_course.exchange.base.PrintableRecords"}},
+                                    "handlers": {"console": {"filters": ["printable"]}}}
     c.Exchange.root = exchange_root
     c.CourseDirectory.course_id = course_id
     c.ExchangeFactory.release_assignment = "rlhf_course.exchange.release.StrictExchangeReleaseAssignment"
@@ -34,3 +44,11 @@ def configure(c, exchange_root: str, course_id: str) -> None:
     c.ExchangeFactory.list = "rlhf_course.exchange.fetch.StrictExchangeList"
     c.ExchangeFactory.submit = "rlhf_course.exchange.submit.StrictExchangeSubmit"
     c.ExchangeFactory.collect = "rlhf_course.exchange.collect.StrictExchangeCollect"
+
+
+def configure_from_environment(c, course_root) -> None:
+    """:func:`configure` with the exchange ``RLHF_EXCHANGE_ROOT`` names (a JupyterHub's, e.g.
+    /srv/nbgrader/exchange), else the course's own ``exchange/`` folder, and the course id ``RLHF_COURSE_ID`` or
+    rlhf-course: the course's nbgrader_config.py and `make lab`'s (jupyter/student/nbgrader_config.py) alike."""
+    configure(c, os.environ.get("RLHF_EXCHANGE_ROOT", str(Path(course_root) / LOCAL_FOLDER)),
+              os.environ.get("RLHF_COURSE_ID", DEFAULT_COURSE_ID))

@@ -20,7 +20,7 @@ from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.utils import check_mode, parse_utc
 from traitlets import Float, Integer, Unicode
 
-from rlhf_course.exchange.base import TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, TraversableRoot
 from rlhf_course.grading import spreadsheet
 
 
@@ -80,7 +80,7 @@ class _Walk:
     ctime_ns: int = 0
 
 
-class StrictExchangeCollect(TraversableRoot, ExchangeCollect):
+class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
     """Collects what the kernel vouches for, never what an entry claims.
 
     Stock collect takes the student from the entry's name (an entry another student made is only

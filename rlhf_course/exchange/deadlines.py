@@ -4,12 +4,20 @@ exchange).  The gradebook stays the only authority: grading never reads these fi
 
     <root>/<course>/deadlines/                    0755: anyone may read the due dates
     <root>/<course>/deadlines/<assignment>.json   0644: {"assignment", "due": "2026-12-18 23:59:00 UTC" or null,
-                                                          "language": the edition's ("en", "zh-CN")}
+                                                          "language": the edition's ("en", "zh-CN"),
+                                                          "edition_of": the assignment it is an edition of
+                                                          (rlhf for rlhf_zh; itself for rlhf)}
     <root>/<course>/deadlines/extensions/         0711: traversed, never listed (who has an extension is private)
     <root>/<course>/deadlines/extensions/<student>.json
                                                   0600 plus a POSIX ACL entry "user:<student>:r": the instructor
                                                   who wrote it and that one student; {"student", "extensions":
-                                                  {assignment: seconds}}
+                                                  {assignment: seconds}}, padded with spaces
+
+Any account may still ``stat`` a file it cannot read.  So every student of the roster (the gradebook's) has
+a file, with or without an extension, all written together on each publish: the same size (padded to the
+same multiple of 1 KiB), the same mode and ACL shape, the same access and modification times; their change
+times are the publish's, a few milliseconds apart in the roster's order.  Existence, size and times say
+nothing about who has an extension, for how long, or since when.
 
 Why an ACL: on a hub every student is a Unix user of their own, the instructor is another, and no one runs as
 root when an extension is granted.  A file only its owner may read is the instructor's alone; a group would have
@@ -33,12 +41,14 @@ import pwd
 import re
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 
 from rlhf_course import i18n
 
 FOLDER, EXTENSIONS = "deadlines", "extensions"
 FOLDER_MODE, EXTENSIONS_MODE, DUE_MODE, EXTENSION_MODE = 0o755, 0o711, 0o644, 0o600
+EXTENSION_BLOCK = 1024  # every student's extension file is padded to the same multiple of this, bytes
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")  # an assignment or student id that can name a file
 UTC_FORMAT = "%Y-%m-%d %H:%M:%S UTC"
 LANGUAGES = (i18n.ENGLISH, i18n.CHINESE)  # every sentence a student reads here, in both (the lab picks one)
@@ -125,23 +135,26 @@ def _checked(name: str, what: str) -> str:
 
 
 # -- the instructor's side: writing -----------------------------------------------------------------------
-def publish_due_date(root: str, course_id: str, assignment: str, due: dt.datetime | None, language: str) -> str:
-    """Write ``assignment``'s due date (naive UTC, None: none), readable by everyone; the path written."""
+def publish_due_date(root: str, course_id: str, assignment: str, due: dt.datetime | None, language: str,
+                     edition_of: str | None = None) -> str:
+    """Write ``assignment``'s due date (naive UTC, None: none), readable by everyone, with the assignment it is a
+    language edition of (``edition_of``; None: itself); the path written."""
     path = due_path(root, course_id, assignment)
     _folders(root, course_id)
-    _write(path, {"assignment": assignment, "due": due.strftime(UTC_FORMAT) if due else None, "language": language},
-           DUE_MODE)
+    _write(path, {"assignment": assignment, "due": due.strftime(UTC_FORMAT) if due else None, "language": language,
+                  "edition_of": edition_of or assignment}, DUE_MODE)
     return path
 
 
 def publish_extensions(root: str, course_id: str, granted: dict[str, dict[str, dt.timedelta]], log=None) -> list[str]:
-    """Write each student's extensions ({student: {assignment: extension}}), each file readable by its writer and
-    that student only; remove the file of a student who has none left.  Returns the students not published
-    (an id that cannot name a file, no Unix account of that name, no ACLs on this filesystem), each said in
-    ``log``."""
+    """Write the extensions of every student of the roster (``granted``: {student: {assignment: extension}},
+    an empty mapping for a student without one), each file readable by its writer and that student only, all
+    of one size and one set of times (see the module's text); remove the file of anyone not written now.
+    Returns the students not published (an id that cannot name a file, no Unix account of that name, no ACLs
+    on this filesystem), each said in ``log``."""
     _folders(root, course_id)
     extensions = os.path.join(folder(root, course_id), EXTENSIONS)
-    skipped = []
+    skipped, files = [], {}  # files: student -> (its file's JSON, the uid that may read it)
     for student, per_assignment in sorted(granted.items()):
         if not _NAME.fullmatch(student):  # no Unix account has such a name either
             skipped.append(student)
@@ -149,30 +162,33 @@ def publish_extensions(root: str, course_id: str, granted: dict[str, dict[str, d
                 log.warning("%s's extension is not published to the exchange: the id cannot name a file",
                             ascii(student))
             continue
-        path = extension_path(root, course_id, student)
-        per_assignment = {a: e for a, e in per_assignment.items() if e}
-        if not per_assignment:
-            _remove(path)
-            continue
         try:
             uid = pwd.getpwnam(student).pw_uid
-        except KeyError:
+        except KeyError:  # (said only of a student who has an extension: one without loses nothing)
+            if not any(per_assignment.values()):
+                continue
             skipped.append(student)
             if log:
                 log.warning("%s's extension is not published to the exchange: no Unix account of that name "
                             "(it still holds in grading)", ascii(student))
             continue
+        seconds = {a: e.total_seconds() for a, e in sorted(per_assignment.items()) if e}
+        files[student] = (json.dumps({"student": student, "extensions": seconds}, ensure_ascii=False, indent=1), uid)
+    longest = max((len(text.encode()) for text, _ in files.values()), default=0)
+    size = math.ceil(longest / EXTENSION_BLOCK) * EXTENSION_BLOCK
+    moment = time.time_ns()
+    written = set()
+    for student, (text, uid) in files.items():
         try:
-            _write(path, {"student": student,
-                          "extensions": {a: e.total_seconds() for a, e in sorted(per_assignment.items())}},
-                   EXTENSION_MODE, reader_uid=uid)
+            _write(extension_path(root, course_id, student), text, EXTENSION_MODE, reader_uid=uid, size=size,
+                   times_ns=moment)
+            written.add(f"{student}.json")
         except PublishError as exc:
             skipped.append(student)
             if log:
                 log.warning("%s's extension is not published to the exchange: %s", ascii(student), exc)
-    for name in os.listdir(extensions):  # students whose extensions were all withdrawn
-        student = name.removesuffix(".json")
-        if name.endswith(".json") and student not in granted:
+    for name in os.listdir(extensions):  # students no longer on the roster, or not published now
+        if name.endswith(".json") and not name.startswith(".") and name not in written:
             _remove(os.path.join(extensions, name))
     return skipped
 
@@ -188,16 +204,23 @@ def _folders(root: str, course_id: str) -> None:
             os.chmod(path, mode)
 
 
-def _write(path: str, content: dict, mode: int, reader_uid: int | None = None) -> None:
-    """Write ``content`` beside ``path`` with its mode (and ACL) set, then move it into place: a reader sees the
-    old file or the new one, never a file without its permissions."""
+def _write(path: str, content: dict | str, mode: int, reader_uid: int | None = None, size: int = 0,
+           times_ns: int | None = None) -> None:
+    """Write ``content`` (JSON: a value, or its text) beside ``path`` with its mode (and ACL) set, padded with
+    spaces to ``size`` bytes and with access and modification times ``times_ns`` if given, then move it into
+    place: a reader sees the old file or the new one, never a file without its permissions."""
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, indent=1)
+    data = text.encode()
+    data += b" " * max(0, size - len(data))
     fd, temporary = tempfile.mkstemp(prefix=".", suffix=".json", dir=os.path.dirname(path))
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(content, handle, ensure_ascii=False, indent=1)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.chmod(temporary, mode)
         if reader_uid is not None and reader_uid != os.stat(temporary).st_uid:
             readable_by(temporary, reader_uid)
+        if times_ns is not None:
+            os.utime(temporary, ns=(times_ns, times_ns))
         os.replace(temporary, path)
     except BaseException:
         _remove(temporary)
@@ -246,6 +269,27 @@ def read(root: str, course_id: str, assignment: str, student: str) -> Deadline |
     except (OSError, ValueError, PublishError, AttributeError):
         return None
     return Deadline(assignment, due, language, own_extension(root, course_id, assignment, student))
+
+
+def other_editions(root: str, course_id: str, assignment: str) -> list[str]:
+    """The other language editions of ``assignment`` the exchange holds deadlines for (rlhf_zh for rlhf, rlhf for
+    rlhf_zh): a student's latest submission of any of them is the one graded.  Unreadable files count as absent."""
+    editions = {}
+    try:
+        names = sorted(os.listdir(folder(root, course_id)))
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder(root, course_id), name)) as handle:
+                content = json.load(handle)
+            editions[str(content["assignment"])] = str(content.get("edition_of") or content["assignment"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    base = editions.get(assignment, assignment)
+    return sorted(a for a, b in editions.items() if b == base and a != assignment)
 
 
 def own_extension(root: str, course_id: str, assignment: str, student: str) -> dt.timedelta:

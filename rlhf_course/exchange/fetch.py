@@ -5,24 +5,37 @@ with the student's own extension (:mod:`rlhf_course.exchange.deadlines`), and sa
 was on time."""
 from __future__ import annotations
 
+import os
+
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList
 from nbgrader.utils import get_username, parse_utc
 
+from rlhf_course import i18n
 from rlhf_course.exchange import deadlines
-from rlhf_course.exchange.base import TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, TraversableRoot
 
 
-class StrictExchangeFetchAssignment(TraversableRoot, ExchangeFetchAssignment):
+class StrictExchangeFetchAssignment(PrintableNames, TraversableRoot, ExchangeFetchAssignment):
     pass
 
 
-class StrictExchangeFetchFeedback(TraversableRoot, ExchangeFetchFeedback):
+class StrictExchangeFetchFeedback(PrintableNames, TraversableRoot, ExchangeFetchFeedback):
     pass
 
 
-class StrictExchangeList(TraversableRoot, ExchangeList):
+class StrictExchangeList(PrintableNames, TraversableRoot, ExchangeList):
     """Each assignment's info gains ``deadline`` (:meth:`~deadlines.Deadline.as_json`, or None), each
-    submission's ``lateness`` (the sentence the student was told on submit), and ``nbgrader list`` prints them."""
+    submission's ``lateness`` (the sentence the student was told on submit), and ``nbgrader list`` prints them.
+    An exchange not made yet (nothing released) lists nothing and says so, in English and Chinese, rather than
+    failing: the Assignment List then shows the course's sentence, not nbgrader's three errors."""
+
+    def ensure_root(self):
+        if not os.path.exists(self.root):
+            from rlhf_course.exchange.local import NOTHING_RELEASED
+            for language in deadlines.LANGUAGES:
+                self.log.info(i18n.t(NOTHING_RELEASED, language))
+            return
+        super().ensure_root()
 
     def _deadline(self, info: dict) -> deadlines.Deadline | None:
         key = (info["course_id"], info["assignment_id"])
@@ -44,7 +57,7 @@ class StrictExchangeList(TraversableRoot, ExchangeList):
     def format_outbound_assignment(self, info):
         deadline = self._deadline(info)
         line = super().format_outbound_assignment(info)
-        return f"{line} [{deadline.sentence()}]" if deadline else line
+        return f"{line} [{deadline.sentence()}]" if deadline and deadline.due else line  # no "[no due date]"
 
     def format_inbound_assignment(self, info):
         lateness = self._lateness(self._deadline(info), info)

@@ -1,17 +1,33 @@
-"""The instructor's side of nbgrader's release commands: release_assignment keeps the root 0755 and inbound
-sticky and puts the assignment's deadline (the gradebook's due date, every student's extension) into the exchange
+"""The instructor's side of nbgrader's release commands: release_assignment publishes only what `make release`
+generated (:mod:`rlhf_course.grading.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
+root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
+assignment's deadline (the gradebook's due date, every student's extension) into the exchange
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 
 from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeReleaseFeedback
 
-from rlhf_course.exchange.base import ROOT_MODE, TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
 
-class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
+class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment):
+    def init_src(self):
+        super().init_src()
+        from rlhf_course.grading import release_manifest
+        assignment = self.coursedir.assignment_id
+        release_folder = Path(os.path.normpath(self.src_path)).parent
+        source_folder = Path(os.path.normpath(
+            self.coursedir.format_path(self.coursedir.source_directory, ".", assignment))).parent
+        reasons = release_manifest.problems(release_folder, source_folder, assignment, list(self.coursedir.ignore))
+        if reasons:
+            self.fail(f"{assignment} is not released: " + "; ".join(reasons))
+
     def copy_files(self):
+        self.record_due_date()
         super().copy_files()
         from rlhf_course.exchange.deadlines import PublishError
         from rlhf_course.grading.deadlines import publish
@@ -23,6 +39,17 @@ class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
             return
         for line in said:
             self.log.info(line)
+
+    def record_due_date(self) -> None:
+        """The configured due date (c.RlhfCourse.due_dates / due_date) into the gradebook where it has none, as
+        `make release` does: a course released straight from a checkout's committed release/ has its due date too."""
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.grading.deadlines import due_date_for, record_due_date
+        from rlhf_course.grading.settings import Course
+        course = Course.at(Path(self.coursedir.root), self.config)
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
+            record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
 
     def init_dest(self):
         super().init_dest()
@@ -47,5 +74,38 @@ class StrictExchangeReleaseAssignment(ExchangeReleaseAssignment):
                 self.fail(f"The exchange {self.root} is world-writable and cannot be changed.")
 
 
-class StrictExchangeReleaseFeedback(TraversableRoot, ExchangeReleaseFeedback):
-    pass
+class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeReleaseFeedback):
+    """Releases only pages that show the gradebook's current grades: a page whose grades a person changed since
+    `make grade` wrote it is rewritten first, from its grading record (no student code runs), and a page that
+    cannot be shown to be current stops the release, naming the command that rewrites it
+    (:mod:`rlhf_course.grading.returned_feedback`)."""
+
+    def copy_files(self):
+        from pathlib import Path
+
+        from rlhf_course.grading.returned_feedback import StalePages, refresh_pages
+        from rlhf_course.grading.settings import Course
+        course = Course.at(Path(self.coursedir.root), self.config)
+        try:
+            refresh_pages(course, self.coursedir.assignment_id, self.coursedir.student_id or "*", self.log)
+        except StalePages as exc:
+            self.fail(f"No feedback released: {exc}")
+        said_right = _FinalPageName()
+        self.log.addFilter(said_right)
+        try:
+            super().copy_files()
+        finally:
+            self.log.removeFilter(said_right)
+
+
+class _FinalPageName(logging.Filter):
+    """nbgrader's release_feedback copies a page to ``<hash>-tmp.html``, moves it to ``<hash>.html`` and then logs
+    the temporary name: the log names the file it leaves in the exchange instead."""
+
+    PREFIX, TEMPORARY = "Feedback released to: ", "-tmp.html"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self.PREFIX) and message.endswith(self.TEMPORARY):
+            record.msg, record.args = message.removesuffix(self.TEMPORARY) + ".html", ()
+        return True

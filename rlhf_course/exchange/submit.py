@@ -1,5 +1,6 @@
 """nbgrader submit into inbound: each submission its student's and the instructors' group's alone; the student
-is told when it was due and, when it is late, by how much (never refused: the late penalty is grading's)."""
+is told when it was due and, when it is late, by how much (never refused: the late penalty is grading's), and warned
+when it replaces their submission of the assignment's other language edition (only the latest of either is graded)."""
 from __future__ import annotations
 
 import os
@@ -11,10 +12,10 @@ from nbgrader.utils import get_username, parse_utc
 
 from rlhf_course import i18n
 from rlhf_course.exchange import deadlines
-from rlhf_course.exchange.base import SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
+from rlhf_course.exchange.base import PrintableNames, SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
 
 
-class StrictExchangeSubmit(TraversableRoot, ExchangeSubmit):
+class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
     def do_copy(self, src, dest, log=None):
         """nbgrader's copy (ignore patterns, size limits) into a staging folder, then contents
         only into a submission folder created here.  Copying the folder itself would carry the
@@ -32,10 +33,36 @@ class StrictExchangeSubmit(TraversableRoot, ExchangeSubmit):
                     shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
 
     def copy_files(self):
+        self.warn_of_replaced_edition()
         super().copy_files()
         dest = os.path.join(self.inbound_path, self.assignment_filename)
         self.set_perms(dest, fileperms=SUBMISSION_FILE_MODE, dirperms=SUBMISSION_DIR_MODE)
         self.tell_deadline()
+
+    def warn_of_replaced_edition(self) -> str | None:
+        """"This replaces your rlhf submission of ... (and any manual grade on it) ..." when the student's latest
+        submission of another edition of this assignment (rlhf for rlhf_zh) is newer than their latest of this one,
+        from the student's own record of their submissions (nbgrader's submit cache; inbound is not theirs to list),
+        in this edition's language, before this one is copied."""
+        student = self.assignment_filename.split("+", 1)[0]
+        assignment = self.coursedir.assignment_id
+        others = deadlines.other_editions(self.root, self.coursedir.course_id, assignment)
+        if not others:
+            return None
+        latest = _latest_submissions(self.cache_path, student)
+        candidates = [(latest[other], other) for other in others if other in latest]
+        if not candidates:
+            return None
+        when, other = max(candidates)
+        if assignment in latest and latest[assignment] >= when:
+            return None  # already replaced by an earlier submission of this edition
+        deadline = deadlines.read(self.root, self.coursedir.course_id, assignment, get_username())
+        language = deadline.language if deadline else i18n.ENGLISH
+        sentence = i18n.t("This replaces your {other} submission of {when} (and any manual grade on it): only the "
+                          "latest submission of either edition is graded.", language, other=other,
+                          when=deadlines.shown(when))
+        self.log.warning(sentence)
+        return sentence
 
     def tell_deadline(self) -> str | None:
         """"Submitted rlhf at ...: late by 2 h 10 min: the late penalty applies (due ..., your extension ...)."
@@ -50,3 +77,24 @@ class StrictExchangeSubmit(TraversableRoot, ExchangeSubmit):
                           verdict=deadline.verdict(when), deadline=deadline.sentence())
         (self.log.warning if deadline.seconds_late(when) > 0 else self.log.info)(sentence)
         return sentence
+
+
+def _latest_submissions(cache_path: str, student: str) -> dict:
+    """{assignment: the time of ``student``'s latest submission of it} from nbgrader's submit cache (folders
+    ``<student>+<assignment>+<timestamp>``); names that do not parse are skipped."""
+    latest = {}
+    try:
+        names = os.listdir(cache_path)
+    except OSError:
+        return latest
+    for name in names:
+        parts = name.split("+")
+        if len(parts) < 3 or parts[0] != student:
+            continue
+        try:
+            when = parse_utc(parts[2])
+        except (ValueError, OverflowError):
+            continue
+        if parts[1] not in latest or when > latest[parts[1]]:
+            latest[parts[1]] = when
+    return latest

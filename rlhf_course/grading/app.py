@@ -4,12 +4,14 @@
     python -m rlhf_course.grading grade [ASSIGNMENT ...]  # trusted grading of every submission (as root)
     python -m rlhf_course.grading report [ASSIGNMENT ...] # the class report: class_report/<assignment>.html and .csv
     python -m rlhf_course.grading report --language=zh-CN # ... in Chinese (or c.ClassReportSettings.language)
+    python -m rlhf_course.grading export --format=canvas  # grades an LMS imports (canvas, moodle or long)
     python -m rlhf_course.grading examples                # the bundled example class, stock-graded
     python -m rlhf_course.grading editions status         # the language editions' translations: what to revisit
     python -m rlhf_course.grading editions revisit FILE ID [ID ...]  # mark entries revisited
     python -m rlhf_course.grading extend STUDENT ASSIGNMENT --hours 48   # an extension (or --until DATE)
     python -m rlhf_course.grading extend --list           # every extension granted
     python -m rlhf_course.grading publish-deadlines       # due dates and extensions -> the exchange (students see them)
+    python -m rlhf_course.grading lab-release             # `make lab`: release/ -> the course's exchange, what is missing
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
@@ -103,6 +105,33 @@ class ReportCommand(CourseCommand):
             print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")
 
 
+class ExportCommand(CourseCommand):
+    name = "rlhf-grader export"
+    description = ("Write the gradebook's grades as an LMS imports them (--format canvas|moodle|long): one row per "
+                   "student of the roster, a column per assignment (its language editions folded in), each score "
+                   "after the late penalty, a missing submission blank (never 0).  Default file: "
+                   "grades-<format>.csv in the course root (--to=PATH).")
+    format = Unicode("canvas", help="canvas, moodle or long.").tag(config=True)
+    to = Unicode("", help="The file to write (default: grades-<format>.csv in the course root).").tag(config=True)
+    aliases = {**CourseCommand.aliases, "format": "ExportCommand.format", "to": "ExportCommand.to"}
+
+    def start(self):
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.grading import lms_export
+        to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
+        with Gradebook(self.course.db_url) as gb:
+            table = lms_export.grade_table(gb, self.course.root)
+        try:
+            lms_export.write_table(table, self.format, to)
+        except lms_export.UnknownFormat as exc:
+            print(f"nothing exported: {exc}", file=sys.stderr)
+            self.exit(2)
+        missing = sum(grade is None for grade in table.grades.values())
+        print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
+              f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
+
+
 class ReleaseCommand(CourseCommand):
     name = "rlhf-grader release"
     description = ("Build the language editions' sources (i18n/), then record each assignment (or the named ones) "
@@ -115,10 +144,23 @@ class ReleaseCommand(CourseCommand):
 
 class ExamplesCommand(CourseCommand):
     name = "rlhf-grader examples"
-    description = "Release, then grade the bundled example class with stock nbgrader and print a summary."
+    description = ("In a copy of the course's inputs (--into, default outputs/example_class; the course itself is "
+                   "never touched): release, then grade the bundled example class with stock nbgrader and print a "
+                   "summary.  `report --course-root=FOLDER` writes its class report.")
+    into = Unicode("", help="The example class's folder (default: outputs/example_class in the course); a folder "
+                            "an earlier run made is replaced, any other non-empty folder refused.").tag(config=True)
+    aliases = {**CourseCommand.aliases, "into": "ExamplesCommand.into"}
 
     def start(self):
-        print(examples.grade_examples(self.course))
+        folder = Path(self.into).resolve() if self.into else self.course.root / "outputs" / "example_class"
+        try:
+            copy = examples.scratch_course(self.course, folder)
+        except ValueError as exc:
+            print(f"no example class made: {exc}", file=sys.stderr)
+            self.exit(2)
+        print(f"the example class is graded in {copy.root} (a copy of the course's inputs, with its own gradebook "
+              f"and exchange); nothing in {self.course.root} changes")
+        print(examples.grade_examples(copy))
 
 
 class EditionsStatusCommand(CourseCommand):
@@ -198,6 +240,17 @@ class PublishDeadlinesCommand(CourseCommand):
         _publish(self)
 
 
+class LabReleaseCommand(CourseCommand):
+    name = "rlhf-grader lab-release"
+    description = ("`make lab`'s first step: release each assignment of release/ the course's exchange does not hold "
+                   "yet (through the course's release, which refuses what `make release` did not generate), then say, "
+                   "in English and Chinese, what the student's Assignment List offers and where the student works.")
+
+    def start(self):
+        from rlhf_course.exchange.local import release_for_lab
+        print("\n".join(release_for_lab(self.course)))
+
+
 def _fresh(command: type[Application]):
     """A subcommand made anew each time (traitlets' default keeps one instance per class, a singleton that
     would carry one run's command-line settings into the next run in the same process)."""
@@ -226,10 +279,12 @@ class RlhfGrader(Application):
         "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
         "grade": (_fresh(GradeCommand), GradeCommand.description),
         "report": (_fresh(ReportCommand), ReportCommand.description),
+        "export": (_fresh(ExportCommand), ExportCommand.description),
         "examples": (_fresh(ExamplesCommand), ExamplesCommand.description),
         "editions": (_fresh(EditionsCommand), EditionsCommand.description),
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),
         "publish-deadlines": (_fresh(PublishDeadlinesCommand), PublishDeadlinesCommand.description),
+        "lab-release": (_fresh(LabReleaseCommand), LabReleaseCommand.description),
     }
 
     def start(self):

@@ -115,8 +115,8 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
     if len(copies) > 1:
         flags.append(f"{gid}: appears {len(copies)} times (the last copy is kept, in its place)")
     theirs = copies[-1]
-    mine_meta = theirs.get("metadata", {}).get("nbgrader", {})
-    release_meta = original.metadata.get("nbgrader", {})
+    mine_meta = notebooks.nbgrader_metadata(theirs)
+    release_meta = notebooks.nbgrader_metadata(original)
     changed = [key for key in NBGRADER_KEYS if mine_meta.get(key) != release_meta.get(key)]
     if changed:
         flags.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")

@@ -12,10 +12,17 @@ trusted grading keeps (:mod:`misconception_record`) and the strict collect's ``c
 * per hidden test cell (each autograded code grade cell): points, pass rate (full points), mean score, and
   its discrimination: the **point-biserial correlation** between passing the cell (1/0) and the rest of the
   student's raw score (the total before the late penalty, minus this cell's score: the corrected item-total
-  correlation, so a cell is not correlated with itself).  Flags: nobody passes; everybody passes; negative
-  discrimination, ``r_pb < NEGATIVE_DISCRIMINATION`` (better students fail it more often: usually a broken
-  test or an unclear instruction).  No discrimination is computed below ``MIN_STUDENTS`` submissions or when
-  everyone, or no one, passes (it is undefined then);
+  correlation, so a cell is not correlated with itself).  Flags, each with its severity (:data:`FLAG_SEVERITY`):
+  nobody passes (red), negative discrimination (red: better students fail it more often, usually a broken test or
+  an unclear instruction), everybody passes (grey: worth knowing, rarely worth acting on).  Negative
+  discrimination is ``r < -2 / sqrt(n)`` (:func:`negative_discrimination_threshold`): r's standard error for a
+  test unrelated to ability is about 1/sqrt(n), so a fixed threshold would flag such a test in a third of classes
+  of ten and one in twenty of sixty; two standard errors keep it near 2.5 % at every size
+  (tests/grading/test_class_report_office_hours.py measures it).  Below ``MIN_STUDENTS`` submissions nothing is
+  flagged and no discrimination computed (the page says so); none either when everyone, or no one, passes;
+* the roster (nbgrader's students table): how many submitted, and who did not;
+* the students by score after the late penalty, lowest first (who to see first), beside the same table in id
+  order; each student id links to their submission in the Formgrader (``c.ClassReportSettings.formgrader_url``);
 * the misconceptions named, counted, with the students behind each; "not named" for a submission trusted
   grading did not name (stock ``nbgrader autograde`` names none);
 * lateness: each submission's time against its due date and extension, the penalty applied; collect's
@@ -48,10 +55,9 @@ from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH, TABLES, cjk_font, t
 
 FOLDER = "class_report"
-# r_pb below this is flagged: its standard error is about 1/sqrt(n) (0.13 for 60 students), so a slightly
-# negative r is noise; -0.2 is where "better students fail it more often" starts to be worth a look
-NEGATIVE_DISCRIMINATION = -0.2
-MIN_STUDENTS = 5  # fewer submissions: no discrimination at all
+MIN_STUDENTS = 5  # fewer submissions: no discrimination and no flag at all (one student decides a pass rate)
+NOBODY, EVERYBODY, NEGATIVE = "nobody passes", "everybody passes", "negative discrimination"
+FLAG_SEVERITY = {NOBODY: "red", NEGATIVE: "red", EVERYBODY: "grey"}  # red: look at the test; grey: for the record
 COLLECT_REPORT = "collect_report.csv"  # StrictExchangeCollect.report_name's default
 CSV_COLUMNS = ["assignment", "section", "edition", "item", "measure", "value"]
 ALL = "all"
@@ -62,6 +68,10 @@ class ClassReportSettings(Configurable):
 
     language = Unicode(ENGLISH, help="The report's language: 'en' or 'zh-CN' (its sentences, headings and plot "
                                      "labels, and the misconceptions' names).").tag(config=True)
+    formgrader_url = Unicode("http://localhost:8888/formgrader",
+                             help="The Formgrader the report's student ids link into (a submission is "
+                                  "<formgrader_url>/submissions/<id>/); on a JupyterHub e.g. "
+                                  "https://hub.example/user/<instructor>/formgrader.").tag(config=True)
 
 
 class ReportError(ValueError):
@@ -85,6 +95,8 @@ class StudentRow:
     to_do: list[str] = field(default_factory=list)  # grade ids that need a person
     misconceptions: list[dict] | None = None  # None: not named
     feedback: list[str] = field(default_factory=list)  # links relative to the report's folder
+    submission_ids: list[str] = field(default_factory=list)  # nbgrader's submitted notebooks, by notebook name
+    formgrader: str = ""  # the Formgrader's page of the (first) submitted notebook
 
     @property
     def score(self) -> float:
@@ -145,6 +157,26 @@ class ClassReport:
     not_named: list[str]  # students for whom nothing was named
     collect: list[dict]  # collect_report.csv rows of these editions that were refused or flagged
     written_at: dt.datetime
+    roster: list[str] = field(default_factory=list)  # every student of nbgrader's students table
+    missing: list[str] = field(default_factory=list)  # of the roster, who submitted no edition
+
+    @property
+    def by_score(self) -> list[StudentRow]:
+        """The rows by score after the late penalty, lowest first (ties by id)."""
+        return sorted(self.rows, key=lambda r: (r.score, r.student))
+
+    @property
+    def links(self) -> dict[str, str]:
+        """Student id -> their submission's page in the Formgrader."""
+        return {r.student: r.formgrader for r in self.rows if r.formgrader}
+
+    @property
+    def flagging(self) -> bool:
+        return len(self.rows) >= MIN_STUDENTS
+
+    @property
+    def threshold(self) -> float | None:
+        return negative_discrimination_threshold(len(self.rows)) if self.flagging else None
 
 
 def distribution(edition: str, scores: list[float]) -> Distribution:
@@ -154,19 +186,22 @@ def distribution(edition: str, scores: list[float]) -> Distribution:
                         statistics.stdev(scores) if len(scores) > 1 else None, min(scores), max(scores))
 
 
-def point_biserial(passed: list[int], rest: list[float]) -> float | None:
-    """Pearson's r between a 0/1 variable and a score (the point-biserial correlation); None when either
-    does not vary."""
-    n = len(passed)
-    if n < 2:
+def negative_discrimination_threshold(n: int) -> float:
+    """Two standard errors below 0: r's standard error is about 1/sqrt(n) for a test unrelated to ability."""
+    return -2.0 / math.sqrt(n)
+
+
+def discrimination(passed: list[int], rest: list[float]) -> float | None:
+    """Pearson's r between passing (1/0) and the rest of the score (the point-biserial correlation); None when
+    either does not vary (the rest is a sum of floats: differences within rounding are no variation)."""
+    if len(passed) < 2 or len(set(passed)) < 2:
         return None
-    mp, mr = sum(passed) / n, sum(rest) / n
-    sxy = sum((p - mp) * (r - mr) for p, r in zip(passed, rest))
-    sxx = sum((p - mp) ** 2 for p in passed)
-    syy = sum((r - mr) ** 2 for r in rest)
-    if sxx == 0 or syy <= 1e-12 * max(1.0, mr * mr) * n:
+    if max(rest) - min(rest) <= 1e-9 * max(1.0, abs(statistics.fmean(rest))):
         return None
-    return sxy / math.sqrt(sxx * syy)
+    try:
+        return statistics.correlation([float(p) for p in passed], rest)
+    except statistics.StatisticsError:
+        return None
 
 
 def hidden_test(grade_id: str, rows: list[StudentRow]) -> HiddenTest:
@@ -176,13 +211,14 @@ def hidden_test(grade_id: str, rows: list[StudentRow]) -> HiddenTest:
     rest = [r.raw_score - r.cells[grade_id][0] for r in scored]
     n = len(scored)
     flags = []
-    if n and sum(passed) == 0:
-        flags.append("nobody passes")
-    if n and sum(passed) == n:
-        flags.append("everybody passes")
-    r_pb = point_biserial(passed, rest) if n >= MIN_STUDENTS else None
-    if r_pb is not None and r_pb < NEGATIVE_DISCRIMINATION:
-        flags.append("negative discrimination")
+    r_pb = discrimination(passed, rest) if n >= MIN_STUDENTS else None
+    if n >= MIN_STUDENTS:
+        if sum(passed) == 0:
+            flags.append(NOBODY)
+        if sum(passed) == n:
+            flags.append(EVERYBODY)
+        if r_pb is not None and r_pb < negative_discrimination_threshold(n):
+            flags.append(NEGATIVE)
     mean = statistics.fmean(r.cells[grade_id][0] for r in scored) if scored else None
     return HiddenTest(grade_id, points, n, sum(passed), mean, r_pb, flags)
 
@@ -228,7 +264,7 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
                        .join(Student, SubmittedAssignment.student_id == Student.id)
                        .filter(Assignment.name.in_(group)).all())
         penalty_rows = (db.query(SubmittedNotebook.assignment_id, SubmittedNotebook.late_submission_penalty,
-                                 Notebook.name)
+                                 Notebook.name, SubmittedNotebook.id)
                         .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
                         .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
                         .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
@@ -245,11 +281,11 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
         base = assignments[group[0]]
         due, max_score = base.duedate, float(base.max_score)
     penalties: dict[str, float] = {}
-    for submission_id, penalty, _ in penalty_rows:
+    for submission_id, penalty, _, _ in penalty_rows:
         penalties[submission_id] = penalties.get(submission_id, 0.0) + (penalty or 0.0)
-    notebooks_of: dict[str, list[str]] = {}
-    for submission_id, _, name in penalty_rows:
-        notebooks_of.setdefault(submission_id, []).append(name)
+    notebooks_of: dict[str, list[tuple[str, str]]] = {}
+    for submission_id, _, name, notebook_id in penalty_rows:
+        notebooks_of.setdefault(submission_id, []).append((name, notebook_id))
     by_submission: dict[str, list] = {}
     for grade in grades:
         by_submission.setdefault(grade[0], []).append(grade[1:])
@@ -273,7 +309,8 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
                 row.cells[name] = (float(score), float(points))
             if needs_person:
                 row.to_do.append(name)
-        row.feedback = [f"{edition}/{name}" for name in sorted(notebooks_of.get(submission_id, []))]
+        row.feedback = [f"{edition}/{name}" for name, _ in sorted(notebooks_of.get(submission_id, []))]
+        row.submission_ids = [notebook_id for _, notebook_id in sorted(notebooks_of.get(submission_id, []))]
         rows.append(row)
     return sorted(rows, key=lambda r: r.student), due, max_score
 
@@ -292,6 +329,21 @@ def _feedback_links(course: Course, rows: list[StudentRow], report_folder: Path)
                 relative = os.path.relpath(page, report_folder)
                 links.append("/".join(urllib.parse.quote(part) for part in Path(relative).parts))
         row.feedback = links
+
+
+def _roster(course: Course) -> list[str]:
+    """Every student id of nbgrader's students table (the class, whether they submitted or not)."""
+    from nbgrader.api import Gradebook
+    with Gradebook(course.db_url) as gb:
+        return sorted(student.id for student in gb.students)
+
+
+def _formgrader_links(rows: list[StudentRow], formgrader_url: str) -> None:
+    """Each row's link to its first submitted notebook in the Formgrader (nbgrader's submission ids are uuids)."""
+    base = formgrader_url.rstrip("/")
+    for row in rows:
+        if row.submission_ids and base:
+            row.formgrader = f"{base}/submissions/{urllib.parse.quote(row.submission_ids[0])}/"
 
 
 def _collect_rows(course: Course, group: list[str]) -> list[dict]:
@@ -325,6 +377,9 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     misconceptions named in ``language``."""
     rows, due, max_score = _gradebook_rows(course, group)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
+    _formgrader_links(rows, ClassReportSettings(config=course.config).formgrader_url)
+    roster = _roster(course)
+    submitted = {row.student for row in rows}
     record = misconception_record.read(course.root)
     names = _names_in(course, assignment, language)
     misconceptions: dict[str, dict] = {}
@@ -353,7 +408,8 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     return ClassReport(assignment, group, due, max_score, rows, distributions, tests,
                        {gid: to_do[gid] for gid in sorted(to_do, key=in_order)},
                        dict(sorted(misconceptions.items(), key=lambda kv: -len(kv[1]["students"]))),
-                       not_named, _collect_rows(course, group), dt.datetime.now(dt.timezone.utc))
+                       not_named, _collect_rows(course, group), dt.datetime.now(dt.timezone.utc),
+                       roster, [student for student in roster if student not in submitted])
 
 
 # ----------------------------------------------------------------------------- the CSV
@@ -365,7 +421,8 @@ def _number(value: float | None):
 def csv_rows(report: ClassReport) -> list[list]:
     """The report's numbers, one per row: (assignment, section, edition, item, measure, value)."""
     a = report.assignment
-    out = []
+    out = [[a, "roster", ALL, "", "students", len(report.roster)], [a, "roster", ALL, "", "submitted", len(report.rows)],
+           [a, "roster", ALL, "", "missing", "; ".join(report.missing)]]
     for d in report.distributions:
         for measure in ("students", "mean", "median", "sd", "low", "high"):
             value = getattr(d, measure)
@@ -477,7 +534,7 @@ def _tests_plot(report: ClassReport, language: str) -> str:
     figure = Figure(figsize=(7.5, 0.8 + 0.28 * n), layout="constrained")
     rates, discs = figure.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": (1, 1)})
     ys = list(range(n))[::-1]
-    colours = ["#c44e52" if test.flags else "#4c72b0" for test in report.tests]
+    colours = [_flag_colour(test) for test in report.tests]
     rates.barh(ys, [test.pass_rate or 0.0 for test in report.tests], color=colours)
     rates.set_yticks(ys, [test.grade_id for test in report.tests], fontsize=8)
     for y, test in zip(ys, report.tests):
@@ -491,11 +548,17 @@ def _tests_plot(report: ClassReport, language: str) -> str:
         if test.discrimination is None:
             discs.text(0.02, y, t("undefined", language), va="center", fontsize=7, color="#666")
     discs.axvline(0, color="black", linewidth=0.8)
-    discs.axvline(NEGATIVE_DISCRIMINATION, color="#c44e52", linewidth=0.8, linestyle="--")
+    if report.threshold is not None:
+        discs.axvline(report.threshold, color="#c44e52", linewidth=0.8, linestyle="--")
     discs.set_xlim(-1, 1)
     discs.set_xlabel(t("discrimination (point-biserial r)", language))
-    figure.suptitle(t("Hidden tests (red: flagged)", language), fontsize=10)
+    figure.suptitle(t("Hidden tests (red: to look at; grey: everybody passes)", language), fontsize=10)
     return _png(figure)
+
+
+def _flag_colour(test: HiddenTest) -> str:
+    severities = {FLAG_SEVERITY[flag] for flag in test.flags}
+    return "#c44e52" if "red" in severities else "#9a9a9a" if severities else "#4c72b0"
 
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -512,7 +575,7 @@ def render_html(report: ClassReport, language: str = ENGLISH) -> str:
     return env.get_template("index.html.j2").render(
         report=report, csp=CONTENT_SECURITY_POLICY, language=language,
         distribution_png=distribution_plot(report, language), tests_png=tests_plot(report, language),
-        negative=NEGATIVE_DISCRIMINATION, min_students=MIN_STUDENTS,
+        min_students=MIN_STUDENTS, severity=FLAG_SEVERITY,
         late=[r for r in report.rows if r.hours_late > 0 or r.penalty > 0 or r.extension])
 
 

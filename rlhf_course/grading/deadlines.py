@@ -172,7 +172,9 @@ def publish(course_root, db_url: str, exchange_root: str, course_id: str, assign
     outbound = Path(exchange_root, course_id, "outbound")
     if assignments is None:
         assignments = sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
-    language = {e.assignment: e.language for e in editions.editions(Path(course_root))}
+    found = editions.editions(Path(course_root))
+    language = {e.assignment: e.language for e in found}
+    base = {e.assignment: e.base for e in found}
     said = []
     with Gradebook(db_url) as gb:
         dues = {a.name: a.duedate for a in gb.assignments}
@@ -184,7 +186,7 @@ def publish(course_root, db_url: str, exchange_root: str, course_id: str, assign
     for assignment in assignments:
         due = dues.get(assignment)
         exchange_deadlines.publish_due_date(exchange_root, course_id, assignment, due,
-                                            language.get(assignment, i18n.ENGLISH))
+                                            language.get(assignment, i18n.ENGLISH), base.get(assignment))
         said.append(f"{assignment}: {f'due {due:%Y-%m-%d %H:%M} UTC' if due else 'no due date'} (in the exchange)")
     skipped = exchange_deadlines.publish_extensions(exchange_root, course_id, granted, log)
     published = sorted(s for s, e in granted.items() if e and s not in skipped)

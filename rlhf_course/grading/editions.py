@@ -53,15 +53,23 @@ GLOSSARY_FILE = "glossary.{language}.json"
 # comment is in the edition's language (LANGUAGE_LINE_COMMENT), English for a language not listed.
 LANGUAGE_LINE = "from rlhf_course import i18n; i18n.set_language({language!r})  # {comment}"
 LANGUAGE_LINE_COMMENT = {"en": "this edition's language: explorers, plots, messages",
-                         "zh-CN": "本版本的语言：滑块演示、图和消息"}
+                         "zh-CN": "本版本的语言：交互图、其他图和消息"}
 # ... and in a companion notebook's edition, which has no sliders and no checks
 COMPANION_LANGUAGE_LINE_COMMENT = {"en": "this edition's language: figures and printed summaries",
                                    "zh-CN": "本版本的语言：图和打印出的摘要"}
 # nbgrader's answer stubs (ClearSolutions.code_stub / text_stub) in the edition's language, carried in
 # the edition's notebook metadata for rlhf_course.grading.nbgrader_ext.EditionAnswerStubs.  The code
 # stub differs from nbgrader's only in its comment (tested): it still raises NotImplementedError.
+# A written answer's stub names its question ({question}: the cell's grade id), so that Validate, which lists
+# the unanswered cells by their text, says which question is still unanswered.
 ANSWER_STUBS = {"zh-CN": {"code": "# 在这里写你的代码\nraise NotImplementedError()",
-                          "text": "在这里写下你的回答（可以用中文作答）。"}}
+                          "text": "在这里写下你对 {question} 的回答（可以用中文作答）。"}}
+
+
+def question_stub(stub: str, question: str) -> str:
+    """A written answer's stub for one question: ``stub`` with its ``{question}`` filled in, or nbgrader's
+    (``YOUR ANSWER HERE``) followed by the question's grade id."""
+    return stub.replace("{question}", question) if "{question}" in stub else f"{stub} ({question})"
 SET_UP_CELL = "setup"
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 # nbgrader's marker lines in code cells: a translated code cell keeps them, line for line.
@@ -304,17 +312,57 @@ def edition_texts(edition: Edition) -> list[tuple[str, str]]:
     return texts
 
 
+# The README's section for the students of a language, from its heading to the next heading of that level.
+README_SECTIONS = {"zh-CN": "## 中文说明"}
+
+
+def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]]:
+    """What the feedback of the edition's students says of a catalogued mistake, in their language: each
+    misconception's name, explanation and section (instructor/<base>'s catalogue; [] for a companion notebook)."""
+    from rlhf_course.grading import misconceptions
+    found = None if edition.notebook else misconceptions.catalogue(course_root, edition.base)
+    if found is None:
+        return []
+    texts = []
+    for name, entry in found[1].items():
+        for part in ("name", "explanation", "section"):
+            texts.append((f"catalogue {name} ({part})", getattr(entry, part).get(edition.language, "")))
+    return texts
+
+
+def readme_texts(course_root: Path, language: str) -> list[tuple[str, str]]:
+    """README.md's section for the students of ``language`` ([] when it has none)."""
+    heading, path = README_SECTIONS.get(language), Path(course_root) / "README.md"
+    if heading is None or not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    start = text.find("\n" + heading)
+    if start < 0:
+        return []
+    level = heading.split(" ")[0]
+    end = re.search(rf"^{level} ", text[start + len(heading) + 1:], re.MULTILINE)
+    return [(f"README.md {heading!r}", text[start:start + len(heading) + 1 + end.start()] if end else text[start:])]
+
+
 def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
-    """Each variant of a glossary term found in the edition's text, named by where it is."""
+    """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README's section in
+    its language, named by where it is; and each short form used where the edition never defines it."""
     found = []
+    texts = edition_texts(edition) + catalogue_texts(course_root, edition) + readme_texts(course_root, edition.language)
+    file = GLOSSARY_FILE.format(language=edition.language)
     for entry in glossary(course_root, edition.language):
         for variant in entry["variants"]:
             pattern = re.compile(variant)
-            for where, text in edition_texts(edition):
+            for where, text in texts:
                 for match in pattern.finditer(text):
                     context = text[max(match.start() - 12, 0):match.end() + 12].replace("\n", " ")
                     found.append(f"{where}: {match.group()!r} is not the glossary's word for {entry['english']!r}: "
-                                 f"write {entry['term']!r} (...{context}...; {GLOSSARY_FILE.format(language=edition.language)})")
+                                 f"write {entry['term']!r} (...{context}...; {file})")
+        short, definition = entry.get("short_form"), entry.get("defined_as")
+        if short and not any(definition in text for _, text in edition_texts(edition)):
+            found += [f"{where}: {short!r}, the short form of {entry['term']!r}, is used but the edition never "
+                      f"defines it: write {definition!r} in its term table ({file})"
+                      for where, text in texts if short in text.replace(definition, "")]
     return found
 
 
@@ -383,7 +431,11 @@ def translate_notebook(nb, edition: Edition):
             cell.source = table["cells"][cell.id]["text"]
         elif cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source:
             cell.source = hidden_test_header(cell, table.get("messages", {}), edition.language)
-    set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + language_line(edition.language, bool(edition.notebook))
+    line = language_line(edition.language, bool(edition.notebook))
+    if edition.notebook:  # a companion's set-up cell reads the language (which of your notebooks): set it first
+        set_up[0].source = line + "\n\n" + set_up[0].source
+    else:
+        set_up[0].source = set_up[0].source.rstrip("\n") + "\n\n" + line
     translated.metadata["rlhf_course"] = {
         "edition": edition.language,
         "generated_from": f"{edition.source_description} + {I18N_FOLDER}/{edition.path.name}",

@@ -1,6 +1,8 @@
 """The bundled example class: submissions made from the reference solution with known mistakes swapped
 in (``instructor/answer_catalogue.py``), graded by stock nbgrader and summarised.  Used by the demo,
-the comparisons between stock and trusted grading, and the tests.
+the comparisons between stock and trusted grading, and the tests.  The demo's class lives in a copy of the
+course's inputs (:func:`scratch_course`), never in the course itself: a course's students, gradebook and
+grades stay as they are.
 
 Every function takes the :class:`Course` (the command's, with its command-line settings) or a course
 folder (its configuration files are read); stock nbgrader's autograde and export run in this process
@@ -17,11 +19,39 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files
 from rlhf_course.grading import instructor, notebooks
 from rlhf_course.grading.deadlines import due_date_for
 from rlhf_course.grading.release import generate_release
 from rlhf_course.grading.settings import Course
+
+
+SCRATCH_MARK = ".rlhf-example-class"  # in a folder scratch_course made: the next run may replace it
+PINNED = """
+# The example class (python -m rlhf_course.grading examples): a gradebook and an exchange of its own, in this folder,
+# whatever RLHF_GRADEBOOK_URL or RLHF_EXCHANGE_ROOT name (the course's own)
+c.CourseDirectory.db_url = {db_url!r}
+c.Exchange.root = {exchange!r}
+"""
+
+
+def scratch_course(course: Course | Path, folder: Path) -> Course:
+    """A copy of ``course``'s inputs (:data:`~rlhf_course.COURSE_FILES`) in ``folder``, its configuration pinned to
+    a gradebook and an exchange inside ``folder``; a folder an earlier run made is replaced, any other non-empty
+    folder (or the course itself) is refused with ValueError."""
+    course = Course.of(course)
+    folder = Path(folder).resolve()
+    if folder == course.root or course.root.is_relative_to(folder):
+        raise ValueError(f"the example class cannot be made in {folder}: it holds the course {course.root}")
+    if folder.exists() and any(folder.iterdir()):
+        if not (folder / SCRATCH_MARK).is_file():
+            raise ValueError(f"{folder} is not empty and is not an example class made here: name another folder")
+        shutil.rmtree(folder)
+    copy_course_files(folder, course.root)
+    (folder / SCRATCH_MARK).write_text(f"a copy of {course.root}'s inputs for the example class\n")
+    with open(folder / "nbgrader_config.py", "a") as config:
+        config.write(PINNED.format(db_url=f"sqlite:///{folder / 'gradebook.db'}", exchange=str(folder / "exchange")))
+    return Course.at(folder)
 
 
 def answers_for(course: Course | Path, wrong_names: tuple[str, ...] | None) -> dict[str, str]:

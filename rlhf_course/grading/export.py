@@ -3,8 +3,8 @@
 A language edition (``rlhf_zh``) is its own nbgrader assignment, so stock export lists a student
 once per edition, a zero beside their real score.  This plugin (``c.ExportApp.plugin_class`` in
 nbgrader_config.py) folds each assignment's editions into one row named after the base assignment,
-taken from the student's latest submission among them, with an ``edition`` column saying which one
-(empty: nothing submitted).  Values are CSV-quoted (stock export writes names with commas raw), and
+taken from the student's latest submission among them, with an ``edition`` column saying which one,
+and a ``status`` column: ``missing`` (no score at all: blank, never 0) or ``submitted``.  Values are CSV-quoted (stock export writes names with commas raw), and
 text is made inert for a spreadsheet (:mod:`spreadsheet`: ids and names may be a student's own).
 """
 from __future__ import annotations
@@ -18,8 +18,9 @@ from traitlets import Unicode
 
 from rlhf_course.grading import editions, spreadsheet
 
-COLUMNS = ["assignment", "edition", "duedate", "extension_hours", "timestamp", "student_id", "last_name", "first_name", "email",
-           "raw_score", "late_submission_penalty", "score", "max_score"]
+MISSING, SUBMITTED = "missing", "submitted"  # the status column: a missing submission has no score, not 0
+COLUMNS = ["assignment", "edition", "status", "duedate", "extension_hours", "timestamp", "student_id", "last_name",
+           "first_name", "email", "raw_score", "late_submission_penalty", "score", "max_score"]
 
 
 class EditionsCsvExport(ExportPlugin):
@@ -54,25 +55,32 @@ class EditionsCsvExport(ExportPlugin):
 
     @staticmethod
     def row(gradebook: Gradebook, base: str, group: list, student) -> dict:
-        submissions = []
-        for assignment in group:
-            try:
-                submissions.append((assignment, gradebook.find_submission(assignment.name, student.id)))
-            except MissingEntry:
-                pass
         shown = next((a for a in group if a.name == base), group[0])
-        row = {"assignment": base, "edition": "", "duedate": shown.duedate or "", "extension_hours": "", "timestamp": "",
-               "student_id": student.id, "last_name": student.last_name or "", "first_name": student.first_name or "",
-               "email": student.email or "", "raw_score": 0.0, "late_submission_penalty": 0.0, "score": 0.0,
-               "max_score": shown.max_score}
-        if submissions:
-            # The latest submission counts, as within one assignment; undated ones count least.
-            assignment, submission = max(submissions, key=lambda pair: (pair[1].timestamp is not None,
-                                                                         pair[1].timestamp or 0))
+        row = {"assignment": base, "edition": "", "status": MISSING, "duedate": shown.duedate or "",
+               "extension_hours": "", "timestamp": "", "student_id": student.id, "last_name": student.last_name or "",
+               "first_name": student.first_name or "", "email": student.email or "", "raw_score": "",
+               "late_submission_penalty": "", "score": "", "max_score": shown.max_score}
+        found = counted_submission(gradebook, group, student.id)
+        if found:
+            assignment, submission = found
             penalty = submission.late_submission_penalty or 0.0
             extension = submission.extension.total_seconds() / 3600 if submission.extension else ""
-            row.update(edition=assignment.name, duedate=assignment.duedate or "", extension_hours=extension,
-                       timestamp=submission.timestamp or "",
+            row.update(edition=assignment.name, status=SUBMITTED, duedate=assignment.duedate or "",
+                       extension_hours=extension, timestamp=submission.timestamp or "",
                        raw_score=submission.score, late_submission_penalty=penalty,
                        score=max(0.0, submission.score - penalty), max_score=assignment.max_score)
         return row
+
+
+def counted_submission(gradebook: Gradebook, group: list, student_id: str) -> tuple | None:
+    """The submission that counts among an assignment's editions (``group``: the gradebook's assignments), as
+    (assignment, submission): the latest, undated ones counting least; None when the student submitted none."""
+    submissions = []
+    for assignment in group:
+        try:
+            submissions.append((assignment, gradebook.find_submission(assignment.name, student_id)))
+        except MissingEntry:
+            pass
+    if not submissions:
+        return None
+    return max(submissions, key=lambda pair: (pair[1].timestamp is not None, pair[1].timestamp or 0))

@@ -17,6 +17,7 @@ from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.misconceptions import misconception_lines
 from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
+from rlhf_course.grading.grading_record import keep_record
 from rlhf_course.grading.settings import Course
 from rlhf_course.i18n import t
 
@@ -112,19 +113,24 @@ def _around(sentence: str, language: str, **fields) -> dict:
 
 def scores(result: SubmissionResult) -> dict:
     """The scores the page shows above the notebook, as data for the feedback template (``resources["scores"]``),
-    every sentence in the submission's language: the total, the outcome, each test, the written answers."""
+    every sentence in the submission's language: first a summary (the total, after the late penalty when there is
+    one, the outcome, the failed tests, the named misconceptions), then each test, then the written answers."""
     language = result.language
     written = _written_answers(result, language)
+    score = result.score + (written["score"] if written else 0.0)
+    points = result.max_score + (written["points"] if written else 0.0)
     return {
         "assignment": _cell_text(result.assignment),
-        "score": result.score + (written["score"] if written else 0.0),
-        "points": result.max_score + (written["points"] if written else 0.0),
+        "score": score,
+        "points": points,
+        "after_penalty": _after_penalty(result.deadline, score, points, language),
+        "failed": _failed_tests(result, language),
         "outcome": _around("Outcome: {state}.", language, state=t(result.state, language)),
         "detail": _cell_text(result.student_detail.splitlines()[0] if result.student_detail else ""),
         "tests": {
             "sentence": t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score),
             "headings": [t(heading, language) for heading in ("test", "points", "result", "property")],
-            "rows": [{"grade_id": c.grade_id, "score": c.score, "points": c.points,
+            "rows": [{"grade_id": c.grade_id, "score": c.score, "points": c.points, "passed": c.score == c.points,
                       "result": t("passed" if c.score == c.points else "failed", language),
                       "text": _cell_text(c.message)} for c in result.cells.values()],
         },
@@ -132,6 +138,36 @@ def scores(result: SubmissionResult) -> dict:
         "written": written,
         "deadline": deadline_line(result.deadline, language),
     }
+
+
+def _after_penalty(deadline: dict, score: float, points: float, language: str) -> str:
+    """"After the late penalty: 0 / 50." when the submission lost points for lateness, else empty."""
+    penalty = deadline.get("penalty") or 0.0
+    if penalty <= 0:
+        return ""
+    return t("After the late penalty: {score:g} / {points:g}.", language, score=max(score - penalty, 0.0),
+             points=points)
+
+
+def _failed_tests(result: SubmissionResult, language: str) -> dict | None:
+    """The tests that lost points, each with its line, for the summary at the top of the page."""
+    lines = [{"grade_id": c.grade_id, "text": _cell_text(c.message)} for c in result.cells.values()
+             if c.score < c.points]
+    if not lines:
+        return None
+    return {"sentence": t("{count} of {total} tests lost points:", language, count=len(lines),
+                          total=len(result.cells)), "lines": lines}
+
+
+def verdicts(result: SubmissionResult) -> dict:
+    """The grader's verdict on each test cell, by grade id, for the panel the page's template draws under the cell
+    (the student's lines: :attr:`CellResult.message`)."""
+    language = result.language
+    return {c.grade_id: {"passed": c.score == c.points,
+                         "head": t("{grader}: {verdict} ({score:g} / {points:g})", language,
+                                   grader=t("trusted grader", language), score=c.score, points=c.points,
+                                   verdict=t("passed" if c.score == c.points else "FAILED", language)),
+                         "text": _cell_text(c.message)} for c in result.cells.values()}
 
 
 def deadline_line(deadline: dict, language: str) -> str:
@@ -168,9 +204,15 @@ def _written_answers(result: SubmissionResult, language: str) -> dict | None:
                       score=score, points=points),
         "headings": [t(heading, language) for heading in ("answer", "points", "status", "comment")],
         "rows": [{"grade_id": gid, "score": w.get("score"), "points": w.get("points", 0.0),
-                  "result": t("graded" if w.get("score") is not None else "awaiting a person", language),
+                  "result": t(_written_status(w), language),
                   "text": _cell_text(w.get("comment") or "")} for gid, w in result.written.items()],
     }
+
+
+def _written_status(written: dict) -> str:
+    if written.get("answered") is False:
+        return "not answered"
+    return "graded" if written.get("score") is not None else "awaiting a person"
 
 
 @dataclass
@@ -208,10 +250,11 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                 finally:
                     annotate_grade_cells(nb, result, result.language, for_instructor=True)
                     autograded_copy = nbformat.writes(nb)  # what the Formgrader shows
-                    annotate_grade_cells(nb, result, result.language, replace=True)  # the page: the student's lines
+                    remove_verdicts(nb, result)  # the page draws the student's own in its panels
             else:
                 nb = nbformat.v4.new_notebook()
-            body, _ = exporter.from_notebook_node(nb, {"scores": scores(result)})
+            body, _ = exporter.from_notebook_node(nb, {"scores": scores(result), "verdicts": verdicts(result),
+                                                       "your_run": t("your notebook's run:", result.language)})
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget
@@ -302,23 +345,30 @@ def write_feedback(course: Course, result: SubmissionResult, limits: Limits = Li
             (folder / name).write_text(text)
     if page.autograded_copy:  # where nbgrader keeps autograded notebooks
         (graded / result.notebook).write_text(page.autograded_copy)
+    keep_record(course, result)  # release_feedback rewrites the page from it once a person grades
     return out
 
 
-def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en", for_instructor: bool = False,
-                         replace: bool = False) -> None:
-    """Each test cell gets the trusted verdict as its last output (the hidden ones show only their name
-    in the student's copy): the Formgrader (``for_instructor``: each finding whole) and the feedback page (the
-    student's lines: :class:`~rlhf_course.grading.results.CellResult`) say why a test scored 0.  ``replace``: the
-    verdicts this function appended to ``nb`` before are replaced."""
+def _graded_code_cells(nb, result: SubmissionResult):
     for cell in nb.cells:
         graded = result.cells.get(notebooks.grade_id(cell) or "")
-        if graded is None or cell.cell_type != "code":
-            continue
+        if graded is not None and cell.cell_type == "code":
+            yield cell, graded
+
+
+def remove_verdicts(nb, result: SubmissionResult) -> None:
+    """Take back the verdicts :func:`annotate_grade_cells` appended (each test cell's last output)."""
+    for cell, _ in _graded_code_cells(nb, result):
+        cell.outputs.pop()
+
+
+def annotate_grade_cells(nb, result: SubmissionResult, language: str = "en", for_instructor: bool = False) -> None:
+    """Each test cell gets the trusted verdict as its last output (the hidden ones show only their name
+    in the student's copy), for the Formgrader (``for_instructor``: each finding whole, else the student's
+    lines: :class:`~rlhf_course.grading.results.CellResult`): it says why a test scored 0."""
+    for cell, graded in _graded_code_cells(nb, result):
         verdict = t("passed" if graded.score == graded.points else "FAILED", language)
         message = graded.instructor_message if for_instructor else graded.message
         text = (f"[{t('trusted grader', language)}] {verdict} ({graded.score:g} / {graded.points:g}): "
                 f"{printable(message)}\n")
-        if replace:
-            cell.outputs.pop()
         cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text))

@@ -64,13 +64,39 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     submission_nb.late_submission_penalty = (
         policy.late_submission_penalty(result.student, result.score, seconds_late) or 0.0
         if (policy is not None and seconds_late > 0) else None)
-    result.deadline = {"due": submission.assignment.duedate, "extension": submission.extension,
-                       "submitted": timestamp, "seconds_late": seconds_late,
-                       "penalty": submission_nb.late_submission_penalty}
+    result.deadline = _deadline(submission, submission_nb)
     names = list(comments)
     for name, comment in comments.items():
         comment.auto_comment = cell_note(result, name, names)
     gb.db.commit()
+
+
+def _deadline(submission, submission_nb) -> dict:
+    """:attr:`SubmissionResult.deadline` from nbgrader's submission and submitted notebook."""
+    return {"due": submission.assignment.duedate, "extension": submission.extension,
+            "submitted": submission.timestamp, "seconds_late": submission.total_seconds_late,
+            "penalty": submission_nb.late_submission_penalty}
+
+
+def read_back(gb, result: SubmissionResult) -> None:
+    """``result`` as the gradebook holds it now, changing nothing there: each test's score (a person's manual
+    score wins, as in nbgrader's ``Grade.score``), each written answer's score and comment, the deadline and
+    late penalty.  What a feedback page rewritten after a person graded in the Formgrader shows."""
+    notebook = result.notebook.removesuffix(".ipynb")
+    submission = gb.find_submission(result.assignment, result.student)
+    submission_nb = gb.find_submission_notebook(notebook, result.assignment, result.student)
+    grades, comments = _grades_and_comments(gb, submission_nb)
+    for cell in result.cells.values():
+        grade = grades.get(cell.grade_id)
+        if grade is not None:
+            given = grade.manual_score if grade.manual_score is not None else grade.auto_score
+            cell.score = cell.score if given is None else float(given)
+    for name, written in result.written.items():
+        grade, comment = grades.get(name), comments.get(name)
+        if grade is not None:
+            written["score"] = grade.manual_score if grade.manual_score is not None else grade.auto_score
+        written["comment"] = (comment.manual_comment if comment is not None else None) or ""
+    result.deadline = _deadline(submission, submission_nb)
 
 
 def _grades_and_comments(gb, submission_nb) -> tuple[dict, dict]:

@@ -40,6 +40,8 @@ class Limits:
     cells: int = _limit(1000, "A submitted notebook with more cells is not run (the release has about 60).")
     reply_bytes: int = _limit(2 * 2**20, "One observation sent back by the sandbox, bytes.")
     notebook_bytes: int = _limit(16 * 2**20, "The executed notebook sent back for feedback, bytes.")
+    log_bytes: int = _limit(4 * 2**20, "What the grader reads of one sandbox's log (its stderr: everything the student's "
+                                       "code prints), bytes; past it the sandbox is stopped and the report flags it.")
 
 
 def shorter_calls(limits: Limits) -> Limits:

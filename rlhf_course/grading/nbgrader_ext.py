@@ -69,3 +69,13 @@ class EditionAnswerStubs(ClearSolutions):
             return super().preprocess(nb, resources)
         finally:  # one instance serves every notebook of a generate run
             self.code_stub, self.text_stub = configured
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        """nbgrader's, then a written answer's stub names its question (``editions.question_stub``)."""
+        from rlhf_course.grading.editions import question_stub
+        stub = self.text_stub
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "markdown" and grade_id and cell.source == stub:
+            cell.source = question_stub(stub, grade_id)
+        return cell, resources

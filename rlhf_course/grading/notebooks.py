@@ -21,19 +21,28 @@ def read(path: str | Path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
 
 
+def nbgrader_metadata(cell) -> dict:
+    """A cell's ``metadata.nbgrader`` when it is a mapping, else ``{}``: a submitted notebook may hold any
+    JSON there (the notebook schema allows it), and a value of another type means no nbgrader cell."""
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    """The cell's nbgrader grade id: a non-empty string, else None (a list or a number names no cell)."""
+    gid = nbgrader_metadata(cell).get("grade_id")
+    return gid if isinstance(gid, str) and gid else None
 
 
 def is_answer_cell(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.cell_type == "code" and meta.get("solution", False)
+    return cell.get("cell_type") == "code" and bool(nbgrader_metadata(cell).get("solution", False))
 
 
 def is_written_answer(cell) -> bool:
     """A manually graded written answer: a markdown cell nbgrader marks solution and grade (a person scores it)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.cell_type == "markdown" and bool(meta.get("solution", False)) and bool(meta.get("grade", False))
+    meta = nbgrader_metadata(cell)
+    return cell.get("cell_type") == "markdown" and bool(meta.get("solution", False)) and bool(meta.get("grade", False))
 
 
 def cells_by_grade_id(nb) -> dict[str, nbformat.NotebookNode]:

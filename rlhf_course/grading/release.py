@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlhf_course.grading import editions, instructor
+from rlhf_course.grading import editions, instructor, release_manifest
 from rlhf_course.grading.generate import generate_assignments
 from rlhf_course.grading.settings import Course
 
@@ -46,7 +46,7 @@ def source_assignments(course: Course) -> list[str]:
 def generate_release(course: Course | Path, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of the source directory): record it in the gradebook, with its
     configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
-    all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
+    each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
     Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
     companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
     course = Course.of(course)
@@ -68,5 +68,7 @@ def generate_release(course: Course | Path, assignments: list[str] | None = None
     # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in this
     # process through nbgrader's API, with this course's configuration
     generate_assignments(course, assignments)
+    # what the release to the exchange checks it publishes (rlhf_course/exchange/release.py)
+    release_manifest.record(course.folder("release"), assignments, list(course.coursedir.ignore))
     return [path for assignment in assignments
             for path in sorted(course.folder("release", assignment=assignment).glob("*.ipynb"))]

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import rlhf_course
-from rlhf_course.grading import protocol
+from rlhf_course.grading import protocol, seccomp
 from rlhf_course.grading.limits import Limits
 from rlhf_course.grading.observe import encode_call
 from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
@@ -72,6 +72,10 @@ class ProtocolViolation(SandboxDied):
     """The sandbox sent something the protocol does not allow (forged, oversized, of the wrong kind)."""
 
 
+def log_flood_message(limits: Limits) -> str:
+    return f"the sandbox wrote more than {limits.log_bytes / 2**20:g} MiB to its log (TrustedGrading.log_bytes)"
+
+
 def sandbox_available() -> str | None:
     """None when the sandbox can run here, else why not."""
     for tool in (BWRAP, SETPRIV, PRLIMIT):
@@ -79,6 +83,10 @@ def sandbox_available() -> str | None:
             return f"{tool} is missing (Debian packages bubblewrap and util-linux)"
     if os.geteuid() != 0:
         return "the grader must run as root to start sandboxes under unprivileged uids"
+    try:
+        seccomp.architecture()
+    except seccomp.UnknownArchitecture as exc:
+        return str(exc)
     return None
 
 
@@ -525,6 +533,8 @@ class Sandbox:
         self._slot_fd: int | None = None
         self.process: Supervisor | None = None
         self._log = collections.deque(maxlen=64)  # the last few KiB of the sandbox's stderr
+        self._log_bytes = 0  # read from the sandbox's stderr so far: at most limits.log_bytes + 1
+        self._log_ended = False
         self._oom_before = 0
 
     @staticmethod
@@ -600,13 +610,27 @@ class Sandbox:
         except (BrokenPipeError, OSError):
             raise self._died() from None
 
+    # The log is read only up to limits.log_bytes: each byte costs this process (root, in no cgroup) CPU, and a
+    # sandbox could write for as long as its budget lasts.  Past the limit the sandbox is stopped.
+
+    def _read_log(self, fd: int) -> bool:
+        """Read what the sandbox's stderr holds now (one read); False at its end or past the log limit."""
+        chunk = os.read(fd, min(1 << 16, max(1, self.limits.log_bytes + 1 - self._log_bytes)))
+        self._log_bytes += len(chunk)
+        if chunk:
+            self._log.append(chunk[-4096:])
+        else:
+            self._log_ended = True  # never selected again: an ended pipe is always "ready"
+        return bool(chunk) and self._log_bytes <= self.limits.log_bytes
+
+    def _log_flooded(self) -> bool:
+        return self._log_bytes > self.limits.log_bytes
+
     def _drain_log(self) -> None:
         fd = self.process.stderr.fileno()
-        while select.select([fd], [], [], 0)[0]:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
+        while not self._log_flooded() and not self._log_ended and select.select([fd], [], [], 0)[0]:
+            if not self._read_log(fd):
                 return
-            self._log.append(chunk[-4096:])
 
     def _recv_exactly(self, size: int, deadline: float, budget: str) -> bytes:
         out_fd, err_fd = self.process.stdout.fileno(), self.process.stderr.fileno()
@@ -616,11 +640,10 @@ class Sandbox:
             if left <= 0:
                 self.kill()
                 raise SandboxTimeout(budget)
-            ready, _, _ = select.select([out_fd, err_fd], [], [], left)
-            if err_fd in ready:
-                chunk = os.read(err_fd, 1 << 16)
-                if chunk:
-                    self._log.append(chunk[-4096:])
+            ready, _, _ = select.select([out_fd] if self._log_ended else [out_fd, err_fd], [], [], left)
+            if err_fd in ready and not self._read_log(err_fd) and self._log_flooded():
+                self.kill()
+                raise ProtocolViolation(log_flood_message(self.limits), self.log())
             if out_fd in ready:
                 chunk = os.read(out_fd, min(remaining, 1 << 20))
                 if not chunk:

@@ -357,6 +357,6 @@ def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) ->
         sandbox.kill()
         why = t("the feedback copy of the notebook could not be run to the end ({error})", result.language, error=exc)
         note(result, why, why)  # the student's own notebook, run before any hidden input existed
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         why = t("the feedback copy of the notebook came back unreadable", result.language)
         note(result, why, why)

@@ -17,8 +17,10 @@ with it) and, before any student code exists in it,
   cgroup namespace);
 * takes the rlimits, a new session, the slot's unprivileged uid, empty capability sets (bounding,
   inheritable and ambient too) and ``no_new_privs``, empties the uid's kernel keyrings (kept per uid, not
-  per namespace: the previous sandbox of the slot may have left keys there), keeps only the three pipes the grader passed
-  (every other descriptor is closed) and runs :func:`rlhf_course.grading.sandbox_runner.main`.
+  per namespace: the previous sandbox of the slot may have left keys there), installs the seccomp filter
+  (:mod:`seccomp`: no namespaces, mounts, keyrings, bpf, perf, userfaultfd, io_uring or ptrace from here on),
+  keeps only the three pipes the grader passed (every other descriptor is closed) and runs
+  :func:`rlhf_course.grading.sandbox_runner.main`.  Its ``/proc/key-users`` and ``/proc/keys`` are empty files.
 
 The zygote hands the grader a pidfd of that process (to see it end and to kill it).  The sandbox cannot
 see the zygote (another PID namespace), signal or trace it, and holds no descriptor of it.  Everything a
@@ -40,6 +42,8 @@ import signal
 import socket
 import sys
 import traceback
+
+from rlhf_course.grading import seccomp
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
@@ -64,6 +68,10 @@ CAPABILITIES = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADM
 KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311}  # keyctl(2)'s system call number
 KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_UNLINK, KEYCTL_GET_PERSISTENT = 1, 7, 9, 22
 KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -3, -4, -5
+# Kernel-wide key accounting every uid can read: /proc/key-users lists each uid's key counts (the other slots'
+# sandboxes', a channel between concurrent sandboxes), /proc/keys the keys the reader may view.  Each is an
+# empty file in a sandbox.
+MASKED_PROC_FILES = ("key-users", "keys")
 REQUEST_FIELDS = {"slot": int, "uid": int, "workspace_bytes": int, "memory_bytes": int, "cpu_seconds": int, "file_bytes": int,
                   "processes": int}
 
@@ -155,6 +163,10 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
     for name in ("sys", "sysrq-trigger", "irq", "bus"):  # read-only, as bwrap makes them
         if os.path.exists(f"/proc/{name}"):
             _bind_read_only(f"/proc/{name}", f"/proc/{name}")
+    for name in MASKED_PROC_FILES:  # /dev/null in their place (a device node: its mount keeps devices)
+        if os.path.exists(f"/proc/{name}"):
+            _mount("/dev/null", f"/proc/{name}", None, MS_BIND)
+            _mount(None, f"/proc/{name}", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     os.mkdir("/tmp/matplotlib")
     os.chmod("/tmp/matplotlib", 0o777)
     for name in sorted(os.listdir(FONT_MOUNTS)):
@@ -185,11 +197,14 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: the uid change cleared it
     _forget_keys()
+    seccomp.install()  # last: the steps above use calls it denies (keyctl)
     with open("/proc/self/status") as handle:
         status = dict(line.split(":", 1) for line in handle if ":" in line)
     if os.getresuid() != (uid,) * 3 or os.getgroups() or any(
             int(status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")):
         raise RuntimeError("the sandbox kept a privilege")
+    if status["Seccomp"].strip() != str(seccomp.SECCOMP_MODE_FILTER):
+        raise RuntimeError("the sandbox has no seccomp filter")
     random.seed()  # a fresh process would have drawn its own seed
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()

@@ -34,6 +34,7 @@ from rlhf_course.lab.language import RESPONSE_LENGTH
 from rlhf_course.lab.model import PolicyLM, RewardModel, response_stats
 from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 from rlhf_course.lab.notebook_functions import functions_from_notebook
+from rlhf_course import i18n
 from rlhf_course.i18n import padded, plot_text, t
 from rlhf_course.lab.student import StudentFunctionError, guard
 from rlhf_course.lab.train import _examples, _progress, clipped_step, frozen_copy, rollout_metrics
@@ -138,18 +139,25 @@ OTHER_FUNCTIONS = (("ppo_clipped_objective", "rlhf*/rlhf_building_blocks.ipynb")
                    ("kl_estimator_k3", "kl_penalty*/kl_penalty.ipynb"))
 
 
+def _own_edition(path: Path) -> bool:
+    """Whether ``path`` is in the folder of the edition in the language in effect: ``rlhf_zh/`` in Chinese,
+    ``rlhf/`` in English (a Chinese student's own notebooks come first)."""
+    chinese = path.parent.name.endswith("_zh")
+    return chinese == (i18n.language() == i18n.CHINESE)
+
+
 def find_other_functions(folder: Path) -> dict[str, Callable]:
     """Your ``ppo_clipped_objective`` and ``kl_estimator_k3``, from your own notebooks of the two earlier
     assignments in the folders next to ``folder`` (as ``nbgrader fetch_assignment`` lays them out).
     Raises StudentFunctionError saying which one is missing and where it was looked for."""
     found = {}
     for name, pattern in OTHER_FUNCTIONS:
-        candidates = sorted(folder.parent.glob(pattern))
+        candidates = sorted(folder.parent.glob(pattern), key=lambda path: (not _own_edition(path), str(path)))
         if not candidates:
             raise StudentFunctionError(t("{name} comes from your notebook {pattern} next to this folder, and there "
                                          "is none: fetch that assignment first", name=name, pattern=pattern))
         errors = []
-        for path in candidates:  # the English edition first, then the others
+        for path in candidates:  # the edition of this notebook's language first, then the others
             try:
                 found[name] = functions_from_notebook(path, (name,))[name]
                 break

@@ -1,6 +1,6 @@
 """The PPO/DPO lab: a tiny language model trained with RLHF, driven by the student's three functions.
 
-    python -m rlhf_course.lab.ppo_dpo release/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
+    python -m rlhf_course.lab.ppo_dpo student/rlhf/rlhf_building_blocks.ipynb [--setting quick|full] [--out DIR]
 
 Stages: SFT on a toy sentiment language -> a Bradley-Terry reward model -> PPO-RLHF against it
 -> DPO on gold-labelled pairs.  Prints the metrics, writes ``ppo.png``, ``dpo.png`` and

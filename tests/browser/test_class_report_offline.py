@@ -10,9 +10,9 @@ from rlhf_course.grading import class_report
 from rlhf_course.i18n import CHINESE, ENGLISH
 from tests.support import browser as browser_support, synthetic_class
 
-HEADINGS = {ENGLISH: ["Score distribution", "Manual grading still to do", "Hidden tests", "Misconceptions named",
-                      "Lateness", "Students"],
-            CHINESE: ["成绩分布", "尚待人工评分", "隐藏测试", "识别出的误解", "迟交", "学生"]}
+HEADINGS = {ENGLISH: ["Students by score, lowest first", "Score distribution", "Manual grading still to do",
+                      "Hidden tests", "Misconceptions named", "Lateness", "Students"],
+            CHINESE: ["学生按成绩排列（低分在前）", "成绩分布", "尚待人工评分", "隐藏测试", "识别出的误解", "迟交", "学生"]}
 
 
 @pytest.fixture(scope="module")

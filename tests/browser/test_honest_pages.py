@@ -38,9 +38,9 @@ WRITTEN = {
 STUDENTS = {"ada": ASSIGNMENT, "lin": ASSIGNMENT + "_zh"}
 VERDICT = {ASSIGNMENT: "[trusted grader] ", ASSIGNMENT + "_zh": "[可信评分] "}
 
-# Per verdict <pre>: its box, its lines, and every word or number ([A-Za-z0-9_.] runs) that the browser
-# laid out over two lines although it is shorter than the line.
-VERDICT_LAYOUT = """prefix => Array.from(document.querySelectorAll('pre'))
+# Per verdict box (the Formgrader's <pre>, the feedback page's panel): its box, its lines, and every word or number
+# ([A-Za-z0-9_.] runs) that the browser laid out over two lines although it is shorter than the line.
+VERDICT_LAYOUT = """([selector, prefix]) => Array.from(document.querySelectorAll(selector))
     .filter(pre => pre.textContent.startsWith(prefix)).map(pre => {
         const split = [], lineTops = new Set();
         const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
@@ -170,8 +170,8 @@ def _shoot(page, element, path) -> None:
                     clip={"x": box["x"], "y": box["y"] + top, "width": box["width"], "height": box["height"]})
 
 
-def _verdicts_read_whole(page, assignment: str, tests: int) -> None:
-    verdicts = page.evaluate(VERDICT_LAYOUT, VERDICT[assignment])
+def _verdicts_read_whole(page, selector: str, prefix: str, tests: int) -> None:
+    verdicts = page.evaluate(VERDICT_LAYOUT, [selector, prefix])
     assert len(verdicts) == tests, [v["text"] for v in verdicts]
     assert [v for v in verdicts if v["scroll"] > v["client"]] == []  # nothing past the right edge
     assert [v for v in verdicts if v["split"]] == []  # no word or number cut over two lines
@@ -188,6 +188,12 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
     # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
     assert page.locator("input.score").count() == grades
     assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
+    # it opens at the written answer to grade, not at the top
+    page.wait_for_function("window.formgraderShowedAnswer", timeout=30_000)
+    shown = page.evaluate("formgraderShowedAnswer")
+    assert shown.startswith("lab_question") and page.evaluate("window.scrollY") > 0
+    box = page.locator(f"input.score#{shown}").bounding_box()  # in the viewport (1000 px high)
+    assert box is not None and 0 <= box["y"] <= 1000
     assert page.evaluate("formgrader.grade_uis.length") == grades
     assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
     # the derivations' and the written answer's math, typeset; the code, highlighted
@@ -203,7 +209,7 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
                          ".paddingLeft)") >= 4
     assert page.evaluate("getComputedStyle(document.querySelector('.rendered_html summary')).display") \
         == "list-item"
-    _verdicts_read_whole(page, assignment, len(results[student].cells))
+    _verdicts_read_whole(page, "pre", VERDICT[assignment], len(results[student].cells))
     if assignment.endswith("_zh"):
         assert page.get_by_text("裁剪只在继续移动有利时").count() == 1  # the written answer
         assert page.evaluate(DRAWN_APART, ["裁", "剪", ".rendered_html p"])
@@ -269,15 +275,14 @@ def test_the_feedback_page_of_an_honest_submission(graded, browser, artifacts, s
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     try:
         page.goto(path.as_uri(), wait_until="load")
-        _shoot(page, page.locator(".jp-OutputArea-output pre").filter(has_text=VERDICT[assignment]).nth(2).locator(
-            "xpath=ancestor::div[contains(@class, 'jp-CodeCell')][1]"), artifacts / f"feedback_honest_{assignment}.png")
+        _shoot(page, page.locator("div.rlhf-verdict").nth(2), artifacts / f"feedback_honest_{assignment}.png")
         assert page.locator("math").count() > 50
         assert page.evaluate(HIGHLIGHTED, [".jp-InputArea-editor .highlight .kn", ".jp-InputArea-editor .highlight .n"])
         assert page.evaluate(CUT_CODE, ".jp-InputArea-editor pre") == []  # a hidden test's long header scrolls
-        _verdicts_read_whole(page, assignment, len(results[student].cells))
+        _verdicts_read_whole(page, "div.rlhf-verdict", "", len(results[student].cells))
         if assignment.endswith("_zh"):
             assert page.get_by_text("裁剪只在继续移动有利时").count() == 1
             assert page.evaluate(DRAWN_APART, ["裁", "剪", ".jp-RenderedMarkdown p"])
-            assert page.evaluate(DRAWN_APART, ["未", "通", ".jp-OutputArea-output pre"])
+            assert page.evaluate(DRAWN_APART, ["未", "通", "div.rlhf-verdict"])
     finally:
         page.close()

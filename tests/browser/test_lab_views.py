@@ -1,7 +1,9 @@
 """`make lab` and `make lab-instructor`, as started by the Makefile, in headless Chromium: students
 see nbgrader's student plugins only and no news prompt; instructors keep the Formgrader."""
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ NEWS_WAIT = 2  # seconds
 
 
 TARGETS = ("lab", "lab-instructor")
+VENV = Path(sys.executable).parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +29,9 @@ def labs(tmp_path_factory, repo):
             # the Formgrader's gradebook, if anything opens it, stays out of the checkout
             env = {"RLHF_GRADEBOOK_URL": f"sqlite:///{scratch / 'gradebook.db'}",
                    "RLHF_EXCHANGE_ROOT": str(scratch / "exchange")}
+            # this test run's environment, never rebuilt by make (-o), even in a checkout newer than its stamp
             servers[target] = LabServer(repo, scratch, env_extra=env, make_target=target, quiet_news=False,
-                                        wait=False)
+                                        wait=False, make_args=(f"VENV={VENV}", "-o", str(VENV / ".installed-stamp")))
         for server in servers.values():
             server.wait_ready()
         yield servers

@@ -201,8 +201,8 @@ def test_a_students_server_gets_the_exchange_and_one_thread(pods):
     student_config = (DEPLOY / "jupyter" / "student" / "nbgrader_config.py").read_text()
     assert '"/srv/nbgrader/exchange"' in student_config and '"rlhf-course"' in student_config
     assert found["RLHF_EXCHANGE_ROOT"] == "/srv/nbgrader/exchange"
-    course_default = re.search(r'RLHF_COURSE_ID", "([^"]+)"', (REPO / "nbgrader_config.py").read_text())[1]
-    assert found["RLHF_COURSE_ID"] == course_default
+    from rlhf_course.exchange import DEFAULT_COURSE_ID  # the course's nbgrader_config.py's default
+    assert found["RLHF_COURSE_ID"] == DEFAULT_COURSE_ID
     assert found["JUPYTER_CONFIG_PATH"].split(":") == ["/etc/rlhf-course/jupyter/student",
                                                         "/etc/rlhf-course/jupyter/everyone"]
     assert found["OMP_NUM_THREADS"] == found["RLHF_LAB_THREADS"] == "1"

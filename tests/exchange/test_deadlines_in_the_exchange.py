@@ -171,9 +171,39 @@ def test_each_student_reads_their_own_extension_and_no_one_elses(two_students):
     assert "own ALLOWED {'rlhf': 172800.0}" in seen[ann] and "own ALLOWED {'rlhf': 43200.0}" in seen[ben], seen
     for out in seen.values():
         assert "other denied" in out and "list denied" in out and "overwrite own denied" in out, out
-    # Withdrawn: the file goes (the gradebook no longer has it)
+    # Withdrawn: the file stays, with no extension in it (the gradebook no longer has one); off the roster: gone
     deadlines.publish_extensions(str(root), COURSE, {ann: {}, ben: {"rlhf": dt.timedelta(hours=12)}})
+    assert json.loads(Path(deadlines.extension_path(str(root), COURSE, ann)).read_text())["extensions"] == {}
+    deadlines.publish_extensions(str(root), COURSE, {ben: {"rlhf": dt.timedelta(hours=12)}})
     assert not Path(deadlines.extension_path(str(root), COURSE, ann)).exists()
+
+
+STAT_AS_STUDENT = """\
+import json, os, sys
+print(json.dumps({path: [getattr(os.stat(path), f) for f in ("st_size", "st_mode", "st_uid", "st_gid", "st_blocks",
+                                                              "st_atime_ns", "st_mtime_ns", "st_ctime_ns")]
+                  for path in sys.argv[1:]}))
+"""
+
+
+def test_every_student_s_file_has_the_same_footprint_with_or_without_an_extension(two_students):
+    """What a classmate's stat says (they cannot read the file): existence, size, mode, owner, times; the same
+    for a student with 48 h, one with 24 h and one with none."""
+    base, (ann, ben) = two_students
+    root = base / "exchange-stat"
+    (root / COURSE / "outbound").mkdir(parents=True)
+    root.chmod(0o755), (root / COURSE).chmod(0o755)
+    for ann_has, ben_has in (({"rlhf": dt.timedelta(hours=48)}, {}),
+                             ({"rlhf": dt.timedelta(hours=24)}, {"rlhf": dt.timedelta(hours=48), "grpo": dt.timedelta(hours=1)})):
+        deadlines.publish_extensions(str(root), COURSE, {ann: ann_has, ben: ben_has})
+        paths = [deadlines.extension_path(str(root), COURSE, student) for student in (ann, ben)]
+        out = subprocess.run(["setpriv", f"--reuid={ann}", f"--regid={ann}", "--init-groups", "/usr/bin/python3", "-c",
+                              STAT_AS_STUDENT, *paths], capture_output=True, text=True, check=True).stdout
+        mine, theirs = json.loads(out).values()
+        assert mine[:7] == theirs[:7], (mine, theirs)  # size, mode, owner, group, blocks, access and modification times
+        assert abs(mine[7] - theirs[7]) < 1e9  # change times: this publish's, within a second
+        assert json.loads(Path(paths[0]).read_text())["extensions"] == {
+            a: e.total_seconds() for a, e in ann_has.items()}
 
 
 def test_the_feedback_line_comes_from_the_gradebook_in_both_languages():

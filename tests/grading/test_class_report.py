@@ -53,12 +53,14 @@ def _expected(plans) -> dict[tuple[str, str, str, str], object]:
                                ("sd", values.std(ddof=1)), ("min", values.min()), ("max", values.max())):
             out[("distribution", edition, "score", measure)] = value
     out[("distribution", "all", "score", "max_score")] = sum(points.values())
+    out[("roster", "all", "", "students")] = out[("roster", "all", "", "submitted")] = len(plans)
+    out[("roster", "all", "", "missing")] = ""  # every student of the roster submitted
     for g in tests:
         passed = np.array([float(g not in p.lost) for p in plans])
         rest = np.array([raw[p.student] - cells[p.student][g] for p in plans])
         r = None if passed.std() == 0 or rest.std() == 0 else np.corrcoef(passed, rest)[0, 1]
         flags = (["nobody passes"] if passed.sum() == 0 else []) + (["everybody passes"] if passed.all() else []) \
-            + (["negative discrimination"] if r is not None and r < -0.2 else [])
+            + (["negative discrimination"] if r is not None and r < -2 / np.sqrt(len(plans)) else [])
         for measure, value in (("points", points[g]), ("students", len(plans)), ("passed", passed.sum()),
                                ("pass_rate", passed.mean()), ("mean_score", np.mean([cells[p.student][g] for p in plans])),
                                ("discrimination", "" if r is None else r), ("flags", "; ".join(flags))):
@@ -139,11 +141,15 @@ def test_the_page_escapes_what_students_shaped_and_links_their_feedback(graded_c
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "<script" not in page.lower()
     assert re.findall(r'<img [^>]*src="([^"]{0,22})', page) == ["data:image/png;base64,"] * 2
-    links = re.findall(r'<a href="([^"#][^"]*)"', page)
+    every_link = re.findall(r'<a href="([^"#][^"]*)"', page)
+    formgrader = [link for link in every_link if link.startswith("http://localhost:8888/formgrader/submissions/")]
+    assert all(re.fullmatch(r"http://localhost:8888/formgrader/submissions/[0-9a-f]{32}/", link) for link in formgrader)
+    assert len(set(formgrader)) == len(plans)  # each student's submission (test_class_report_office_hours.py)
+    links = [link for link in every_link if link not in formgrader]
     assert len(links) == sum(p.real for p in plans)
     for link in links:
         assert "://" not in link and (Path(written.html).parent / urllib.parse.unquote(link)).is_file()
-    assert "point-biserial" in page and "r &lt; -0.2" in page
+    assert "point-biserial" in page and f"r &lt; {-2 / 60 ** 0.5:.2f} for 60 submissions" in page
     assert "Misconceptions were not named for 10 of 60" in page
     assert "\u53cc" not in page, "misconceptions are named in English for the instructor"  # zh names stay out
 

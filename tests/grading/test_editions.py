@@ -22,13 +22,20 @@ FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 CODE_SPAN = re.compile(r"`[^`]+`")
 
 
+# A line's label in an output block ("scaled:   [[...", as the visible test prints it in the edition's language), and
+# words in math (\text{at the sampled token}: with a space or in Chinese; \text{ref} is a name and stays compared).
+OUTPUT_LABEL = re.compile(r"^[^\[\]\d\s-][^:\uff1a\n]*[:\uff1a] *", re.MULTILINE)
+MATH_WORDS = re.compile(r"\\text\{[^{}]*(?: |[\u4e00-\u9fff\uff08-\uff1a])[^{}]*\}")
+
+
 def spans(text: str) -> dict[str, list[str]]:
     """The fenced blocks (in order), the math and the inline code (sorted) of one markdown cell.  A
-    ```python block is compared as code: its comments may be translated, nothing else."""
+    ```python block is compared as code: its comments may be translated, nothing else; an output block
+    without its lines' labels; math without the words of its \\text{...}."""
     fences = [editions.code_skeleton(block.split("\n", 1)[1].rsplit("```", 1)[0]) if block.startswith("```python")
-              else block for block in FENCE.findall(text)]
+              else OUTPUT_LABEL.sub("", block) for block in FENCE.findall(text)]
     prose = FENCE.sub("", text)
-    squash = lambda found: sorted(" ".join(span.split()) for span in found)  # noqa: E731
+    squash = lambda found: sorted(" ".join(MATH_WORDS.sub(r"\\text{}", span).split()) for span in found)  # noqa: E731
     return {"fences": fences, "math": squash(MATH.findall(prose)), "code": squash(CODE_SPAN.findall(prose))}
 
 
@@ -100,8 +107,11 @@ def test_a_chinese_release_says_where_to_write_in_chinese(edition):
             if en.cell_type == "code":
                 assert en.source.endswith("# YOUR CODE HERE\n    raise NotImplementedError()"), en.id
                 assert zh.source.endswith("\n    ".join(stubs["code"].splitlines())), zh.id
-            else:
-                assert (en.source, zh.source) == ("YOUR ANSWER HERE", stubs["text"]), en.id
+            else:  # each written answer's stub names its question: Validate lists which is unanswered
+                question = en.metadata["nbgrader"]["grade_id"]
+                assert (en.source, zh.source) == (f"YOUR ANSWER HERE ({question})",
+                                                  editions.question_stub(stubs["text"], question)), en.id
+                assert question in zh.source
         assert "YOUR CODE HERE" not in str(translated) and "YOUR ANSWER HERE" not in str(translated)
     setup = next(c for c in translated.cells if editions.is_set_up_cell(c))
     assert setup.source.endswith("i18n.set_language('zh-CN')  # " + editions.LANGUAGE_LINE_COMMENT["zh-CN"])
@@ -120,6 +130,9 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
         table["messages"][check_id] = {"english_sha256": editions.english_sha256(check.message),
                                        "text": "[译] " + check.message}
     table["details"] = {template: "[译] " + template for template in editions.said_templates(course, base)}
+    # the term table defines the short form the catalogue's Chinese uses (a glossary's "defined_as")
+    first = next(iter(table["cells"]))
+    table["cells"][first]["text"] += "\n\n| 裁剪代理目标（简称裁剪目标） | clipped surrogate objective |"
     for old in (course / "i18n").glob("*.json"):
         old.unlink()
     path = course / "i18n" / f"{base}.{language}.json"
@@ -250,7 +263,7 @@ def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
     nb = notebooks.read(built)
     english = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
     setup = next(c for c in nb.cells if editions.is_set_up_cell(c))
-    assert setup.source.endswith("i18n.set_language('zh-CN')  # 本版本的语言：滑块演示、图和消息")
+    assert setup.source.endswith("i18n.set_language('zh-CN')  # 本版本的语言：交互图、其他图和消息")
     assert all(c.source.startswith("[译] ") for c in nb.cells if c.cell_type == "markdown")
     assert notebooks.solution_answers(nb) == notebooks.solution_answers(english)
     assert nb.metadata["rlhf_course"]["edition"] == "zh-CN"
@@ -418,13 +431,51 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
         release.generate_release(course, ["rlhf_xx"])  # `make release` refuses
 
 
+def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(course):
+    """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.md's 中文说明 are
+    checked as the cells are: a variant there, or a short form the edition never defines, stops `make release`."""
+    edition = editions.edition_of(course, "rlhf_zh")
+    assert editions.problems(course, edition, base_checks(edition)) == []
+    catalogue = course / "instructor" / "answer_catalogue.py"
+    text = catalogue.read_text(encoding="utf-8")
+    catalogue.write_text(text.replace("往前走；", "往前走，不需要价值网络；", 1), encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")  # (a course copy has none)
+    (course / "README.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
+    found = [line.split(" (...")[0] for line in editions.problems(course, edition, base_checks(edition))]
+    assert found == [
+        "catalogue gae_forward_recursion (explanation): '价值网络' is not the glossary's word for "
+        "'value head (the critic), never value network': write '价值头'",
+        "README.md '## 中文说明': '滑块演示' is not the glossary's word for "
+        "'explorer (the interactive plot with sliders under an exercise)': write '交互图'"]
+    with pytest.raises(editions.StaleTranslation, match="catalogue gae_forward_recursion"):
+        release.generate_release(course, ["rlhf_zh"])  # `make release` refuses
+
+
+def test_a_short_form_needs_its_definition_in_the_edition(course):
+    """裁剪目标 is the defined short form of 裁剪代理目标: usable where the edition's term table defines it."""
+    edition = editions.edition_of(course, "kl_penalty_zh")
+    table = edition.table()
+    cell = next(iter(table["cells"]))
+    table["cells"][cell]["text"] += "\n\nPPO 的裁剪目标。"
+    editions.write_table(edition.path, table)
+    found = editions.problems(course, edition, base_checks(edition))
+    assert found == [f"cell {cell}: '裁剪目标', the short form of '裁剪代理目标', is used but the edition never defines it: "
+                     "write '裁剪代理目标（简称裁剪目标）' in its term table (glossary.zh-CN.json)"]
+    rlhf = editions.edition_of(course, "rlhf_zh")
+    assert "裁剪代理目标（简称裁剪目标）" in rlhf.table()["cells"]["intro"]["text"]
+
+
 def test_the_grpo_expected_output_block_shows_the_labels_each_edition_prints():
-    """A student compares the printed lines with the contract's block: the same labels in both editions."""
-    for assignment in ("grpo", "grpo_zh"):
+    """A student compares the printed lines with the contract's block: the labels the edition's visible test prints,
+    in its language (a Chinese label is two columns a character: the values start in one column in both lines)."""
+    labels = {"grpo": ["scaled:   ", "unscaled: "], "grpo_zh": ["缩放：   ", "不缩放： "]}
+    for assignment, expected in labels.items():
         cells = {c.id: c.source for c in notebooks.read(REPO / "source" / assignment / "grpo.ipynb").cells}
         block = FENCE.findall(cells["grpo_contract"])[0].splitlines()[1:-1]
         printed = [label + " " for label in re.findall(r'^print\("([^"]+)", ', cells["grpo_visible_tests"], re.MULTILINE)]
-        assert [line.split("[")[0] for line in block] == printed == ["scaled:   ", "unscaled: "], assignment
+        assert [line.split("[")[0] for line in block] == printed == expected, assignment
+        columns = [sum(2 if "\u3000" <= ch <= "\uffef" else 1 for ch in label) for label in printed]
+        assert len(set(columns)) == 1, (assignment, columns)
 
 
 @pytest.mark.parametrize("base", sorted({e.base for e in COURSE_EDITIONS}))
@@ -504,8 +555,10 @@ def test_the_companion_edition_differs_only_in_prose(edition):
         if en.cell_type == "code":
             expected = en.source
             if editions.is_set_up_cell(en):
-                expected = en.source.rstrip("\n") + "\n\n" + editions.language_line(edition.language, companion=True)
-                assert zh.source.endswith("i18n.set_language('zh-CN')  # 本版本的语言：图和打印出的摘要")
+                # the language first: the cell reads it to open your notebooks of the same edition (rlhf_zh/, ...)
+                expected = editions.language_line(edition.language, companion=True) + "\n\n" + en.source
+                assert zh.source.startswith("from rlhf_course import i18n; i18n.set_language('zh-CN')  # 本版本的语言：图和打印出的摘要\n")
+                assert 'EDITION = {"zh-CN": "_zh"}.get(i18n.language(), "")' in zh.source
             assert editions.code_skeleton(zh.source) == editions.code_skeleton(expected), en.id
             assert not zh.outputs and zh.execution_count is None, en.id
         else:
@@ -548,3 +601,40 @@ def test_a_copy_of_the_course_without_notebooks_builds_no_companion(course):
     """The tests' and the classroom's copies hold the course's inputs only: nothing to build, nothing refused."""
     assert not (course / "notebooks").exists()
     assert editions.build_companions(course) == []
+
+
+# ----------------------------------------------------------------------------- the Chinese prose
+
+COLLOQUIALISMS = ("排对了", "错得多厉害", "在你这里", "之后再没有任何东西")
+
+
+def chinese_prose_sentences(markdown: str) -> list[str]:
+    """The sentences of a markdown cell's running prose (math counted as one character; tables, headings, list
+    items and fenced blocks left out), split at 。！？."""
+    text = MATH.sub("M", FENCE.sub("", markdown))
+    found = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line or line.startswith(("|", "#")) or re.match(r"(\d+\.|[*-]) ", line):
+            continue
+        found += [s.strip() for s in re.split(r"(?<=[。！？])", line) if re.search("[\u4e00-\u9fff]", s)]
+    return found
+
+
+def test_the_chinese_notebooks_read_as_chinese_prose():
+    """What a Chinese student reads in the rendered notebooks: no colloquialism, no sentence over 135 characters,
+    at most one full-width colon a sentence."""
+    paths = sorted(REPO.glob("source/*_zh/*.ipynb")) + sorted(REPO.glob("notebooks/*_zh.ipynb"))
+    assert len(paths) == 4
+    long, chains = [], []
+    for path in paths:
+        for cell in notebooks.read(path).cells:
+            if cell.cell_type != "markdown":
+                continue
+            assert not [w for w in COLLOQUIALISMS if w in cell.source], (path.name, cell.id)
+            for sentence in chinese_prose_sentences(cell.source):
+                if len(sentence) > 135:
+                    long.append((path.name, cell.id, len(sentence), sentence[:60]))
+                if sentence.count("：") > 1:
+                    chains.append((path.name, cell.id, sentence[:60]))
+    assert long == [] and chains == [], (long, chains)

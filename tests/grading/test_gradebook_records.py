@@ -263,3 +263,27 @@ def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
         gb.find_submission(ASSIGNMENT, "lena").extension = dt.timedelta(hours=3)
         gb.db.commit()
     assert penalty() is None  # on time: no penalty recorded, as nbgrader does
+
+
+@pytest.mark.parametrize("assignment", ["rlhf", "rlhf_zh", "grpo", "grpo_zh"])
+def test_each_written_answers_stub_names_its_question_and_counts_as_unanswered(assignment):
+    """Validate lists unanswered cells by their text: each stub names its question (editions.question_stub), in
+    the edition's language; the grader's "answered" compares with the release's own stub, so a stub left as
+    released is unanswered and any other text is answered."""
+    import copy
+
+    from rlhf_course.grading import editions, notebooks
+    from tests.support.course import REPO
+    path = next((REPO / "release" / assignment).glob("*.ipynb"))
+    release = notebooks.read(path)
+    written = {g: c for g, c in notebooks.cells_by_grade_id(release).items() if notebooks.is_written_answer(c)}
+    assert len(written) >= 2 and len({c.source for c in written.values()}) == len(written)
+    for question, cell in written.items():
+        chinese = assignment.endswith("_zh")
+        assert cell.source == (editions.question_stub(editions.ANSWER_STUBS["zh-CN"]["text"], question) if chinese
+                               else f"YOUR ANSWER HERE ({question})")
+    assert intake.written_answers(release, release) == {g: False for g in written}
+    first = next(iter(written))
+    answered = copy.deepcopy(release)
+    notebooks.cells_by_grade_id(answered)[first].source = "My answer."
+    assert intake.written_answers(answered, release) == {g: g == first for g in written}

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlhf_course.grading.limits import Limits
 
 from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, bwrap_command, limited_command
@@ -137,3 +139,74 @@ def _parent(pid: int) -> int:
             return int(handle.read().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError):
         return -1
+
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, json, os, subprocess, threading
+from rlhf_course.grading import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = seccomp.architecture().numbers
+
+def call(name, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(numbers[name]), *(ctypes.c_long(a) for a in args))
+    if result == 0 and name == "clone":
+        os._exit(0)  # a child the kernel made: it must not run the probe on
+    return errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ok"
+
+# Arguments that do no harm where the call is allowed (most fail on a null pointer or a bad descriptor).
+ARGS = {"unshare": [seccomp.CLONE_NEWUSER], "setns": [-1, 0], "mount": [0, 0, 0, 0, 0], "umount2": [0, 0],
+        "pivot_root": [0, 0], "open_tree": [-1, 0, 0], "move_mount": [-1, 0, -1, 0, 0], "fsopen": [0, 0],
+        "fsconfig": [-1, 0, 0, 0, 0], "fsmount": [-1, 0, 0], "fspick": [-1, 0, 0], "mount_setattr": [-1, 0, 0, 0, 0],
+        "keyctl": [0, -3, 0], "add_key": [0, 0, 0, 0, 0], "request_key": [0, 0, 0, 0], "bpf": [0, 0, 0],
+        "perf_event_open": [0, 0, -1, -1, 0], "userfaultfd": [1], "io_uring_setup": [1, 0],
+        "io_uring_enter": [-1, 0, 0, 0, 0, 0], "io_uring_register": [-1, 0, 0, 0], "ptrace": [16, 999999, 0, 0],
+        "process_vm_readv": [999999, 0, 0, 0, 0, 0], "process_vm_writev": [999999, 0, 0, 0, 0, 0]}
+report = {name: call(name, *ARGS[name]) for name in seccomp.DENIED}
+report["clone a namespace"] = call("clone", seccomp.CLONE_NEWUSER | 17, 0, 0, 0, 0)
+report["clone3"] = call("clone3", 0, 0)
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+report["fork"] = os.WEXITSTATUS(os.waitpid(pid, 0)[1])
+box = []
+thread = threading.Thread(target=lambda: box.append("ran"))
+thread.start(); thread.join()
+report["thread"] = box
+report["subprocess"] = subprocess.run(["/bin/sh", "-c", "exit 5"]).returncode
+report["key-users"] = open("/proc/key-users").read()
+report["Seccomp"] = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)["Seccomp"].strip()
+raise SystemExit(json.dumps(report))
+"""
+
+
+def test_student_code_cannot_make_namespaces_mount_use_keyrings_or_trace():
+    """Through the real path (a sandbox forked by the zygote): each denied system call answers EPERM, clone3
+    ENOSYS (so that the C library falls back to clone, whose flags the filter reads), and what honest code
+    does (fork, threads, subprocesses) works."""
+    from rlhf_course.grading import seccomp
+    from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
+    job = {"setup": "", "answer_cells": {"probe": SYSCALL_PROBE},
+           "notebook_name": "n.ipynb", "notebook_json": '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
+           "notebook_cap": 1 << 20, "reply_cap": 1 << 20}
+    try:
+        with Sandbox(job, slot=0).start() as box:
+            reply = box.define()["probe"]
+    finally:
+        ZYGOTE.stop()
+    assert reply.startswith("SystemExit: {"), reply
+    report = json.loads(reply.removeprefix("SystemExit: "))
+    denied = {name: report[name] for name in (*seccomp.DENIED, "clone a namespace")}
+    assert denied == dict.fromkeys(denied, "EPERM"), denied
+    assert report["clone3"] == "ENOSYS"
+    assert (report["fork"], report["thread"], report["subprocess"]) == (7, ["ran"], 5)
+    assert report["key-users"] == "" and report["Seccomp"] == "2"
+
+
+def test_the_filter_knows_its_architectures():
+    from rlhf_course.grading import seccomp
+    for machine, arch in seccomp.ARCHITECTURES.items():
+        assert set(arch.numbers) >= {*seccomp.DENIED, "clone", "clone3"}, machine
+        assert len(seccomp.program(arch)) % 8 == 0
+    with pytest.raises(seccomp.UnknownArchitecture):
+        seccomp.architecture("riscv64")

@@ -296,3 +296,43 @@ def test_figures_render(cached, tmp_path):
     plt.close("all")
     assert (tmp_path / "frontier.png").stat().st_size > 20_000
     assert (tmp_path / "overoptimisation.png").stat().st_size > 20_000
+
+
+# ----------------------------------------------------------------------------- what the prose says of the cache
+
+def dpo_lead_over_ppo(results: dict) -> dict[str, float]:
+    """For each DPO setting: how much closer to the exact curve it ends than the PPO setting with a KL penalty whose
+    mean KL is nearest its own (seed means of the gap below the curve)."""
+    settings = frontier.summarise(results)["settings"]
+    ppo = {key: s for key, s in settings.items() if key.startswith("ppo@") and key != "ppo@0"}
+    lead = {}
+    for key, s in settings.items():
+        if key.startswith("dpo@"):
+            kl = s["kl_to_reference"]["mean"]
+            nearest = min(ppo.values(), key=lambda p: abs(p["kl_to_reference"]["mean"] - kl))
+            lead[key] = nearest["gap_below_exact"]["mean"] - s["gap_below_exact"]["mean"]
+    return lead
+
+
+def test_the_docs_and_the_companion_quote_the_cache(repo, cached):
+    """docs/lab-and-frontier.md's DPO lead over PPO, and the companion's (both editions) DPO KLs and timings."""
+    lead = dpo_lead_over_ppo(cached)
+    assert [round(v, 3) for v in sorted(lead.values())] == [0.005, 0.014, 0.021]
+    docs = (repo / "docs" / "lab-and-frontier.md").read_text()
+    assert f"(by {min(lead.values()):.3f}-{max(lead.values()):.3f}, seed means;" in " ".join(docs.split())
+    dpo_gaps = [s["gap_below_exact"]["mean"] for key, s in frontier.summarise(cached)["settings"].items()
+                if key.startswith("dpo@")]
+    assert f"DPO {min(dpo_gaps):.3f}-{max(dpo_gaps):.3f} below" in " ".join(docs.split())
+
+    settings = frontier.summarise(cached)["settings"]
+    kls = [settings[f"dpo@{beta:g}"]["kl_to_reference"]["mean"] for beta in cached["sweep"]["dpo_betas"]]
+    assert kls == sorted(kls, reverse=True)  # after the sweep's training a larger beta ends closer
+    first_cell = json.loads((repo / "notebooks" / "reward_hacking_frontier.ipynb").read_text())["cells"][0]["source"]
+    english = " ".join("".join(first_cell).split())
+    chinese = json.loads((repo / "i18n" / "reward_hacking_frontier.zh-CN.json").read_text())["cells"]["688f7464"]["text"]
+    assert "KL {:.1f}, {:.1f} and {:.1f} nats".format(*kls) in english
+    assert "KL 分别为 {:.1f}、{:.1f}、{:.1f} nats".format(*kls) in chinese
+    took, free = round(cached["seconds"]), round(cached["free_cores_estimate_seconds"])
+    assert (took, free) == (92, 54)
+    assert f"took {took} s on a busy machine and records {free} s as its own free-core estimate" in english
+    assert f"用了 {took} 秒，它自己估计的空闲核心用时为 {free} 秒" in chinese

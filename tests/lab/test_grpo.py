@@ -139,3 +139,24 @@ def test_the_lab_names_the_notebook_it_could_not_find(tmp_path, capsys):
     (tmp_path / "grpo").mkdir()
     assert grpo.run_in_notebook(group_relative_advantages, tmp_path / "grpo") is None
     assert "ppo_clipped_objective comes from your notebook rlhf*/rlhf_building_blocks.ipynb" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("language, first", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_the_lab_takes_your_functions_from_your_edition_first(tmp_path, monkeypatch, language, first):
+    """A student who fetched both editions: the GRPO lab of each edition reads that edition's notebooks first."""
+    import nbformat
+
+    from rlhf_course import i18n
+    from rlhf_course.lab import grpo
+    for folder, notebook, name in (("rlhf", "rlhf_building_blocks.ipynb", "ppo_clipped_objective"),
+                                   ("kl_penalty", "kl_penalty.ipynb", "kl_estimator_k3")):
+        for edition in ("", "_zh"):
+            (tmp_path / f"{folder}{edition}").mkdir()
+            source = f"def {name}(*args):\n    return {folder + edition!r}\n"
+            answer = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"solution": True, "grade_id": "answer"}})
+            nb = nbformat.v4.new_notebook(cells=[answer])
+            nbformat.write(nb, str(tmp_path / f"{folder}{edition}" / notebook))
+    monkeypatch.setattr(i18n, "language", lambda: language)
+    found = grpo.find_other_functions(tmp_path / "grpo")
+    assert found["ppo_clipped_objective"]() == first
+    assert found["kl_estimator_k3"]() == first.replace("rlhf", "kl_penalty")

@@ -11,8 +11,8 @@ from rlhf_course.grading.checks import Check, evaluate
 
 
 def function_from(cell_source: str, name: str) -> Callable:
-    """The function ``name`` an answer cell defines, run with the notebook's set-up names (torch, math)."""
-    namespace = {"torch": torch, "math": math}
+    """The function ``name`` an answer cell defines, run with the notebook's set-up names (torch, math, F)."""
+    namespace = {"torch": torch, "math": math, "F": torch.nn.functional}
     exec(compile(cell_source, "answer", "exec"), namespace)
     return namespace[name]
 
@@ -23,5 +23,7 @@ def lost_by(checks: dict[str, Check], function: Callable) -> set[str]:
 
 
 def for_assignment(checks: dict[str, Check], name: str) -> tuple[Callable, Callable]:
-    """``function_from`` and ``lost_by`` bound to one assignment's function name and checks."""
-    return functools.partial(function_from, name=name), functools.partial(lost_by, checks)
+    """``function_from`` and ``lost_by`` bound to one function's name and its checks (an assignment with
+    several functions: the checks that call ``name``)."""
+    own = {check_id: check for check_id, check in checks.items() if check.function == name}
+    return functools.partial(function_from, name=name), functools.partial(lost_by, own)

@@ -37,9 +37,10 @@ class LabServer:
     port, token and quiet start come from a jupyter_server_config.json in this server's config dir."""
 
     def __init__(self, root: Path, scratch: Path, env_extra: dict | None = None, make_target: str | None = None,
-                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = (), wait: bool = True):
+                 quiet_news: bool = True, disabled_extensions: tuple[str, ...] = (), wait: bool = True,
+                 make_args: tuple[str, ...] = ()):
         """Started, and answering unless ``wait`` is false (then :meth:`wait_ready` before use: servers started
-        together start side by side)."""
+        together start side by side).  ``make_args``: more of make's arguments (variables, options)."""
         self.port, self.token, self.scratch = free_port(), "rlhf-course-test", scratch
         settings = scratch / "lab-settings"
         write_settings(settings, quiet_news)
@@ -59,7 +60,7 @@ class LabServer:
                 "ServerApp": {"port": self.port, "ip": "127.0.0.1", "open_browser": False, "allow_root": True},
                 "IdentityProvider": {"token": self.token},
                 "LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}}))
-            command = ["make", "--no-print-directory", "-C", str(root), make_target]
+            command = ["make", "--no-print-directory", "-C", str(root), *make_args, make_target]
         else:
             command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
                        "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",

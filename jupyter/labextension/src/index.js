@@ -2,10 +2,12 @@
 // (@jupyter/nbgrader renders the /assignments JSON and has no column for it), and beside each submission whether
 // it was on time ("late by 2 h 10 min: the late penalty applies"), in the student's language.  The data is the
 // course's exchange List's (rlhf_course/exchange/fetch.py: "deadline" per assignment, "lateness" per submission);
-// this only shows it.  And what a wait is waiting for: while nbgrader's Validate runs (its button says
+// this only shows it.  Before anything is released it says so in the released list, in the student's language (the
+// sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED and its translation in rlhf_course/i18n.py: a test
+// keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
 // "Validating...", in the notebook's toolbar or the Assignment List), the course's Validate says beside the button
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
-// kernel is still starting after a few seconds, its toolbar says the class is busy.  Every sentence comes from the
+// kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
 // server in both languages (rlhf_course/i18n.py).  Built with `npm run build` (jupyter/labextension/README.md);
 // the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
@@ -17,13 +19,61 @@ const LISTS = {  // each list of the Assignment List, and the status of what it 
   released_assignments_list: 'released', fetched_assignments_list: 'fetched', submitted_assignments_list: 'submitted'
 };
 const MARK = 'rlhf-deadline';
+const NOTHING = 'rlhf-nothing-released';
+const NOTHING_RELEASED = {
+  'en': 'Nothing has been released yet: the Assignment List stays empty until an assignment is released ' +
+    '(in the course folder: make release, then nbgrader release_assignment NAME).',
+  'zh-CN': '还没有发布任何作业：发布作业之前，作业列表（Assignment List）是空的' +
+    '（在课程目录中运行 make release，再运行 nbgrader release_assignment 作业名）。'
+};
+
+async function answer(path) {
+  const settings = ServerConnection.makeSettings();
+  const response = await ServerConnection.makeRequest(URLExt.join(PageConfig.getBaseUrl(), path), {}, settings);
+  return response.json();
+}
 
 async function listed(courseId) {
-  const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(PageConfig.getBaseUrl(), 'assignments') + '?course_id=' + encodeURIComponent(courseId);
-  const response = await ServerConnection.makeRequest(url, {}, settings);
-  const body = await response.json();
+  const body = await answer('assignments?course_id=' + encodeURIComponent(courseId));
   return body.success ? body.value : [];
+}
+
+async function sayWhetherAnythingIsReleased(language) {
+  const placeholder = document.getElementById('released_assignments_list_placeholder');
+  if (!placeholder) {
+    return;
+  }
+  const stock = placeholder.querySelector(':scope > div:not(.' + NOTHING + ')');
+  let note = placeholder.querySelector(':scope > .' + NOTHING);
+  let nothing = false;
+  if (!placeholder.hidden) {  // nothing to fetch: because nothing is released (a course may list submissions only)
+    const courses = await answer('courses');
+    nothing = courses.success;
+    for (const course of courses.success ? courses.value : []) {
+      if ((await listed(course)).some(info => info.status === 'released' || info.status === 'fetched')) {
+        nothing = false;
+        break;
+      }
+    }
+  }
+  if (!nothing) {
+    if (note) {
+      note.remove();
+    }
+    if (stock) {
+      stock.hidden = false;
+    }
+    return;
+  }
+  if (!note) {
+    note = document.createElement('div');
+    note.classList.add(NOTHING);
+    placeholder.append(note);
+  }
+  note.textContent = NOTHING_RELEASED[language] || NOTHING_RELEASED.en;
+  if (stock) {
+    stock.hidden = true;  // nbgrader's "There are no assignments to fetch.": the sentence above says more
+  }
 }
 
 function textOf(row, selector) {
@@ -47,6 +97,7 @@ function annotate(row, text, late) {
 }
 
 async function show(language) {
+  await sayWhetherAnythingIsReleased(language);
   const rows = [];  // [row, the status its list shows]
   for (const [id, status] of Object.entries(LISTS)) {
     const list = document.getElementById(id);
@@ -66,7 +117,7 @@ async function show(language) {
     const courseId = textOf(row, '.item_course');
     const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId &&
       i.status === status);
-    if (!info || !info.deadline) {
+    if (!info || !info.deadline || !info.deadline.due) {  // a course without due dates says nothing of them
       continue;
     }
     annotate(row, pick(info.deadline.text), false);
@@ -113,13 +164,16 @@ const plugin = {
     };
     // The Assignment List redraws its rows after every list, fetch and submit: show the deadlines again then
     // (rows it drew, not the spans added here, set it off).
+    // The released list's placeholder shown or hidden (an empty list loaded, or rows arrived): say again whether
+    // anything is released.
     new MutationObserver(records => {
       const redrawn = records.some(r => [...r.addedNodes].some(n => n.nodeType === 1 && n.classList &&
-        n.classList.contains('list_item')));
+        n.classList.contains('list_item')) ||
+        (r.type === 'attributes' && r.target.id === 'released_assignments_list_placeholder'));
       if (redrawn) {
         schedule();
       }
-    }).observe(document.body, { childList: true, subtree: true });
+    }).observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: ['hidden'] });
   }
 };
 

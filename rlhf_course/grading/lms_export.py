@@ -1,0 +1,145 @@
+"""The course's grades as a learning management system imports them:
+``python -m rlhf_course.grading export --format canvas|moodle|long``.
+
+One row per student of the roster (nbgrader's students table), one column per assignment with its language
+editions folded in (``rlhf`` and ``rlhf_zh`` are one column: the submission that counts is the latest, as in
+grades.csv), each score after the late penalty.  A missing submission is a blank cell, which both LMSs read as
+"no grade" (never 0, which would be a grade); ``long`` says ``missing`` in its ``status`` column.  Every cell is
+made inert for a spreadsheet (:mod:`spreadsheet`).
+
+* ``canvas``: Canvas's gradebook CSV: ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
+  assignment.  The student's nbgrader id (their login) is the SIS Login ID, their name "Last, First"; ID (Canvas's
+  own user number), SIS User ID and Section are left for Canvas to match.  A column Canvas does not know becomes
+  a new assignment there.
+* ``moodle``: Moodle's CSV grade import, which reads the format of its CSV grade export: the user fields
+  ``First name, Last name, ID number, Email address``, then one column per grade item.  On import, map "ID number"
+  to useridnumber (or "Email address" to useremail) and each assignment column to its grade item.
+* ``long``: one row per student and assignment, with the edition, status, raw score, late penalty, score and
+  maximum.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlhf_course.grading import spreadsheet
+from rlhf_course.grading.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
+
+FORMATS = ("canvas", "moodle", "long")
+CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_IDENTITY = ["First name", "Last name", "ID number", "Email address"]
+LONG_COLUMNS = ["student_id", "last_name", "first_name", "email", "assignment", "edition", "status", "raw_score",
+                "late_penalty", "score", "max_score", "timestamp"]
+
+
+@dataclass
+class Grade:
+    """One student's counted submission of one assignment: points, the penalty in points, the score after it."""
+    edition: str
+    raw_score: float
+    late_penalty: float
+    score: float
+    max_score: float
+    timestamp: object
+
+
+@dataclass
+class Student:
+    id: str
+    first_name: str
+    last_name: str
+    email: str
+
+
+@dataclass
+class GradeTable:
+    """Every student of the roster against every assignment (editions folded): ``grades[(student id,
+    assignment)]`` is a :class:`Grade`, or None when nothing was submitted."""
+    assignments: list[str]
+    max_scores: dict[str, float]
+    students: list[Student]
+    grades: dict[tuple[str, str], Grade | None] = field(default_factory=dict)
+
+
+class UnknownFormat(ValueError):
+    pass
+
+
+def grade_table(gradebook, course_root: Path) -> GradeTable:
+    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; ``course_root``'s i18n/ names the editions."""
+    groups = EditionsCsvExport(course_root=str(course_root)).groups(gradebook)
+    assignments = sorted(groups)
+    max_scores = {}
+    for base, group in groups.items():
+        shown = next((a for a in group if a.name == base), group[0])
+        max_scores[base] = float(shown.max_score)
+    students = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "")
+                for s in sorted(gradebook.students, key=lambda s: s.id)]
+    table = GradeTable(assignments, max_scores, students)
+    for student in students:
+        for base in assignments:
+            found = counted_submission(gradebook, groups[base], student.id)
+            if found is None:
+                table.grades[(student.id, base)] = None
+                continue
+            assignment, submission = found
+            penalty = float(submission.late_submission_penalty or 0.0)
+            table.grades[(student.id, base)] = Grade(assignment.name, float(submission.score), penalty,
+                                                     max(0.0, float(submission.score) - penalty),
+                                                     float(assignment.max_score), submission.timestamp)
+    return table
+
+
+def _number(value: float):
+    """A score as an LMS reads it: 24 rather than 24.0, at most four decimals (numbers stay numbers: inert)."""
+    return int(value) if float(value).is_integer() else round(value, 4)
+
+
+def _score(grade: Grade | None):
+    return "" if grade is None else _number(grade.score)
+
+
+def _canvas_name(student: Student) -> str:
+    names = [name for name in (student.last_name, student.first_name) if name]
+    return ", ".join(names) if names else student.id
+
+
+def rows(table: GradeTable, format: str) -> list[list]:
+    """The file's rows, the header first, every cell inert (:func:`spreadsheet.cell`)."""
+    if format == "canvas":
+        out = [CANVAS_IDENTITY + table.assignments]
+        out += [[_canvas_name(s), "", "", s.id, ""] + [_score(table.grades[(s.id, a)]) for a in table.assignments]
+                for s in table.students]
+    elif format == "moodle":
+        out = [MOODLE_IDENTITY + table.assignments]
+        out += [[s.first_name, s.last_name, s.id, s.email] + [_score(table.grades[(s.id, a)])
+                                                             for a in table.assignments] for s in table.students]
+    elif format == "long":
+        out = [LONG_COLUMNS]
+        for s in table.students:
+            for a in table.assignments:
+                grade = table.grades[(s.id, a)]
+                known = [] if grade is None else [grade.edition, SUBMITTED, _number(grade.raw_score),
+                                                  _number(grade.late_penalty), _number(grade.score)]
+                out.append([s.id, s.last_name, s.first_name, s.email, a]
+                           + (known or ["", MISSING, "", "", ""])
+                           + [_number(table.max_scores[a]), "" if grade is None else grade.timestamp or ""])
+    else:
+        raise UnknownFormat(f"unknown format {format!r}: one of {', '.join(FORMATS)}")
+    return [out[0]] + [spreadsheet.row(row) for row in out[1:]]
+
+
+def write_table(table: GradeTable, format: str, to: Path) -> Path:
+    written = rows(table, format)  # an unknown format stops here, before any file is touched
+    to = Path(to)
+    with open(to, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(written)
+    return to
+
+
+def write(db_url: str, course_root: Path, format: str, to: Path) -> Path:
+    """The grades of the gradebook at ``db_url`` in ``format``, written to ``to``."""
+    from nbgrader.api import Gradebook
+    with Gradebook(db_url) as gb:
+        return write_table(grade_table(gb, Path(course_root)), format, to)

@@ -1,0 +1,53 @@
+"""A score typed in the Formgrader (Chromium, the instructor's JupyterLab server on the course) reaches the student:
+`make grade` wrote the page before, `nbgrader release_feedback` rewrites it with the gradebook's score, and the
+student's `fetch_feedback` brings the new score."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from tests.support.feedback_loop import fetched_page, loop  # noqa: F401  (loop: a fixture)
+from tests.support.browser import LabServer
+from tests.support.course import gradebook_url
+from rlhf_course.grading.release import nbgrader
+
+pytestmark = pytest.mark.slow  # the loop's nbgrader commands and a JupyterLab server
+
+
+def _manual_score(course, student: str) -> float | None:
+    from nbgrader.api import Gradebook
+    with Gradebook(gradebook_url(course)) as gb:
+        return gb.find_grade("lab_question_1", NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student).manual_score
+
+
+def test_a_score_saved_in_the_formgrader_is_what_the_student_fetches(loop, browser, tmp_path, artifacts):  # noqa: F811
+    from nbgrader.api import Gradebook
+    course, student = loop["course"], loop["student"]
+    with Gradebook(gradebook_url(course)) as gb:
+        submission = gb.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student).id
+    (tmp_path / "server" / "config").mkdir(parents=True)
+    server = LabServer(course, tmp_path / "server",
+                       env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}", **loop["env"]})
+    context = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
+                                  viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    try:
+        page.goto(server.url(f"formgrader/submissions/{submission}/"), wait_until="load")
+        score = page.locator("input.score#lab_question_1")
+        score.wait_for(state="visible", timeout=60_000)
+        score.fill("1.5")
+        score.press("Tab")  # the Formgrader saves on change, through its grade API
+        deadline = time.monotonic() + 30
+        while _manual_score(course, student) != 1.5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        page.screenshot(path=str(artifacts / "formgrader_manual_grade.png"))
+    finally:
+        context.close()
+        server.stop()
+    assert _manual_score(course, student) == 1.5
+    nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
+    nbgrader(loop["home"], "fetch_feedback", ASSIGNMENT, extra_env=loop["env"])
+    fetched = fetched_page(loop)
+    assert f"{ASSIGNMENT}: 45.5 / 50" in fetched and "awaiting a person" not in fetched and "1.5 / 2" in fetched

@@ -1,0 +1,91 @@
+"""nbgrader release_assignment publishes exactly what `make release` generated: a notebook edited in release/ (a
+student's answers), a solution region or hidden-test code is refused, naming the file and why; a course released
+straight from the committed release/ (no `make release`, no gradebook yet) still has its due date."""
+import json
+import shutil
+
+import nbformat
+
+from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.grading import examples, notebooks, release, release_manifest
+from tests.support.course import copy_course, release_course
+
+COURSE_ID = "rlhf-course"
+IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
+
+
+def _released(course, monkeypatch, tmp_path):
+    exchange = tmp_path / "exchange"
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
+    return exchange / COURSE_ID / "outbound" / ASSIGNMENT
+
+
+def test_an_edited_release_notebook_is_refused(tmp_path, monkeypatch, repo):
+    course = release_course(copy_course(tmp_path / "course"))
+    outbound = _released(course, monkeypatch, tmp_path)
+    edited = course / "release" / ASSIGNMENT / NOTEBOOK  # a student's answers, saved over the release
+    nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo, ())), str(edited))
+    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said
+    assert f"release/{ASSIGNMENT}/{NOTEBOOK} differs from what `make release` generated" in said, said
+    assert "run `make release`" in said
+    assert "line(s) of the source's solution or hidden tests" in said, said  # the correct answers themselves
+    assert not outbound.exists()
+
+
+def test_a_release_without_a_manifest_is_refused(tmp_path, monkeypatch):
+    course = release_course(copy_course(tmp_path / "course"))
+    outbound = _released(course, monkeypatch, tmp_path)
+    (course / "release" / release_manifest.MANIFEST).unlink()
+    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
+    assert proc.returncode != 0 and f"records no release of {ASSIGNMENT!r}" in proc.stdout + proc.stderr
+    assert not outbound.exists()
+
+
+def test_solution_and_hidden_test_regions_are_refused_even_when_recorded(tmp_path, repo):
+    """A release generated wrongly (its hash recorded all the same) still gives nothing away."""
+    source_folder, release_folder = tmp_path / "source", tmp_path / "release"
+    shutil.copytree(repo / "source" / ASSIGNMENT, source_folder / ASSIGNMENT)
+    shutil.copytree(repo / "release" / ASSIGNMENT, release_folder / ASSIGNMENT)
+    assert release_manifest.problems(release_folder, source_folder, ASSIGNMENT, IGNORE) == [
+        f"{release_folder / release_manifest.MANIFEST} records no release of {ASSIGNMENT!r}: {release_manifest.REMAKE}"]
+    release_manifest.record(release_folder, [ASSIGNMENT], IGNORE)
+    assert release_manifest.problems(release_folder, source_folder, ASSIGNMENT, IGNORE) == []
+
+    source = notebooks.read(source_folder / ASSIGNMENT / NOTEBOOK)
+    hidden = next(c.source for c in source.cells if "### BEGIN HIDDEN TESTS" in c.source)
+    solution = next(c.source for c in source.cells if notebooks.is_answer_cell(c) and "### BEGIN SOLUTION" in c.source)
+    leaked = notebooks.read(release_folder / ASSIGNMENT / NOTEBOOK)
+    answer_cells = [c for c in leaked.cells if notebooks.is_answer_cell(c)]
+    answer_cells[0].source = solution
+    test_cell = next(i for i, c in enumerate(leaked.cells) if c.cell_type == "code" and not notebooks.is_answer_cell(c))
+    leaked.cells[test_cell].source = hidden.replace("### BEGIN HIDDEN TESTS\n", "").replace("### END HIDDEN TESTS", "")
+    nbformat.write(leaked, str(release_folder / ASSIGNMENT / NOTEBOOK))
+    release_manifest.record(release_folder, [ASSIGNMENT], IGNORE)  # as if `make release` had made it so
+    reasons = release_manifest.problems(release_folder, source_folder, ASSIGNMENT, IGNORE)
+    where = f"release/{ASSIGNMENT}/{NOTEBOOK}"
+    assert any(r.startswith(f"{where}: cell ") and "holds a solution region ('### BEGIN SOLUTION')" in r
+               for r in reasons), reasons
+    assert any(r.startswith(f"{where}: cell {test_cell + 1} holds ") and "hidden tests" in r
+               and "rlhf_hidden_checks" in r for r in reasons), reasons
+    assert all(r.endswith("it would give answers away") for r in reasons)
+
+    stray = release_folder / ASSIGNMENT / "answers.py"  # a file the release did not make
+    stray.write_text("x = 1\n")
+    assert f"release/{ASSIGNMENT}/answers.py was not made by `make release`" in " ".join(
+        release_manifest.problems(release_folder, source_folder, ASSIGNMENT, IGNORE))
+
+
+def test_the_committed_release_is_released_with_its_due_date(tmp_path, monkeypatch, repo):
+    """A fresh clone: release/ is committed, the gradebook does not exist yet (no `make release`)."""
+    course = copy_course(tmp_path / "course")
+    shutil.copytree(repo / "release", course / "release")
+    outbound = _released(course, monkeypatch, tmp_path)
+    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said
+    assert f"{ASSIGNMENT}: due 2100-01-01 00:00 UTC (in the exchange)" in said, said
+    assert (outbound / NOTEBOOK).is_file()
+    published = json.loads((tmp_path / "exchange" / COURSE_ID / "deadlines" / f"{ASSIGNMENT}.json").read_text())
+    assert published["due"] == "2100-01-01 00:00:00 UTC"

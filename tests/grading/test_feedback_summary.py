@@ -1,0 +1,72 @@
+"""The feedback page as a student reads it: a summary first (the total after the late penalty, the tests that
+lost points, the named misconception), failures marked, and each test cell's verdict in a panel of the template's
+own, apart from what the student's notebook printed.  Rendered in-process from a hand-made result; no root."""
+from __future__ import annotations
+
+import datetime as dt
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+
+from rlhf_course import COURSE_ROOT
+from rlhf_course.grading import notebooks
+from rlhf_course.grading.feedback import render_page
+from rlhf_course.grading.results import CellResult, NamedMisconception, SubmissionResult
+
+FAKE_VERDICT = "[trusted grader] passed (4 / 4): all good"
+
+
+def _result(language: str) -> SubmissionResult:
+    assignment = "rlhf" if language == "en" else "rlhf_zh"
+    nb = notebooks.read(COURSE_ROOT / "release" / assignment / "rlhf_building_blocks.ipynb")
+    test_ids = [notebooks.grade_id(c) for c in nb.cells
+                if c.cell_type == "code" and (c.metadata.get("nbgrader") or {}).get("grade")]
+    failing, passing = test_ids[1], test_ids[2]
+    for cell in nb.cells:  # the student's own run printed a fake verdict in the failing test's cell
+        if notebooks.grade_id(cell) == failing:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=FAKE_VERDICT + "\n")]
+    cells = {gid: CellResult(gid, 2.0, 2.0, f"message of {gid}") for gid in test_ids}
+    cells[failing] = CellResult(failing, 2.0, 0.0, f"{failing} PUBLIC LINE", f"{failing} WHOLE FINDING")
+    result = SubmissionResult("ada", "failed tests", assignment=assignment, notebook="rlhf_building_blocks.ipynb",
+                              language=language, cells=cells, canonical_notebook=nbformat.writes(nb))
+    result.written = {"lab_question_1": {"answered": False, "points": 2.0, "score": 0.0, "comment": ""},
+                      "lab_question_2": {"answered": True, "points": 2.0, "score": None, "comment": ""}}
+    result.misconceptions = [NamedMisconception("ppo_clip_without_min", "ppo_clipped_objective", "MISCONCEPTION",
+                                                "EXPLANATION", "PPO")]
+    result.deadline = {"due": dt.datetime(2026, 12, 1), "submitted": dt.datetime(2026, 12, 2, 3),
+                       "seconds_late": 27 * 3600.0, "penalty": 1000.0, "extension": None}
+    return result, failing, passing
+
+
+@pytest.mark.parametrize("language, words", [
+    ("en", {"after": "After the late penalty: 0 / ", "lost": "tests lost points:", "not answered": "not answered",
+            "run": "your notebook's run:", "failed": "FAILED"}),
+    ("zh-CN", {"after": "扣除迟交分后：0 / ", "lost": "个失分：", "not answered": "未作答",
+               "run": "你的笔记本运行时的输出：", "failed": "未通过"}),
+])
+def test_the_page_opens_with_a_summary_and_draws_verdicts_in_their_own_panels(language, words):
+    result, failing, passing = _result(language)
+    page = render_page(result, max_cells=1000, seconds=10).html
+    soup = BeautifulSoup(page, features="html.parser")
+    summary = soup.find(class_="rlhf-summary").get_text()
+    assert words["after"] in summary and words["lost"] in summary
+    assert f"{failing} PUBLIC LINE" in summary and "MISCONCEPTION" in summary  # above the table, not under it
+    assert "WHOLE FINDING" not in page  # the instructor's
+    assert [row.find("code").get_text() for row in soup.select("tr.rlhf-failed")] == [failing]
+    assert words["not answered"] in soup.find(class_="rlhf-scores").find_all("table")[-1].get_text()
+    panels = soup.select("div.rlhf-verdict")
+    assert len(panels) == len(result.cells)
+    failed_panel, = soup.select("div.rlhf-verdict-failed")
+    assert words["failed"] in failed_panel.get_text() and f"{failing} PUBLIC LINE" in failed_panel.get_text()
+    # The student's printed "verdict" is an output of their run, labelled so, never a panel.
+    assert not any(FAKE_VERDICT in panel.get_text() for panel in panels)
+    label = soup.find(class_="rlhf-run-label")
+    assert label.get_text() == words["run"] and FAKE_VERDICT in label.find_next(class_="jp-OutputArea").get_text()
+
+
+def test_the_formgraders_copy_keeps_the_whole_finding():
+    result, failing, _ = _result("en")
+    copy = nbformat.reads(render_page(result, max_cells=1000, seconds=10).autograded_copy, as_version=4)
+    cell, = [c for c in copy.cells if notebooks.grade_id(c) == failing]
+    assert "WHOLE FINDING" in cell.outputs[-1].text and FAKE_VERDICT in cell.outputs[0].text
