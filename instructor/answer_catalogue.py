@@ -356,10 +356,10 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "reference (one pair's margin, SGD at learning rate 1: 2.26 against 0.49 after 10 steps, 6.91 against "
         "21.78 after 1000)."), (
         "漏掉了 beta",
-        "beta 要在 sigmoid 里乘以对数概率比边际；漏掉它，损失就成了 beta = 1 时的 DPO 损失，"
-        "KL 权重是默认值的十倍，只有最初几步推得更用力（边际为 0 时，边际上的梯度是 0.5，"
-        "beta = 0.1 时是 0.05），训练得更久，策略反而离参考策略近得多（单个偏好对的边际，"
-        "用学习率为 1 的 SGD 训练：10 步后为 2.26 对 0.49，1000 步后为 6.91 对 21.78）。")),
+        "beta 要在 sigmoid 里乘以对数概率比边际；漏掉它就成了 beta = 1 时的 DPO 损失，KL 权重是默认值的十倍："
+        "它只在最初几步推得更强（边际为 0 时边际上的梯度为 0.5，beta = 0.1 时为 0.05），"
+        "训练更久之后策略反而离参考策略近得多（单个偏好对的边际，学习率为 1 的 SGD，"
+        "10 步后为 2.26 对 0.49，1000 步后为 6.91 对 21.78）。")),
     "dpo_naive_log_sigmoid": _said(_DPO_PART, (
         "An unstable log-sigmoid",
         "For a large negative margin x, log(sigmoid(x)) underflows (sigmoid(x) rounds to 0, whose log is "

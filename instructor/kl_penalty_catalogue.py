@@ -65,8 +65,9 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "用了 exp(d) - 1 而不是 expm1(d)",
         "在参考策略附近，exp(d) 先被舍入为 float32 再减去 1，无论 d 是多少都带来几个 1e-8 的误差，"
         "而 k3 只有约 d^2 / 2；在 |d| = 2e-4 处这个误差通常与 k3 一样大（|d| 更小时更大），"
-        "在 |d| = 1e-3 处仍约为 k3 的 4 %，"
-        "在 kl_stable_when_close 抽取的大多数 token 上（|d| 在 1e-4 与 3e-3 之间）超过它允许的 1 %；torch.expm1(d) 计算 exp(d) - 1 时没有这个误差。")),
+        "在 |d| = 1e-3 处仍约为 k3 的 4%，"
+        "超过 kl_stable_when_close 在其大多数 token 上（|d| 在 1e-4 与 3e-3 之间）允许的 1%；"
+        "torch.expm1(d) 计算 exp(d) - 1 时没有这个误差。")),
     "kl_k1_instead_of_k3": _said(_INTRO, (
         "k1 instead of k3",
         "log_p - ref_log_p is the k1 estimator, unbiased but negative on many tokens; the penalty asks for "
@@ -101,7 +102,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "Detached from the graph",
         "k3 must let a gradient reach log_p (1 - r per token, for a loss such as GRPO's); .detach() cuts the "
         "graph."), (
-        "从计算图中 detach 了",
+        "从计算图中分离了（detach）",
         "k3 必须让梯度传到 log_p（每个 token 上为 1 - r，用于 GRPO 这样的损失）；.detach() 切断了计算图。")),
     "kl_in_place": _said(_INTRO, (
         "Changes ref_log_p in place",

@@ -220,6 +220,7 @@ ZH = {
     "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
+    "Feedback: {assignment}": "反馈：{assignment}",
     "{grader}: {verdict} ({score:g} / {points:g})": "{grader}：{verdict}（{score:g} / {points:g}）",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
         "此处未显示笔记本：{reason}。老师可在 Formgrader 中查看。",

@@ -228,7 +228,21 @@ def _scores_only(result: SubmissionResult, reason: str) -> str:
     why = t("The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.",
             result.language, reason=reason)
     resources = {"scores": scores(result), "withheld": why}
-    return _exporter().from_notebook_node(nbformat.v4.new_notebook(), resources)[0]
+    return _exporter_for(result).from_notebook_node(_titled(nbformat.v4.new_notebook(), result), resources)[0]
+
+
+def _exporter_for(result: SubmissionResult):
+    """The batch's exporter, its page's ``<html lang>`` set to the submission's language (an ISO 639-1 code)."""
+    exporter = _exporter()
+    exporter.language_code = result.language.split("-")[0]
+    return exporter
+
+
+def _titled(nb, result: SubmissionResult):
+    """``nb`` with the page's title: the assignment's feedback, in the student's language (never a title the
+    student's notebook carried)."""
+    nb.metadata["title"] = t("Feedback: {assignment}", result.language, assignment=result.assignment)
+    return nb
 
 
 def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Page:
@@ -253,7 +267,8 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                     remove_verdicts(nb, result)  # the page draws the student's own in its panels
             else:
                 nb = nbformat.v4.new_notebook()
-            body, _ = exporter.from_notebook_node(nb, {"scores": scores(result), "verdicts": verdicts(result),
+            body, _ = _exporter_for(result).from_notebook_node(
+                _titled(nb, result), {"scores": scores(result), "verdicts": verdicts(result),
                                                        "your_run": t("your notebook's run:", result.language)})
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc

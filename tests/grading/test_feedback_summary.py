@@ -49,6 +49,8 @@ def test_the_page_opens_with_a_summary_and_draws_verdicts_in_their_own_panels(la
     result, failing, passing = _result(language)
     page = render_page(result, max_cells=1000, seconds=10).html
     soup = BeautifulSoup(page, features="html.parser")
+    assert soup.html["lang"] == language.split("-")[0]
+    assert soup.title.get_text() == {"en": "Feedback: rlhf", "zh-CN": "反馈：rlhf_zh"}[language]
     summary = soup.find(class_="rlhf-summary").get_text()
     assert words["after"] in summary and words["lost"] in summary
     assert f"{failing} PUBLIC LINE" in summary and "MISCONCEPTION" in summary  # above the table, not under it
