@@ -104,9 +104,10 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
 
 
 def test_results_and_their_writers_load_without_torch_or_the_sandbox():
-    leaves = ["results", "limits", "protocol", "settings", "report", "gradebook", "intake", "export", "spreadsheet"]
-    code = ("import sys\n" + "".join(f"import rlhf_course.grading.{m}\n" for m in leaves)
-            + "heavy = [m for m in ('torch', 'rlhf_course.grading.sandbox', 'rlhf_course.grading.trusted') "
+    leaves = ["grading.results", "course.limits", "grading.sandbox.protocol", "course.settings", "grading.gradebook.report",
+              "grading.gradebook.gradebook", "grading.intake", "grading.gradebook.export", "spreadsheet"]
+    code = ("import sys\n" + "".join(f"import rlhf_course.{m}\n" for m in leaves)
+            + "heavy = [m for m in ('torch', 'rlhf_course.grading.sandbox.sandbox', 'rlhf_course.grading.trusted') "
               "if m in sys.modules]\nprint(heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

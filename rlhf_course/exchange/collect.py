@@ -21,7 +21,7 @@ from nbgrader.utils import check_mode, parse_utc
 from traitlets import Float, Integer, Unicode
 
 from rlhf_course.exchange.base import PrintableNames, TraversableRoot
-from rlhf_course.grading import spreadsheet
+from rlhf_course import spreadsheet
 
 
 class Refused(Exception):

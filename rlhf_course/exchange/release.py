@@ -1,5 +1,5 @@
 """The instructor's side of nbgrader's release commands: release_assignment publishes only what `make release`
-generated (:mod:`rlhf_course.grading.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
+generated (:mod:`rlhf_course.course.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
 root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
 assignment's deadline (the gradebook's due date, every student's extension) into the exchange
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
@@ -16,7 +16,7 @@ from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment):
     def init_src(self):
         super().init_src()
-        from rlhf_course.grading import release_manifest
+        from rlhf_course.course import release_manifest
         assignment = self.coursedir.assignment_id
         release_folder = Path(os.path.normpath(self.src_path)).parent
         source_folder = Path(os.path.normpath(
@@ -45,7 +45,7 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         from nbgrader.api import Gradebook
 
         from rlhf_course.grading.deadlines import due_date_for, record_due_date
-        from rlhf_course.grading.settings import Course
+        from rlhf_course.course.settings import Course
         course = Course.at(Path(self.coursedir.root), self.config)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
             record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
@@ -77,13 +77,13 @@ class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeRel
     """Releases only pages that show the gradebook's current grades: a page whose grades a person changed since
     `make grade` wrote it is rewritten first, from its grading record (no student code runs), and a page that
     cannot be shown to be current stops the release, naming the command that rewrites it
-    (:mod:`rlhf_course.grading.returned_feedback`)."""
+    (:mod:`rlhf_course.grading.pages.returned_feedback`)."""
 
     def copy_files(self):
         from pathlib import Path
 
-        from rlhf_course.grading.returned_feedback import StalePages, refresh_pages
-        from rlhf_course.grading.settings import Course
+        from rlhf_course.grading.pages.returned_feedback import StalePages, refresh_pages
+        from rlhf_course.course.settings import Course
         course = Course.at(Path(self.coursedir.root), self.config)
         try:
             refresh_pages(course, self.coursedir.assignment_id, self.coursedir.student_id or "*", self.log)

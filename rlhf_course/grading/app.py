@@ -15,9 +15,9 @@
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
-(:func:`~rlhf_course.grading.settings.course_config`), then the command line, which wins
+(:func:`~rlhf_course.course.settings.course_config`), then the command line, which wins
 (``--TrustedGrading.call_seconds=5``, ``--CourseDirectory.db_url=...``, or the short flags each command
-lists).  The command builds one :class:`~rlhf_course.grading.settings.Course` from the two and hands it
+lists).  The command builds one :class:`~rlhf_course.course.settings.Course` from the two and hands it
 to everything it runs; nothing below reads the files again.
 """
 from __future__ import annotations
@@ -31,9 +31,10 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import class_report, deadlines, editions, examples, release
-from rlhf_course.grading.report import REPORT, format_table
-from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
+from rlhf_course.grading import deadlines, editions, examples, release
+from rlhf_course.grading.pages import class_report
+from rlhf_course.grading.gradebook.report import REPORT, format_table
+from rlhf_course.course.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
 
 
 class CourseCommand(Application):
@@ -118,7 +119,7 @@ class ExportCommand(CourseCommand):
     def start(self):
         from nbgrader.api import Gradebook
 
-        from rlhf_course.grading import lms_export
+        from rlhf_course.grading.gradebook import lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
             table = lms_export.grade_table(gb, self.course.root)

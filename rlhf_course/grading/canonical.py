@@ -26,8 +26,8 @@ import re
 
 import nbformat
 
-from rlhf_course.grading import notebooks
-from rlhf_course.grading.safe_html import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note, is_base64_image
+from rlhf_course.course import notebooks
+from rlhf_course.grading.pages.safe_html import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note, is_base64_image
 
 MAX_SOURCE_CHARS = 64 * 1024  # characters of one cell's source kept (a release cell has at most a few KiB)
 NBGRADER_KEYS = ("grade", "solution", "locked", "points", "schema_version", "task")

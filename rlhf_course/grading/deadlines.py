@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 
 class DeadlineError(ValueError):

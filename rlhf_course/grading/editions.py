@@ -25,7 +25,7 @@ made from, so an English edit without a revisit of the translation is found (:fu
 Grading: an edition is its own nbgrader assignment (the exchange, Validate and feedback work as for
 any assignment) graded by its base's checks, with the checks' messages in its language
 (:func:`localized_checks`); the export folds the editions into one row per student
-(:mod:`rlhf_course.grading.export`).
+(:mod:`rlhf_course.grading.gradebook.export`).
 """
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import instructor, notebooks
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading import instructor
+from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 
 I18N_FOLDER = "i18n"
 # One term per concept: i18n/glossary.<language>.json lists each concept's term and the variants the

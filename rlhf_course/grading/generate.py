@@ -1,5 +1,5 @@
 """``nbgrader db assignment add [--duedate]`` then ``nbgrader generate_assignment --force``, for several
-assignments, in this process, with the course's configuration (:class:`~rlhf_course.grading.settings.Course`:
+assignments, in this process, with the course's configuration (:class:`~rlhf_course.course.settings.Course`:
 the files and the command line's settings, so ``--CourseDirectory.db_url=...`` or a renamed
 ``release_directory`` reach nbgrader exactly as they reach the grader).
 
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 
 @contextlib.contextmanager

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import canonical_copy
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import MALFORMED, TOO_LARGE
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import app, deadlines, examples, release
-from rlhf_course.grading.export import EditionsCsvExport
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
 
 pytestmark = pytest.mark.slow  # the shared release, then one generate_assignment

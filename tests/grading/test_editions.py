@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 import torch
 
-from rlhf_course.grading import checks as checks_module
-from rlhf_course.grading import editions, instructor, notebooks, release, settings
-from rlhf_course.grading.export import EditionsCsvExport
+from rlhf_course.grading import checks as checks_module, editions, instructor, release
+from rlhf_course.course import notebooks, settings
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from tests.support.course import REPO
 from tests.support.english import english_phrases
 
@@ -323,7 +323,7 @@ def test_export_lists_each_student_once_with_the_edition_they_chose(tmp_path):
 
 def test_nbgrader_export_uses_the_course_plugin(course):
     config = settings.course_config(course)
-    assert config.ExportApp.plugin_class == "rlhf_course.grading.export.EditionsCsvExport"
+    assert config.ExportApp.plugin_class == "rlhf_course.grading.gradebook.export.EditionsCsvExport"
     assert json.loads(json.dumps(config.EditionsCsvExport.course_root)) == str(course)
 
 

@@ -23,8 +23,8 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlhf_course.grading import spreadsheet
-from rlhf_course.grading.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
+from rlhf_course import spreadsheet
+from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
 
 FORMATS = ("canvas", "moodle", "long")
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
