@@ -99,3 +99,4 @@ c.HTMLExporter.extra_template_basedirs = [
 # (from the grading record `make grade` keeps, with the gradebook's current grades), never stock nbgrader's; and
 # release_feedback rewrites any page a person's grade changed since (rlhf_course/grading/pages/returned_feedback.py).
 c.GenerateFeedback.exporter_class = "rlhf_course.grading.pages.returned_feedback.CourseFeedbackExporter"
+c.StrictExchangeReleaseFeedback.before_release = "rlhf_course.grading.pages.returned_feedback.before_release"

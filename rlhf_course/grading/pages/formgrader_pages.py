@@ -129,8 +129,7 @@ def _handler_class(seconds: float):
 def _assignment_handler_class():
     from nbgrader.server_extensions.formgrader import apihandlers
 
-    from rlhf_course.exchange.deadlines import PublishError
-    from rlhf_course.grading.deadlines import publish
+    from rlhf_course.exchange.deadlines import PublishError, publish
 
     class PublishingAssignmentHandler(apihandlers.AssignmentHandler):
         """nbgrader's (its checks, the gradebook's new due date), then that date into the exchange."""

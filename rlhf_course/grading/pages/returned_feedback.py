@@ -5,7 +5,8 @@ overrides a test's score) in the Formgrader, which changes the gradebook and not
 written with its *grading record* beside it (:func:`rlhf_course.grading.pages.grading_record.keep_record`: the submission's result, the canonical copy of
 its notebook and the copy as the grader ran it, and the grades the page shows), and the course's
 ``release_feedback`` (:class:`rlhf_course.exchange.release.StrictExchangeReleaseFeedback`, the Formgrader's
-*Release feedback* too) first rewrites every page whose grades changed since (:func:`refresh_pages`): the
+*Release feedback* too; :func:`before_release` is its ``before_release``) first rewrites every page whose grades
+changed since (:func:`refresh_pages`): the
 gradebook's scores and comments put into the recorded result, the page rendered again from the recorded
 notebooks.  No student code runs: nothing is graded again.  nbgrader's ``generate_feedback`` (the Formgrader's
 *Generate Feedback* too) writes the same page through :class:`CourseFeedbackExporter`, never stock nbgrader's.
@@ -24,6 +25,7 @@ from traitlets import default
 from rlhf_course.grading.pages.grading_record import page_grades, record_path
 from rlhf_course.grading.results import SubmissionResult, result_from_dict
 from rlhf_course.course.settings import Course
+
 
 class StalePages(RuntimeError):
     """Feedback pages that cannot be shown to hold the gradebook's grades: the message says which and what to run."""
@@ -125,3 +127,14 @@ class CourseFeedbackExporter(Exporter):
         page = write_feedback(self.course, result)
         resources = dict(resources or {}, output_extension=self.file_extension)
         return page.read_text(), resources
+
+
+def before_release(release) -> None:
+    """``c.StrictExchangeReleaseFeedback.before_release``: the pages ``release`` (nbgrader's release_feedback app)
+    is about to copy rewritten where a person's grade changed since; none released when one cannot be shown to
+    be current."""
+    course = Course.at(Path(release.coursedir.root), release.config)
+    try:
+        refresh_pages(course, release.coursedir.assignment_id, release.coursedir.student_id or "*", release.log)
+    except StalePages as exc:
+        release.fail(f"No feedback released: {exc}")
