@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import Course
 
 
-class DeadlineError(ValueError):
+class DeadlineError(CourseError, ValueError):
     """A deadline command that cannot be done as asked; nothing was written."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Config, Configurable
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.course.limits import Limits
 
 
@@ -31,7 +32,7 @@ from rlhf_course.course.limits import Limits
 DEFAULT_CACHE_DIRECTORY = Path.home() / ".cache" / "rlhf-course"
 
 
-class NotReady(RuntimeError):
+class NotReady(CourseError, RuntimeError):
     """Grading cannot start; the message says what to do first."""
 
 

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 
 from rlhf_course import i18n
+from rlhf_course.course.errors import CourseError
 
 FOLDER, EXTENSIONS = "deadlines", "extensions"
 FOLDER_MODE, EXTENSIONS_MODE, DUE_MODE, EXTENSION_MODE = 0o755, 0o711, 0o644, 0o600
@@ -55,7 +56,7 @@ LANGUAGES = (i18n.ENGLISH, i18n.CHINESE)  # every sentence a student reads here,
 
 
 
-class PublishError(RuntimeError):
+class PublishError(CourseError, RuntimeError):
     """A deadline that cannot be put in the exchange as asked; nothing of it was written."""
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.grading import instructor
 from rlhf_course.course import notebooks
 from rlhf_course.course.editions import (I18N_FOLDER, Edition, base_of, companions, edition_of, editions,
@@ -421,7 +422,7 @@ def write_english_headers(course: Course | Path, base: str, checks: dict) -> lis
     return changed
 
 
-class StaleTranslation(RuntimeError):
+class StaleTranslation(CourseError, RuntimeError):
     pass
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import torch
 
-from rlhf_course.grading import checks as checks_module, editions, instructor, release
+from rlhf_course.grading import app, checks as checks_module, editions, instructor, release
 from rlhf_course.course import notebooks, settings
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from tests.support.course import REPO
@@ -156,7 +156,7 @@ def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_buil
         editions.translate_notebook(nb, edition)
 
 
-def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
+def test_an_english_edit_is_caught_until_its_translation_is_revisited(course, capsys):
     edition, checks = pseudo_translation(course)
     assert editions.problems(course, edition, checks) == []
     source = course / "source" / "rlhf" / "rlhf_building_blocks.ipynb"
@@ -171,6 +171,10 @@ def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
         editions.build_source(course, edition, checks)
     with pytest.raises(editions.StaleTranslation, match=cell.id):
         release.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+    capsys.readouterr()
+    assert app.main(["release", "--course-root", str(course), "rlhf_xx"]) == 2  # one line, no traceback
+    said = capsys.readouterr().err
+    assert said.startswith("release did not run: ") and cell.id in said and "Traceback" not in said
     editions.revisit(edition.path, cell.id, course)
     assert editions.problems(course, edition, checks) == []
 

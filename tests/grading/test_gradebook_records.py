@@ -232,7 +232,7 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert app.main(["grade", f"--course-root={root}"]) == 2  # as `make grade` would, root or not
     said = capsys.readouterr().err
-    assert said.startswith("grading did not start: ") and ("make release" in said or "cannot sandbox" in said)
+    assert said.startswith("grade did not run: ") and ("make release" in said or "cannot sandbox" in said)
     after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "gradebook.db")
     assert after == before  # no release/ generated, no feedback, no report
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from traitlets import Unicode
 from traitlets.config import Configurable
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.grading import editions
 from rlhf_course.grading.pages import TEMPLATES
 from rlhf_course.grading.gradebook import misconception_record
@@ -78,7 +79,7 @@ class ClassReportSettings(Configurable):
                                   "https://hub.example/user/<instructor>/formgrader.").tag(config=True)
 
 
-class ReportError(ValueError):
+class ReportError(CourseError, ValueError):
     """A report that cannot be written as asked (an unknown assignment); nothing was written."""
 
 

@@ -22,12 +22,13 @@ from pathlib import Path
 from nbconvert.exporters import Exporter
 from traitlets import default
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.grading.pages.grading_record import page_grades, record_path
 from rlhf_course.grading.results import SubmissionResult, result_from_dict
 from rlhf_course.course.settings import Course
 
 
-class StalePages(RuntimeError):
+class StalePages(CourseError, RuntimeError):
     """Feedback pages that cannot be shown to hold the gradebook's grades: the message says which and what to run."""
 
 
