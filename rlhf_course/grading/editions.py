@@ -245,8 +245,8 @@ def edition_texts(edition: Edition) -> list[tuple[str, str]]:
     return texts
 
 
-# The README's section for the students of a language, from its heading to the next heading of that level.
-README_SECTIONS = {"zh-CN": "## 中文说明"}
+# The README for the students of a language, beside README.md (which links it from its first line).
+README_FILES = {"zh-CN": "README.zh-CN.md"}
 
 
 def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]]:
@@ -264,22 +264,17 @@ def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]
 
 
 def readme_texts(course_root: Path, language: str) -> list[tuple[str, str]]:
-    """README.md's section for the students of ``language`` ([] when it has none)."""
-    heading, path = README_SECTIONS.get(language), Path(course_root) / "README.md"
-    if heading is None or not path.is_file():
+    """The README for the students of ``language``, whole ([] when it has none)."""
+    name = README_FILES.get(language)
+    path = Path(course_root) / name if name else None
+    if path is None or not path.is_file():
         return []
-    text = path.read_text(encoding="utf-8")
-    start = text.find("\n" + heading)
-    if start < 0:
-        return []
-    level = heading.split(" ")[0]
-    end = re.search(rf"^{level} ", text[start + len(heading) + 1:], re.MULTILINE)
-    return [(f"README.md {heading!r}", text[start:start + len(heading) + 1 + end.start()] if end else text[start:])]
+    return [(name, path.read_text(encoding="utf-8"))]
 
 
 def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
-    """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README's section in
-    its language, named by where it is; and each short form used where the edition never defines it."""
+    """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README in its
+    language, named by where it is; and each short form used where the edition never defines it."""
     found = []
     texts = edition_texts(edition) + catalogue_texts(course_root, edition) + readme_texts(course_root, edition.language)
     file = GLOSSARY_FILE.format(language=edition.language)

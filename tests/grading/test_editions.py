@@ -436,20 +436,20 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
 
 
 def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(course):
-    """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.md's 中文说明 are
+    """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.zh-CN.md are
     checked as the cells are: a variant there, or a short form the edition never defines, stops `make release`."""
     edition = editions.edition_of(course, "rlhf_zh")
     assert editions.problems(course, edition, base_checks(edition)) == []
     catalogue = course / "instructor" / "answer_catalogue.py"
     text = catalogue.read_text(encoding="utf-8")
     catalogue.write_text(text.replace("往前走；", "往前走，不需要价值网络；", 1), encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")  # (a course copy has none)
-    (course / "README.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
+    readme = (REPO / "README.zh-CN.md").read_text(encoding="utf-8")  # (a course copy has none)
+    (course / "README.zh-CN.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
     found = [line.split(" (...")[0] for line in editions.problems(course, edition, base_checks(edition))]
     assert found == [
         "catalogue gae_forward_recursion (explanation): '价值网络' is not the glossary's word for "
         "'value head (the critic), never value network': write '价值头'",
-        "README.md '## 中文说明': '滑块演示' is not the glossary's word for "
+        "README.zh-CN.md: '滑块演示' is not the glossary's word for "
         "'explorer (the interactive plot with sliders under an exercise)': write '交互图'"]
     with pytest.raises(editions.StaleTranslation, match="catalogue gae_forward_recursion"):
         release.generate_release(course, ["rlhf_zh"])  # `make release` refuses
