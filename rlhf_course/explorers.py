@@ -26,6 +26,9 @@ class NotReady(CourseError):
     """The student's function is not implemented yet, or failed on the explorer's inputs."""
 
 
+BETA_DECIMALS = 3  # the DPO slider reads beta to 3 decimals; the legend says the same number
+
+
 def _call(function: Callable, *args):
     name = getattr(function, "__name__", "the function")
     try:
@@ -159,9 +162,10 @@ def plot_dpo_loss(dpo_loss: Callable, beta: float = 0.1, compare_betas=(0.05, 0.
     for index, b in enumerate(betas):
         loss, weight = dpo_curve(dpo_loss, margins, b)
         style = dict(lw=2.4) if index == 0 else dict(lw=1.0, alpha=0.7, ls="--")
-        axes[0].plot(margins, loss, label=f"beta = {b:g}", **style)
-        axes[1].plot(margins, weight, label=f"beta = {b:g}", **style)
-        axes[2].plot(margins, b * margins, label=f"beta = {b:g}", **style)
+        label = f"beta = {round(b, BETA_DECIMALS):g}"  # as the slider reads it
+        axes[0].plot(margins, loss, label=label, **style)
+        axes[1].plot(margins, weight, label=label, **style)
+        axes[2].plot(margins, b * margins, label=label, **style)
         drawn[f"loss@{b:g}"], drawn[f"weight@{b:g}"] = loss, weight
         drawn[f"margin_at_same_loss@{b:g}"] = h_same = margin_at_loss(margins, loss)
         color = axes[0].get_lines()[-1].get_color()
@@ -309,7 +313,7 @@ def ppo_explorer(ppo_clipped_objective: Callable):
 def dpo_explorer(dpo_loss: Callable):
     def sliders(widgets):
         return {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
-                                                readout_format=".3f")}
+                                                readout_format=f".{BETA_DECIMALS}f")}
     probe = lambda f: dpo_curve(f, np.array([0.0, 1.0]), 0.1)  # noqa: E731
     return _explorer(plot_dpo_loss, probe, dpo_loss, sliders)
 

@@ -50,6 +50,18 @@ def test_dpo_explorer_follows_beta(fns):
     assert "loss@0.05" in drawn and "loss@0.5" in drawn
 
 
+def test_the_dpo_legend_says_beta_as_the_slider_reads_it(fns):
+    import matplotlib.pyplot as plt
+    explorer = explorers.dpo_explorer(fns["dpo_loss"])
+    beta = slider(explorer, "beta")
+    beta.value = 10 ** -0.5
+    _, axes = plt.subplots(1, 3)
+    explorers.plot_dpo_loss(fns["dpo_loss"], beta.value, axes=axes)
+    labels = [line.get_label() for line in axes[0].get_lines() if line.get_label().startswith("beta")]
+    plt.close("all")
+    assert f"beta = {beta.value:{beta.readout_format}}" == "beta = 0.316" == labels[0]
+
+
 def test_gae_explorer_follows_lambda_and_gamma(fns):
     explorer = explorers.gae_explorer(fns["compute_gae"])
     assert all(not w.continuous_update for w in explorer.children if isinstance(w, widgets.FloatSlider))

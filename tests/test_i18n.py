@@ -182,6 +182,25 @@ def test_every_fixed_sentence_of_the_checks_has_its_chinese():
     assert sorted(templates - set(i18n.ZH)) == []
 
 
+def test_a_chinese_comparison_sets_a_latin_name_apart_from_the_chinese_around_it():
+    """What a check compares (checks.compare's ``what``: a value's name, or d/d and an argument's name for a
+    gradient) reads in Chinese with a space wherever Latin text meets Chinese, as the rest of the edition does."""
+    import re
+    import torch
+
+    from rlhf_course.grading import checks
+
+    arguments = ("ratio", "log_p", "log_p_w", "log_p_l", "ref_log_p_w", "ref_log_p_l")
+    compared = ("value", "advantages", "loss", "objective", "k3", *(f"d/d{name}" for name in arguments))
+    touching = re.compile(r"[A-Za-z0-9_`)][\u4e00-\u9fff]|[\u4e00-\u9fff][A-Za-z0-9_`(]")
+    with i18n.speaking(i18n.CHINESE):
+        for what in compared:
+            for got in (torch.ones(2), torch.ones(3), torch.ones(2, dtype=torch.int64), torch.tensor([1.0, float("nan")])):
+                finding = checks.compare(got, torch.zeros(2), rtol=0, atol=0, what=what)
+                for text in (str(finding), finding.public):
+                    assert not touching.search(text), (what, text)
+
+
 def test_the_labs_summary_reads_in_chinese_in_the_chinese_edition():
     from types import SimpleNamespace
 

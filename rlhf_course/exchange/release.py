@@ -6,6 +6,7 @@ assignment's deadline (the gradebook's due date, every student's extension) into
 course's configuration names (``before_release``)."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -88,4 +89,22 @@ class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeRel
     def copy_files(self):
         if self.before_release:
             import_item(self.before_release)(self)
-        super().copy_files()
+        said_right = _FinalPageName()
+        self.log.addFilter(said_right)
+        try:
+            super().copy_files()
+        finally:
+            self.log.removeFilter(said_right)
+
+
+class _FinalPageName(logging.Filter):
+    """nbgrader's release_feedback copies a page to ``<hash>-tmp.html``, moves it to ``<hash>.html`` and then logs
+    the temporary name: the log names the file it leaves in the exchange instead."""
+
+    PREFIX, TEMPORARY = "Feedback released to: ", "-tmp.html"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self.PREFIX) and message.endswith(self.TEMPORARY):
+            record.msg, record.args = message.removesuffix(self.TEMPORARY) + ".html", ()
+        return True

@@ -191,6 +191,12 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
     # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
     assert page.locator("input.score").count() == grades
     assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
+    # it opens at the written answer to grade, not at the top
+    page.wait_for_function("window.formgraderShowedAnswer", timeout=30_000)
+    shown = page.evaluate("formgraderShowedAnswer")
+    assert shown.startswith("lab_question") and page.evaluate("window.scrollY") > 0
+    box = page.locator(f"input.score#{shown}").bounding_box()  # in the viewport (1000 px high)
+    assert box is not None and 0 <= box["y"] <= 1000
     assert page.evaluate("formgrader.grade_uis.length") == grades
     assert page.evaluate("formgrader.comment_uis.length") == page.locator("textarea.comment").count() > 0
     # the derivations' and the written answer's math, typeset; the code, highlighted

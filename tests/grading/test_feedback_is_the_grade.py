@@ -7,6 +7,7 @@ The whole loop runs as this test's user (the student is this account): release, 
 Formgrader's save calls), release_feedback, fetch_feedback."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading.release import nbgrader
 from tests.support.course import gradebook_url
-from tests.support.feedback_loop import ANSWER, fetched_page, loop  # noqa: F401  (loop: a fixture)
+from tests.support.feedback_loop import ANSWER, COURSE_ID, fetched_page, loop  # noqa: F401  (loop: a fixture)
 
 pytestmark = pytest.mark.slow  # a handful of nbgrader commands, each its own process
 
@@ -39,6 +40,8 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     assert "1.5 / 2" in fetched and "Right; now say why entropy measures it." in fetched
     assert ANSWER in fetched  # the notebook as it ran, from the copy stored at grading: no sandbox run
     said = released.stdout + released.stderr
+    named = re.findall(r"Feedback released to: (\S+)", said)
+    assert named and all(Path(path).is_file() and not path.endswith("-tmp.html") for path in named), said
     assert f"feedback for {student} on {ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')} rewritten" in said, said
 
     # Released again with nothing changed: the page is not rewritten (it is the grade already).
@@ -53,7 +56,7 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
     outbound = loop["env"]["RLHF_EXCHANGE_ROOT"] + f"/{COURSE_ID}/feedback"
-    before = {p.name: p.stat().st_mtime_ns for p in Path(outbound).iterdir()}
+    before = {p.name: p.stat().st_mtime_ns for p in Path(outbound).glob("*")}
     saved = record.read_bytes()
     record.unlink()
     try:
@@ -64,7 +67,7 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     assert refused.returncode != 0
     assert "No feedback released" in said and "no grading record" in said, said
     assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
-    after = {p.name: p.stat().st_mtime_ns for p in Path(outbound).iterdir()}
+    after = {p.name: p.stat().st_mtime_ns for p in Path(outbound).glob("*")}
     assert after == before
 
 

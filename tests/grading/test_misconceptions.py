@@ -451,7 +451,7 @@ def test_every_catalogued_answer_is_named_in_the_student_s_language(graded, cour
         assert (m.name, m.explanation, m.section) == (misconception.name[language], misconception.explanation[language],
                                                       misconception.section[language])
         assert the_line(misconception, language) in text, the_line(misconception, language)
-    assert ("看起来像：" in text) == (language == CHINESE) and ("This looks like:" in text) == (language == ENGLISH)
+    assert ("可能的误解：" in text) == (language == CHINESE) and ("This looks like:" in text) == (language == ENGLISH)
 
 
 def test_the_catalogue_is_named_in_full(graded):
@@ -496,7 +496,7 @@ def test_a_catalogued_mistake_written_another_way_is_still_named(graded, base, a
 def test_a_correct_submission_names_nothing(graded, course, base, assignment, student):
     result = graded[(assignment, student)]
     assert (result.state, result.misconceptions) == ("graded", [])
-    assert "This looks like" not in page_text(course, result) and "看起来像" not in page_text(course, result)
+    assert "This looks like" not in page_text(course, result) and "可能的误解" not in page_text(course, result)
 
 
 def test_a_submission_that_was_not_scored_names_nothing(graded, course):
@@ -547,13 +547,12 @@ def test_named_misconceptions_travel_as_a_dask_result_does(graded):
 # ----------------------------------------------------------------------------- the feedback page
 
 
-def test_the_lines_stand_under_the_scores_table(graded, course):
+def test_the_lines_stand_in_the_summary_above_the_scores_table(graded, course):
     result = graded[("rlhf", "catalogued_1")]
     text = page_text(course, result)
-    last_test_row = max(text.index(gid) for gid in result.cells)
-    written = text.index("Written answers, graded by a person")  # the written answers' scores come after
+    outcome, table = text.index("Outcome:"), text.index("Tests: ")  # the summary is between them
     lines = misconceptions.misconception_lines(result)
-    assert len(lines) == 3 and all(last_test_row < text.index(line) < written for line in lines)
+    assert len(lines) == 3 and all(outcome < text.index(line) < table for line in lines)
     bare = copy.deepcopy(result)
     bare.misconceptions = []
     assert {**scores(result), "misconceptions": []} == scores(bare)  # nothing else changes
@@ -605,4 +604,4 @@ def test_one_per_assignment_through_the_real_sandbox(course):
     got = {r.assignment: [m.entry for m in r.misconceptions] for r in results if r.student.startswith("sandboxed_")}
     assert got == {a: [n] for a, n in picks.items()}, [(r.assignment, r.state, r.detail) for r in results]
     zh = next(r for r in results if r.assignment == "grpo_zh")
-    assert "看起来像：" + CATALOGUES["grpo"].MISCONCEPTIONS["grpo_eps_hard_coded"].name[CHINESE] in page_text(course, zh)
+    assert "可能的误解：" + CATALOGUES["grpo"].MISCONCEPTIONS["grpo_eps_hard_coded"].name[CHINESE] in page_text(course, zh)
