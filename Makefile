@@ -77,6 +77,7 @@ HUB_PORT ?= 8000
 HUB_STUDENTS ?= alice bob carol
 HUB_BASE ?= /srv/rlhf-classroom
 HUB_PREFIX ?= rlhf_
+HUB_CLASS ?= lab
 # configurable-http-proxy 5.3.0 and each of its dependencies, pinned by jupyter/hub/package-lock.json
 CHP_DIR := .cache/hub-proxy
 CHP := $(CHP_DIR)/node_modules/.bin/configurable-http-proxy
@@ -87,14 +88,18 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 	  { cp jupyter/hub/package.json jupyter/hub/package-lock.json $(CHP_DIR)/ && \
 	    (cd $(CHP_DIR) && npm ci --silent --no-audit --no-fund) && touch $@; }'
 
+# HUB_CLASS: what the hub is ready for (lab, the default: each server keeps a kernel with the notebook's imports
+# done, the students' servers are started in the background as the hub starts, and a lab holding a training slot
+# goes first (CPU weight 10000) on at most 0.85 of the cores among the slots; burst: the same without that boost,
+# for a class that runs everything at once; off: none of it).  The variables below tune it; each wins over HUB_CLASS.
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
 # HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_HOLD: seconds a lab holds its slot
 # at most, then the next one has it (180; one user holds one slot or ticket at a time); HUB_TRAINING_BOOST: a lab's
-# CPU weight while it holds a slot (everyone else 100; default 100: no boost; e.g. 500, measured in bench/RESULTS.md), and
-# HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).  HUB_WARM_KERNELS=1: each server keeps one kernel
-# with the notebook's imports done for the first notebook (docs/classroom.md; with `prestart` before a class).
+# CPU weight while it holds a slot (everyone else 100; 100: no boost; the class's by default), and
+# HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).  HUB_WARM_KERNELS=1|0
+# and HUB_PRESTART=1|0: the warm kernels and the servers' start in the background, on or off whatever the class.
 # HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
 # reward model make hub trains once for the class (quick).
 # make hub refuses a checkout other accounts can read; HUB_MAKE_PRIVATE=1 does chmod o-rwx.
@@ -109,7 +114,9 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_TRAINING_HOLD),--training-hold $(HUB_TRAINING_HOLD)) \
 	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
 	  $(if $(HUB_TRAINING_BOOST_CPUS),--training-boost-cpus $(HUB_TRAINING_BOOST_CPUS)) \
-	  $(if $(HUB_WARM_KERNELS),--warm-kernels) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))
+	  $(if $(filter 1,$(HUB_WARM_KERNELS)),--warm-kernels) $(if $(filter 0,$(HUB_WARM_KERNELS)),--no-warm-kernels) \
+	  $(if $(filter 1,$(HUB_PRESTART)),--prestart) $(if $(filter 0,$(HUB_PRESTART)),--no-prestart) \
+	  --class $(HUB_CLASS) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))
 
 clean:
 	rm -rf submitted autograded/*/ feedback gradebook.db grades.csv grading_report.csv collect_report.csv $(OUT)

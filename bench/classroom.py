@@ -3,6 +3,7 @@ server and kernel over HTTP and the kernel websocket as JupyterLab does, while t
 
     sudo .venv/bin/python bench/classroom.py --quick                       # 2 students, short pauses: a smoke run
     sudo .venv/bin/python bench/classroom.py --students 40 --scenario lab --arrival-minutes 5
+    sudo .venv/bin/python bench/classroom.py --students 40 --scenario lab --pace brisk --prestart --warm-kernels
     sudo .venv/bin/python bench/classroom.py --students 30 --scenario burst
     sudo .venv/bin/python bench/classroom.py --students 5 --with-neighbours   # item 3: the class twice, without
                                                                              # and with four hostile neighbours
@@ -13,9 +14,10 @@ its kernel, ``/api/sessions``), runs its code cells one at a time over the kerne
 as JupyterLab sends it) with the reference answers typed into the answer cells (``source/``: the harness runs as
 root), saves it (``PUT /api/contents``), Validates (``/assignments/validate``) and Submits (``/assignments/submit``).
 
-    lab     students arrive over --arrival-minutes (seeded) and pause between cells as a person does (seeded,
-            longer at an answer cell; --pace scales every pause), run the training cell (``lab_run``) once,
-            Validate and Submit;
+    lab     students arrive over --arrival-minutes (uniform, seeded), pause before each cell (seeded; --pause-scale
+            scales every pause), run the training cell (``lab_run``) when they reach it, Validate and Submit.
+            ``--pace people`` (the default): a person's pauses, median 4 s, 30 s at an answer cell (log-normal);
+            ``--pace brisk``: uniform 4-12 s before every cell (the whole notebook in about ten minutes);
     burst   everyone logs in at once and runs all cells without a pause; then everyone Submits in the same
             second while the instructor collects.
 
@@ -32,7 +34,9 @@ Figures (a table, and JSON with --json): spawn seconds; cell latency (request to
 cell apart), p50/p95; training seconds against alone; Validate seconds and failures; the kernel's CPU seconds per
 notebook (its own and its children's, read in the kernel at the end); memory per student (their cgroup's peak:
 server, kernel and Validate together); the hub API's latency (``GET /hub/api/user`` once a second), p50/p95;
-failures; submissions collected; the load average at the start, its peak and at the end.
+failures (every failure a student saw: an error on the way, or a Validate that did not pass even if they submitted
+anyway); submissions collected; the load average at the start, its peak and at the end; and the host's speed
+(bench/host_speed.py's gauge) before and after the run: a run's figures mean little without the hour's speed.
 
 --with-neighbours (item 3) runs the class twice on one hub: alone, then beside four neighbours started first,
 each from their own kernel: a CPU spinner (two busy threads), a memory hog (allocating until its cgroup stops it),
@@ -92,12 +96,21 @@ def arrivals(students: list[str], minutes: float, seed: int) -> dict[str, float]
     return {s: rng.uniform(0, minutes * 60) for s in students}
 
 
-def pauses(student: str, cells: list[tuple[str, bool]], seed: int, pace: float) -> list[float]:
-    """Seconds a person pauses before each code cell: reading and running a cell, median 4 s; typing an answer
-    cell, median 30 s (log-normal, seeded per student), all scaled by ``pace``.  ``cells``: (grade id, is an
-    answer cell) per code cell."""
+PACES = ("people", "brisk")
+BRISK_PAUSE_S = (4.0, 12.0)  # the brisk pace: a pause drawn uniformly in this range before every cell
+
+
+def pauses(student: str, cells: list[tuple[str, bool]], seed: int, scale: float, pace: str = "people") -> list[float]:
+    """Seconds a student pauses before each code cell, seeded per student, all scaled by ``scale``.  ``people``:
+    reading and running a cell, median 4 s; typing an answer cell, median 30 s (log-normal).  ``brisk``: uniform
+    over BRISK_PAUSE_S before every cell, the answers pasted (the whole notebook in about ten minutes).
+    ``cells``: (grade id, is an answer cell) per code cell."""
     rng = random.Random(f"pauses:{seed}:{student}")
-    return [pace * rng.lognormvariate(math.log(30.0 if answer else 4.0), 0.5) for _, answer in cells]
+    if pace == "brisk":
+        return [scale * rng.uniform(*BRISK_PAUSE_S) for _ in cells]
+    if pace != "people":
+        raise ValueError(f"no pace {pace!r}; known: {', '.join(PACES)}")
+    return [scale * rng.lognormvariate(math.log(30.0 if answer else 4.0), 0.5) for _, answer in cells]
 
 
 @dataclass
@@ -146,12 +159,24 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
         "memory_mib_per_student": {"p50": percentile(memory, 50), "max": max(memory, default=math.nan)},
         "hub_api_latency_s": {"p50": percentile(hub_latencies, 50), "p95": percentile(hub_latencies, 95),
                               "max": max(hub_latencies, default=math.nan), "count": len(hub_latencies)},
-        "failures": {s.name: s.failure for s in students if s.failure},
+        "failures": failures_seen(students),
         "submitted": sum(s.submitted for s in students),
         "collected": collected,
         "load": {"start": loads[0] if loads else None, "peak_1min": max((l[0] for l in loads), default=math.nan),
                  "end": loads[-1] if loads else None},
     }
+
+
+def failures_seen(students: list[StudentFigures]) -> dict[str, str]:
+    """Student -> the failure they saw: an error on the way, or a Validate that did not pass (even if they
+    submitted afterwards: a student told their correct notebook fails has seen a failure)."""
+    seen = {}
+    for s in students:
+        if s.failure:
+            seen[s.name] = s.failure
+        elif not math.isnan(s.validate) and not s.validate_ok:
+            seen[s.name] = f"Validate did not pass: {s.validate_problem}"[:400]
+    return seen
 
 
 def isolation(without: dict, with_neighbours: dict) -> dict:
@@ -244,6 +269,19 @@ class Hub:
                 raise RuntimeError(f"make hub did not start:\n{self.log.read()[-4000:]}")
             time.sleep(0.5)
         return json.loads((self.base / "hub" / "accounts.json").read_text())
+
+    def wait_prestarted(self, timeout: float = 1800) -> dict:
+        """Wait for make hub's background start of every server (HUB_CLASS lab or burst), then for its processes
+        to be quiet; what it said and the seconds from the hub's ready to its end."""
+        began = time.time()
+        while not (self.base / "hub" / "prestarted").exists():
+            if self.process.poll() is not None or time.time() - began > timeout:
+                raise RuntimeError("make hub's background start of the servers did not end")
+            time.sleep(1)
+        said = (self.base / "hub" / "prestarted").read_text().strip()
+        accounts = json.loads((self.base / "hub" / "accounts.json").read_text())
+        settled = wait_until_quiet(accounts["students"])
+        return {"said": said.splitlines()[-2:], "seconds_after_ready": time.time() - began, "settled_after_s": settled}
 
     def stop(self, keep_logs: Path | None = None) -> None:
         """Stop it; with ``keep_logs``, the hub's and make hub's logs are copied there first (`<name>.jupyterhub.log`,
@@ -673,7 +711,7 @@ def run_class(accounts: dict, names: list[str], scenario: str, args, answers: di
     times = arrivals(names, args.arrival_minutes, args.seed) if scenario == "lab" else {n: 0.0 for n in names}
     progress = tqdm(total=len(names) * len(cells), desc=f"{scenario}: {len(names)} students' cells", unit="cell")
     students = [Student(accounts, n, answers, course_id,
-                        pauses(n, cells, args.seed, args.pace) if scenario == "lab" else None,
+                        pauses(n, cells, args.seed, args.pause_scale, args.pace) if scenario == "lab" else None,
                         barrier, times[n], progress, args.lab_setting) for n in names]
     started = time.perf_counter()
     threads = [threading.Thread(target=s.run, args=(started, stop), daemon=True) for s in students]
@@ -801,12 +839,23 @@ def prestart_class(accounts: dict, base: Path, names: list[str], parallel: int |
     return figures
 
 
+def host_gauge(when: str) -> dict:
+    """bench/host_speed.py's gauge, printed: how fast this host's cores are now (the run's hour, beside its figures)."""
+    from bench.host_speed import measure
+    seconds, ratio = measure()
+    print(f"host speed {when} the run: {seconds:.3f} s for the fixed work, {ratio:.2f}x the reference hour's "
+          f"(bench/host_speed.py)", flush=True)
+    return {"seconds": seconds, "ratio": ratio}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=5)
     parser.add_argument("--scenario", choices=("lab", "burst"), default="lab")
     parser.add_argument("--arrival-minutes", type=float, default=3.0)
-    parser.add_argument("--pace", type=float, default=1.0, help="scales every pause between cells (lab)")
+    parser.add_argument("--pace", choices=PACES, default="people", help="lab: 'people' (median 4 s between cells, "
+                        "30 s at an answer cell) or 'brisk' (uniform 4-12 s between cells, the answers pasted)")
+    parser.add_argument("--pause-scale", type=float, default=1.0, help="scales every pause between cells (lab)")
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--with-neighbours", action="store_true", help="item 3: the class without, then with, "
                         "a CPU spinner, a memory hog, a fork bomb and a disk filler beside it")
@@ -831,11 +880,16 @@ def main() -> int:
                         "(default: its own, the CPUs)")
     parser.add_argument("--warm-kernels", action="store_true", help="make hub HUB_WARM_KERNELS=1: each student's "
                         "server keeps a kernel with the notebook's imports done for the first notebook")
+    parser.add_argument("--hub-class", choices=("lab", "burst", "off"), default="off",
+                        help="make hub's HUB_CLASS: lab or burst, the hub as make hub starts it by default (warm kernels, "
+                             "every server started in the background as the hub starts, for a lab the training boost): "
+                             "the run waits for those servers before the class; off (default): only what the options "
+                             "here ask for")
     parser.add_argument("--json", type=Path, help="write the figures there too (and the hub's logs beside it: "
                                                       "RUN.jupyterhub.log, RUN.make-hub.log)")
     args = parser.parse_args()
     if args.quick:
-        args.students, args.pace, args.arrival_minutes = 2, 0.05, 1 / 6
+        args.students, args.pause_scale, args.arrival_minutes = 2, 0.05, 1 / 6
         args.lab_setting = args.lab_setting or "smoke"
     if os.geteuid() != 0:
         parser.error("needs root: make hub creates accounts and runs each server as its user")
@@ -847,7 +901,7 @@ def main() -> int:
     second_class = [f"t{i:03d}" for i in range(1, args.students + 1)] if args.with_neighbours else []
     extra = [f"n_{k}" for k in NEIGHBOURS] if args.with_neighbours else []
     _lock = one_class_at_a_time()  # held until this process ends
-    make_variables = (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
+    make_variables = (f"HUB_CLASS={args.hub_class}",) + (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
         ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ()) + \
         ((f"HUB_TRAINING_BOOST={args.training_boost}",) if args.training_boost is not None else ()) + \
         ((f"HUB_TRAINING_BOOST_CPUS={args.training_boost_cpus}",) if args.training_boost_cpus is not None else ())
@@ -857,10 +911,14 @@ def main() -> int:
                      "args": {k: str(v) for k, v in vars(args).items()}, "load_at_start": os.getloadavg()}
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)",
           flush=True)
+    results["host_speed_before"] = host_gauge("before")
     neighbours = []
     try:
         accounts = hub.wait_ready()
-        print(f"make hub ready; {len(students)} students ({args.scenario})", flush=True)
+        print(f"make hub ready; {len(students)} students ({args.scenario}, HUB_CLASS={args.hub_class})", flush=True)
+        if args.hub_class != "off":
+            results["background_prestart"] = hub.wait_prestarted()
+            print(f"the hub's background start of every server: {results['background_prestart']['said']}", flush=True)
         course_id = course_id_of(accounts)
         instructor(accounts, "release_assignment", ASSIGNMENT)
         answers = reference_answers()
@@ -901,6 +959,7 @@ def main() -> int:
         hub.stop(keep_logs=args.json)
     results["load_at_end"] = os.getloadavg()
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    results["host_speed_after"] = host_gauge("after")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -406,6 +406,27 @@ ZH = {
     "d/dlog_p_l": "对 `log_p_l` 的梯度",
     "d/dref_log_p_w": "对 `ref_log_p_w` 的梯度",
     "d/dref_log_p_l": "对 `ref_log_p_l` 的梯度",
+    # Validate on a busy machine (rlhf_course/classroom/patient_validate.py): waits, and real stops
+    "The kernel is still starting: the class is busy. Validate is waiting ({wall:.0f} s so far); nothing is wrong with your notebook.":
+        "内核仍在启动：全班正在使用这台机器。Validate 正在等待（已等 {wall:.0f} 秒）；你的笔记本没有问题。",
+    "Validate is still running cell {cell} ({wall:.0f} s so far, {cpu:.1f} s of it computing): the machine is busy, so it waits; nothing is wrong with your notebook.":
+        "Validate 仍在运行第 {cell} 个单元格（已用 {wall:.0f} 秒，其中计算 {cpu:.1f} 秒）：机器很忙，所以它在等待；你的笔记本没有问题。",
+    "Validate is still running cell {cell} ({wall:.0f} s so far, {cpu:.1f} s of it computing).":
+        "Validate 仍在运行第 {cell} 个单元格（已用 {wall:.0f} 秒，其中计算 {cpu:.1f} 秒）。",
+    "Stopped: this cell computed for {cpu:.0f} CPU-seconds without finishing (the limit is {limit:.0f}). An endless loop? A busy machine does not count: only the cell's own computing does.":
+        "已停止：这个单元格计算了 {cpu:.0f} CPU 秒仍未结束（上限为 {limit:.0f}）。是死循环吗？机器繁忙不计入，只计这个单元格自己的计算。",
+    "Stopped: this cell waited {blocked:.0f} s for something other than the computer (input(), sleep, a lock) without finishing (the limit is {limit:.0f} s).":
+        "已停止：这个单元格等待了 {blocked:.0f} 秒（不是在等计算机，而是在等 input()、sleep 或锁之类），仍未结束（上限为 {limit:.0f} 秒）。",
+    "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
+        "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
+    "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
+        "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
+    "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
+    "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
+    "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
+    "The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is wrong with your notebook.":
+        "内核仍在启动：全班正在使用这台机器。内核就绪后你的单元格就会运行；你的笔记本没有问题。",
 }
 TABLES = {CHINESE: ZH}
 

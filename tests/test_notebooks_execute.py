@@ -217,9 +217,10 @@ def test_grpo_chinese_edition_runs_clean_and_speaks_chinese(grpo_sources):
     and its summary in Chinese."""
     nb = grpo_sources["zh"]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    # what the contract's expected-output block shows, line for line (the same in both editions)
-    assert "scaled:   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
-    assert "unscaled: [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
+    # what the contract's expected-output block shows, line for line (the English edition's numbers, Chinese labels)
+    assert "缩放：   [[0.8659, -0.8659, -0.8659, 0.8659], [-1.019, -0.3397, 0.0, 1.3587]]" in text
+    assert "不缩放： [[0.5, -0.5, -0.5, 0.5], [-3.0, -1.0, 0.0, 4.0]]" in text
+    assert "scaled:" not in text
     assert text.count("通过：") == 8 and "passed: " not in text
     lab = {notebooks.grade_id(c): c.outputs for c in nb.cells if c.cell_type == "code"
            and notebooks.grade_id(c) in ("lab_run", "lab_plots")}

@@ -48,6 +48,7 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -64,6 +65,12 @@ from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
 IDLE_TIMEOUT = 3600  # seconds: a class's break keeps the student's kernel; a student gone home frees the memory
+SERVER_START_SECONDS = 900  # a user's server's start and its first answer, on a busy machine
+KERNEL_INFO_SECONDS = 900  # a notebook's kernel's start (jupyter_server's kernel_info_timeout: 60 s by default)
+CLASSES = ("lab", "burst", "off")  # what make hub prepares the machine for (HUB_CLASS, --class)
+LAB_BOOST_WEIGHT = 10000  # a lab session's training-slot holders' CPU weight (bench/RESULTS.md, lab sessions of 40)
+HOLDERS_SHARE = 0.85  # of the machine's cores, what the slot holders may use together while boosted: the rest
+                      # (0.3 of 2 cores) is always the other students' (bench/RESULTS.md: their cells' p95 1.22 s)
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
@@ -110,6 +117,21 @@ def readable_by_others(folder: Path) -> list[Path]:
     return exposed
 
 
+def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
+    """What ``--class`` sets when its own options are not given: ``lab`` (a lab session: students arrive, train,
+    Validate) warm kernels, the roster's servers pre-started in the background, and the training-slot holders
+    boosted to weight LAB_BOOST_WEIGHT with HOLDERS_SHARE of the ``cores`` among the ``slots`` (at most each user's
+    ``user_cpus``); ``burst`` (the class presses Run All together) the same without the boost, which would take the
+    CPU from everyone's cells and Validate; ``off`` none of it (a laptop, the tests)."""
+    if kind not in CLASSES:
+        raise ValueError(f"no class {kind!r}; known: {', '.join(CLASSES)}")
+    ready = kind != "off"
+    boost = kind == "lab" and slots > 0
+    return {"warm_kernels": ready, "prestart": ready,
+            "training_boost": LAB_BOOST_WEIGHT if boost else DEFAULT_WEIGHT,
+            "training_boost_cpus": round(min(user_cpus, HOLDERS_SHARE * cores / slots), 2) if boost else None}
+
+
 def check_checkout_private(repo: Path, make_private: bool = False) -> None:
     """The checkout's solutions and hidden tests must be out of the students' reach: the hub's command
     line names the checkout, and a clone made under the usual umask (022) is world-readable."""
@@ -129,11 +151,17 @@ def check_checkout_private(repo: Path, make_private: bool = False) -> None:
 
 
 # Every user's nbgrader (Validate; the instructor's Formgrader too).  nbgrader's kernels' sockets; and
-# Validate waits for a busy kernel: after a cell's reply, nbclient waits `iopub_timeout` seconds (4 by
-# default) for the rest of its output and fails the cell ("Timeout waiting for IOPub output") when it is late,
-# as it is on a machine a whole class loads (the set-up cell's `import torch`: issue #37).  The output always
-# comes (the kernel has replied): wait as long as a cell may run.
-VALIDATE_SECONDS = 120  # a cell's run, and the wait for its output after its reply
+# Validate waits for a busy machine.  The Validate button (the course's server extension,
+# rlhf_course/classroom/validate_extension.py) limits a cell by the kernel's own CPU-seconds and by the time it
+# is blocked on something other than a CPU, never by wall-clock time: on a machine a whole class loads, a
+# correct cell may wait minutes for a CPU (rlhf_course/classroom/patient_validate.py).  nbgrader's own Execute
+# (`nbgrader validate` in a terminal, the Formgrader) keeps wall-clock limits: after a cell's reply, nbclient
+# waits `iopub_timeout` seconds (4 by default) for the rest of its output and fails the cell ("Timeout waiting
+# for IOPub output") when it is late, as it is when a class loads the machine (the set-up cell's
+# `import torch`): the output always comes (the kernel has replied), so it waits as long as a cell may run.
+VALIDATE_SECONDS = 120  # nbgrader's Execute: a cell's run, and the wait for its output after its reply
+VALIDATE_CPU_SECONDS = 120  # the course's Validate: CPU-seconds one cell may compute (an endless loop: stopped)
+VALIDATE_BLOCKED_SECONDS = 600  # ... and seconds it may wait for neither a CPU nor its own computing (input())
 EVERYONE_NBGRADER_CONFIG = f"""\
 from rlhf_course.classroom.private_kernels import ipc_prefix
 c = get_config()
@@ -141,6 +169,8 @@ c.KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets
 c.Execute.timeout = {VALIDATE_SECONDS}
 c.Execute.iopub_timeout = {VALIDATE_SECONDS}
 c.Execute.startup_timeout = {VALIDATE_SECONDS}  # a kernel's start, on the same busy machine
+c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}
+c.PatientExecute.blocked_seconds = {VALIDATE_BLOCKED_SECONDS}
 """
 
 
@@ -261,10 +291,13 @@ class Classroom:
             f"exchange.configure(get_config(), {str(self.exchange)!r}, {self.course_id!r})\n")
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
         server_app = {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}
+        # a kernel that imports torch while the class does may take minutes to answer: jupyter_server's default
+        # (60 s) then tells JupyterLab the kernel never became alive
+        kernels = {"kernel_info_timeout": KERNEL_INFO_SECONDS}
         if self.warm_kernels:  # a kernel with the notebook's imports done, waiting for the first notebook
             server_app["kernel_manager_class"] = "rlhf_course.classroom.warm_kernels.WarmKernelManager"
-        (self.student_config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": server_app},
-                                                                                  indent=1))
+        (self.student_config / "jupyter_server_config.json").write_text(json.dumps(
+            {"ServerApp": server_app, "MappingKernelManager": kernels}, indent=1))
         subprocess.run(["chmod", "-R", "go+rX", str(self.base / "jupyter")], check=True)
 
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
@@ -359,8 +392,10 @@ for trait, value in {self.limits!r}.items():
     setattr(c.ClassroomSpawner, trait, value)
 c.Spawner.default_url = "/lab"
 c.Spawner.env_keep = []
-c.Spawner.start_timeout = 120
-c.Spawner.http_timeout = 120
+# A server's start on a machine a class loads may take minutes (30 at once: bench/RESULTS.md); the page says
+# meanwhile that the server is starting (JupyterHub's spawn-pending page): wait rather than fail.
+c.Spawner.start_timeout = {SERVER_START_SECONDS}
+c.Spawner.http_timeout = {SERVER_START_SECONDS}
 
 
 def per_user(spawner):
@@ -469,6 +504,30 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
              "--api-port", str(self.proxy_api_port), "--default-target", hub, "--error-target", f"{hub}/hub/error"],
             cwd=self.hub_dir, env={"PATH": os.environ.get("PATH", ""), "CONFIGPROXY_AUTH_TOKEN": self.proxy_token},
             stdout=open(self.hub_dir / "proxy.log", "a"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def prestart_in_background(self) -> threading.Thread:
+        """Start every student's server, a few at a time, while the hub serves (``--prestart``): the class finds
+        them running.  The outcome is printed and written to ``<base>/hub/prestarted`` when all have started."""
+        from rlhf_course.classroom.prestart import HubAPI, prestart, report
+        from rlhf_course.lab.threads import usable_cpus
+        api = HubAPI(self.url, (self.hub_dir / TOKEN_FILE).read_text().strip())
+
+        def run():
+            began = time.perf_counter()
+            print(f"starting the {len(self.student_names)} students' servers in the background, "
+                  f"{usable_cpus()} at a time (--prestart)", flush=True)
+            try:
+                outcomes = prestart(api, self.student_names, usable_cpus(), SERVER_START_SECONDS)
+                said = f"{report(outcomes)}\nin {time.perf_counter() - began:.1f} s"
+            except Exception as error:  # the hub serves on: a student's login starts their server as without it
+                said = f"the background start of the servers stopped: {type(error).__name__}: {error}"
+            print(said, flush=True)
+            with contextlib.suppress(OSError):
+                (self.hub_dir / "prestarted").write_text(said + "\n")
+
+        thread = threading.Thread(target=run, name="prestart", daemon=True)
+        thread.start()
+        return thread
 
     def supervise(self, quick_exits: int = 3, quick: float = 30) -> None:
         """Start the hub again whenever it exits, until it exits ``quick_exits`` times in a row within
@@ -621,15 +680,22 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--training-hold", type=float, default=DEFAULT_MAX_HOLD,
                         help=f"seconds a lab holds its training slot at most: then the next in the queue has it, and "
                              f"the lab trains on without it (default {DEFAULT_MAX_HOLD:g})")
-    parser.add_argument("--training-boost", type=int, default=DEFAULT_WEIGHT,
+    parser.add_argument("--class", dest="klass", choices=CLASSES, default="lab",
+                        help="what the hub is ready for, unless the options below say otherwise: lab (default; warm "
+                             "kernels, the roster's servers pre-started in the background, training-slot holders "
+                             f"boosted to weight {LAB_BOOST_WEIGHT} on {HOLDERS_SHARE:g} of the cores), burst (the "
+                             "same without the boost: the class runs all at once), off (none of it)")
+    parser.add_argument("--training-boost", type=int, default=None,
                         help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: "
                              f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it, e.g. "
-                             f"{BOOSTED_WEIGHT} (default {DEFAULT_WEIGHT}: no boost; it takes the CPU from the other "
-                             f"students' cells and Validate: bench/RESULTS.md)")
+                             f"{BOOSTED_WEIGHT} (default: the class's, {LAB_BOOST_WEIGHT} for a lab, else "
+                             f"{DEFAULT_WEIGHT}: no boost; it takes the CPU from the other students' cells and "
+                             f"Validate: bench/RESULTS.md)")
     parser.add_argument("--training-boost-cpus", type=float, default=None,
                         help="with --training-boost: the CPU cores a lab holding a training slot may use while it "
                              "holds it, below its user's quota, so that the holders leave the rest of the class a "
-                             "share (e.g. 0.85 on 2 cores and 2 slots; default: the user's own quota)")
+                             "share (default: a lab's, 0.85 of the cores among the slots, 0.85 on 2 cores and 2 "
+                             "slots; else the user's own quota)")
     parser.add_argument("--idle-timeout", type=int, default=IDLE_TIMEOUT,
                         help="seconds without activity after which a user's server is stopped (its files stay; "
                              "the next login starts it again); 0: never")
@@ -637,10 +703,13 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="the length of the labs every student runs (RLHF_LAB_SETTING on every server: quick, "
                              "full, or smoke, a few steps); make hub trains their SFT policy and reward model for it "
                              "once for the class")
-    parser.add_argument("--warm-kernels", action="store_true",
+    parser.add_argument("--warm-kernels", action=argparse.BooleanOptionalAction, default=None,
                         help="each student's server starts a python kernel as it starts, imports torch, matplotlib and "
                              "the course's modules there, and hands it to the first notebook opened "
-                             "(rlhf_course/classroom/warm_kernels.py)")
+                             "(rlhf_course/classroom/warm_kernels.py; default: on for a lab or a burst)")
+    parser.add_argument("--prestart", action=argparse.BooleanOptionalAction, default=None,
+                        help="once the hub is ready, start every student's server in the background (the hub's "
+                             "prestart, rlhf_course/classroom/prestart.py; default: on for a lab or a burst)")
     return parser
 
 
@@ -648,6 +717,17 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     """make hub's options, checked before anything is made."""
     parser = argument_parser()
     args = parser.parse_args(argv)
+    from rlhf_course.lab.threads import usable_cpus
+    user_cpus = args.cpus or DEFAULT_CPUS
+    slots = args.training_slots if args.training_slots is not None else default_slots(usable_cpus(), user_cpus)
+    chosen = class_defaults(args.klass, usable_cpus(), slots, user_cpus)
+    if args.training_boost is None:  # the class's boost, with its holders' share unless one is given
+        args.training_boost = chosen["training_boost"]
+        if args.training_boost_cpus is None:
+            args.training_boost_cpus = chosen["training_boost_cpus"]
+    for option in ("warm_kernels", "prestart"):
+        if getattr(args, option) is None:
+            setattr(args, option, chosen[option])
     try:
         check_weight(args.training_boost)
     except ValueError as wrong:
@@ -695,8 +775,13 @@ def main(argv=None) -> None:
         classroom.create()
         classroom.start_first()
         print(classroom.summary(), flush=True)
+        print(f"ready for a {args.klass} class (--class; HUB_CLASS=lab|burst|off): warm kernels "
+              f"{'on' if args.warm_kernels else 'off'}, the students' servers "
+              f"{'started now, in the background' if args.prestart else 'started at their login'}", flush=True)
         print(f"\nready in {time.time() - started:.0f} s", flush=True)
         (classroom.hub_dir / "ready").write_text(classroom.url)
+        if args.prestart:
+            classroom.prestart_in_background()
         classroom.supervise()
     except KeyboardInterrupt:
         pass

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(os.environ.get("RLHF_SERVER_ENV", "/opt/rlhf-course-test"))
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
-LAYOUT = b"2"
+LAYOUT = b"3"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
 
 
@@ -129,7 +129,8 @@ def base_env(repo: Path) -> Path:
     """The shared venv with the pinned requirements (built on first use, then reused)."""
     interpreter = shared_interpreter()
     requirements = (repo / "requirements.txt").read_bytes()
-    # LAYOUT: bumped when what a base holds changes (2: with byte-code caches), so older ones are rebuilt
+    # LAYOUT: bumped when what a base holds changes (2: with byte-code caches; 3: console scripts of a venv reached
+    # through a link run the base's python), so older ones are rebuilt
     key = hashlib.sha256(requirements + str(interpreter).encode() + LAYOUT).hexdigest()[:12]
     venv = ROOT / f"base-{key}"
     with _locked(venv):
@@ -211,15 +212,27 @@ def copy_pinned_packages(repo: Path, venv: Path) -> bool:
         target = venv / "bin" / script.name
         if target.exists() or target.is_symlink() or script.is_symlink() or not script.is_file():
             continue
-        data = script.read_bytes()
-        first, newline, rest = data.partition(b"\n")
-        if first.startswith(b"#!") and first[2:].strip() == str(own / "bin" / "python").encode():
-            data = b"#!" + str(venv / "bin" / "python").encode() + newline + rest
-        elif str(own).encode() in data:
+        data = console_script_for(script.read_bytes(), own, venv)
+        if data is None:
             continue  # activate scripts and the like: the new venv has its own
         target.write_bytes(data)
         target.chmod(script.stat().st_mode & 0o777)
     return True
+
+
+def console_script_for(data: bytes, own: Path, venv: Path) -> bytes | None:
+    """A console script of the venv ``own`` as ``venv``'s: its ``#!`` names ``venv``'s python.  The script's
+    ``#!`` may name ``own`` by another path than ``sys.prefix`` (a venv reached through a symbolic link, e.g. a git
+    worktree's ``.venv`` linked to the main checkout's): both are resolved.  None for a script that names ``own``
+    elsewhere than in its ``#!`` (activate and the like)."""
+    first, newline, rest = data.partition(b"\n")
+    if first.startswith(b"#!"):
+        named = Path(first[2:].strip().decode(errors="replace"))
+        if named.name.startswith("python") and named.parent.resolve() == (own / "bin").resolve():
+            return b"#!" + str(venv / "bin" / "python").encode() + newline + rest
+    if str(own).encode() in data or str(own.resolve()).encode() in data:
+        return None
+    return data
 
 
 LABEXTENSION = Path("jupyter", "labextension", "rlhf-course-deadlines")  # prebuilt, committed

@@ -13,6 +13,8 @@ LocalProcessSpawner, and in addition
   make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
   homes is the file system's business (README).  Stopping the server kills whatever is left in that cgroup, so
   nothing of a stopped server's (a process holding a training slot and its CPU boost) runs on;
+* its spawn page says, while the server starts, how many of the class's servers start before it (both
+  languages: JupyterHub's page has one);
 * torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
   the server's environment, which its kernels inherit (:func:`thread_environment`).
 
@@ -41,6 +43,26 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
 RUNTIME_ROOT = Path("/run/rlhf-classroom")
 DEFAULT_CPUS = 1.0  # each user's CPU quota in cores (cpu_limit's default)
+PROGRESS_SECONDS = 3  # how often the spawn page hears how many servers start before the student's
+# What the spawn page says while a server starts (JupyterHub's page has one language: both, English first)
+STARTING_AHEAD = "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong."
+STARTING_NEXT = "Your server is starting; it opens by itself."
+STARTING: dict[str, tuple[float, object]] = {}  # this hub's starting servers: user -> (when it began, spawner)
+
+
+def servers_ahead(name: str, starting: dict = STARTING) -> int:
+    """How many servers began to start before ``name``'s and are still starting (those done are forgotten)."""
+    for other in [n for n, (_, spawner) in starting.items() if spawner.pending != "spawn" and n != name]:
+        del starting[other]
+    mine = starting.get(name, (float("inf"), None))[0]
+    return sum(1 for other, (since, _) in starting.items() if other != name and since < mine)
+
+
+def starting_message(ahead: int) -> str:
+    """The spawn page's sentence, in English and Chinese."""
+    from rlhf_course.i18n import CHINESE, t
+    english = STARTING_AHEAD if ahead else STARTING_NEXT
+    return f"{t(english, 'en', ahead=ahead)} / {t(english, CHINESE, ahead=ahead)}"
 
 
 class UserCgroup:
@@ -200,6 +222,21 @@ class ClassroomSpawner(LocalProcessSpawner):
     def make_preexec_fn(self, name):
         return limited_preexec(name, super().make_preexec_fn(name), self.mem_limit, self.cpu_limit,
                                self.process_limit, self.file_size_limit)
+
+    async def start(self):
+        STARTING[self.user.name] = (time.monotonic(), self)
+        return await super().start()
+
+    async def progress(self):
+        """While the server starts, every PROGRESS_SECONDS: how many of the class's servers start before it (a
+        class that logs in at once waits for the machine; the page says so instead of a bare spinner)."""
+        try:
+            while self.pending == "spawn":
+                yield {"message": starting_message(servers_ahead(self.user.name))}
+                await asyncio.sleep(PROGRESS_SECONDS)
+        finally:
+            if self.pending != "spawn":
+                STARTING.pop(self.user.name, None)
 
     async def stop(self, now=False):
         """Stop the server, then everything else of its user's (kernels, terminals, whatever they left running):

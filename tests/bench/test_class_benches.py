@@ -117,6 +117,11 @@ def test_percentiles_arrivals_and_pauses():
     reading, typing = sorted(waits[0::2]), sorted(waits[1::2])
     assert 3 < reading[100] < 5.5 and 22 < typing[100] < 40  # medians 4 s and 30 s
     assert cr.pauses("s1", cells, 37, 0.1) == pytest.approx([w * 0.1 for w in waits])
+    brisk = cr.pauses("s1", cells, 37, 1.0, "brisk")
+    assert brisk == cr.pauses("s1", cells, 37, 1.0, "brisk") and all(4 <= w <= 12 for w in brisk)
+    assert min(brisk) < 4.5 and max(brisk) > 11.5 and 7 < sorted(brisk)[200] < 9  # uniform over 4-12 s
+    with pytest.raises(ValueError, match="brisk"):
+        cr.pauses("s1", cells, 37, 1.0, "leisurely")
 
 
 def test_the_training_cells_slot_wait_is_read_from_its_own_words_in_either_language():
@@ -146,6 +151,18 @@ def test_a_run_is_summarised_and_item_3_judged():
     assert cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.42}))["ok"]
     assert not cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.48}))["within_1_5x"]
     assert cr.isolation(calm, dict(calm, collected=0))["lost_submissions"] == 1
+
+
+def test_a_failed_validate_is_a_failure_the_student_saw_even_if_they_submitted():
+    students = [cr.StudentFigures("ok", validate=3.0, validate_ok=True, submitted=True),
+                cr.StudentFigures("told_wrong", validate=124.0, validate_ok=False, submitted=True,
+                                  validate_problem="failed: 1 (first: 'NameError')"),
+                cr.StudentFigures("broke", failure="RuntimeError: spawn failed")]
+    f = cr.summarise(students, [], 10.0, 2, [(1.0, 1.0, 1.0)])
+    assert set(f["failures"]) == {"told_wrong", "broke"} and "NameError" in f["failures"]["told_wrong"]
+    assert f["validate_failures"] == 2 and f["submitted"] == 2
+    failures_row = next(line for line in cr.table("lab", f).splitlines() if line.strip().startswith("failures"))
+    assert failures_row.split()[1] == "2", failures_row  # the summary's count
 
 
 def test_validate_answers_read_as_the_lab_reads_them():

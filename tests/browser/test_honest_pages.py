@@ -191,6 +191,11 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
     # one score box per grade cell of the gradebook, each in the heading of its own nbgrader cell, bound
     assert page.locator("input.score").count() == grades
     assert page.locator(".nbgrader_cell > .panel-heading input.score").count() == grades
+    # each test cell's verdict beside its score box, in the heading, from the gradebook
+    tests = [c for c in results[student].cells.values()]
+    assert page.locator(".nbgrader_cell > .panel-heading .rlhf-verdict").count() == len(tests)
+    assert page.locator(".nbgrader_cell > .panel-heading .rlhf-verdict-failed").count() == len(
+        [c for c in tests if c.score < c.points])
     # it opens at the written answer to grade, not at the top
     page.wait_for_function("window.formgraderShowedAnswer", timeout=30_000)
     shown = page.evaluate("formgraderShowedAnswer")

@@ -178,3 +178,20 @@ def test_make_grade_warns_of_a_dask_scheduler_without_tls():
         warning = dask_address_warning(address)
         assert warning and "not a tls:// address" in warning and "as root" in warning, address
     assert dask_address_warning("tls://grading-host:8786") is None
+
+
+def test_the_spawn_page_says_how_many_servers_start_before_the_students(monkeypatch):
+    """A class that logs in at once: each student's spawn page counts the servers still starting before theirs,
+    in both languages; servers done are no longer counted."""
+    from types import SimpleNamespace
+
+    from rlhf_course.classroom import spawner
+    from rlhf_course.i18n import ZH
+    starting = {name: (since, SimpleNamespace(pending="spawn")) for since, name in enumerate(["ann", "ben", "cat"])}
+    assert [spawner.servers_ahead(n, starting) for n in ("ann", "ben", "cat")] == [0, 1, 2]
+    starting["ann"][1].pending = None  # ann's server is up
+    assert spawner.servers_ahead("cat", starting) == 1 and "ann" not in starting
+    said = spawner.starting_message(12)
+    assert said.startswith("The class is starting: 12 servers ahead of yours.")
+    assert said.endswith(ZH[spawner.STARTING_AHEAD].format(ahead=12))
+    assert spawner.starting_message(0).startswith(spawner.STARTING_NEXT)

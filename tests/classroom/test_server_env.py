@@ -28,3 +28,22 @@ def test_the_pins_are_checked_against_this_venvs_site_packages_only(repo):
     pins = server_env.pinned_versions(repo / "requirements.txt")
     vendored_elsewhere = [name for name in ("packaging", "zipp", "platformdirs") if name in pins]
     assert vendored_elsewhere and all(installed[name] == pins[name] for name in vendored_elsewhere)
+
+
+def test_console_scripts_run_the_copys_python_whichever_path_named_the_venv(tmp_path):
+    """A worktree's .venv linked to the main checkout's: sys.prefix names the link, the scripts' #! the target."""
+    real = tmp_path / "main" / ".venv"
+    (real / "bin").mkdir(parents=True)
+    (real / "bin" / "python").symlink_to(sys.executable)
+    link = tmp_path / "worktree-venv"
+    link.symlink_to(real)
+    copy = tmp_path / "base"
+    script = f"#!{real}/bin/python\n# -*- coding: utf-8 -*-\nfrom alembic.config import main\n".encode()
+    for own in (real, link):
+        rewritten = server_env.console_script_for(script, own, copy)
+        assert rewritten.split(b"\n")[0] == f"#!{copy}/bin/python".encode(), rewritten
+        assert rewritten.split(b"\n", 1)[1] == script.split(b"\n", 1)[1]
+    activate = f"VIRTUAL_ENV={real}\nexport VIRTUAL_ENV\n".encode()
+    assert server_env.console_script_for(activate, link, copy) is None  # the copy has its own
+    other = b"#!/bin/sh\necho hello\n"
+    assert server_env.console_script_for(other, link, copy) == other

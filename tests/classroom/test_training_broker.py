@@ -38,6 +38,10 @@ def students():
     accounts.remove_accounts(names.values())
     for name in names.values():
         accounts.add_account(name, folder / "home" / name)
+    # the package where every account can read it (a checkout, e.g. CI's, may be private to root)
+    shutil.copytree(REPO / "rlhf_course", folder / "package" / "rlhf_course",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    subprocess.run(["chmod", "-R", "go+rX", folder / "package"], check=True)
     yield {role: accounts.User(name, folder / "home" / name, None) for role, name in names.items()} | {"folder": folder}
     spawner.remove_user_resources(names.values(), folder / "run")
     accounts.remove_accounts(names.values())
@@ -70,9 +74,11 @@ def start_broker(students):
 
 
 def as_student(user: accounts.User, code: str, *args: str, **popen) -> subprocess.Popen:
-    """``code`` run by ``user``'s own system Python (this checkout on its path), lines out as they come."""
+    """``code`` run by ``user``'s own system Python (a readable copy of this checkout's package on its path), lines
+    out as they come."""
+    package = user.home.parent.parent / "package"
     command = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "env", "-i",
-               f"PYTHONPATH={REPO}", "LANG=C.UTF-8", SYSTEM_PYTHON, "-c", textwrap.dedent(code), *args]
+               f"PYTHONPATH={package}", "LANG=C.UTF-8", SYSTEM_PYTHON, "-c", textwrap.dedent(code), *args]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", **popen)
 
 

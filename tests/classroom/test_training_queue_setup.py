@@ -4,6 +4,7 @@ it), and the options checked before anything is made."""
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -14,6 +15,9 @@ from rlhf_course.classroom.hub import Classroom, parse_arguments
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, default_slots
 from rlhf_course.lab import training_slots
 from rlhf_course.lab.threads import usable_cpus
+from tests.support.course import REPO
+
+CHP = ".cache/hub-proxy/node_modules/.bin/configurable-http-proxy"  # make hub's proxy: not built by a dry run
 
 
 def classroom(tmp_path, **kwargs) -> Classroom:
@@ -62,14 +66,15 @@ def test_the_hub_runs_the_broker_on_a_socket_of_roots_and_stops_it(tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_the_training_boost_is_off_unless_asked_for(tmp_path):
-    from rlhf_course.classroom.hub import argument_parser
+def test_the_training_boost_is_a_lab_class_s_unless_told_otherwise(tmp_path):
+    from rlhf_course.classroom.hub import LAB_BOOST_WEIGHT, parse_arguments
     from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT
     assert classroom(tmp_path).training_boost_weight == DEFAULT_WEIGHT
-    assert argument_parser().parse_args(["--proxy", "/bin/true"]).training_boost == DEFAULT_WEIGHT
-    assert argument_parser().parse_args(["--proxy", "/bin/true", "--training-boost", "500"]).training_boost == 500
-    from rlhf_course.classroom.hub import parse_arguments
+    assert parse_arguments(["--proxy", "/bin/true"]).training_boost == LAB_BOOST_WEIGHT  # make hub: a lab class
+    for kind in ("burst", "off"):
+        assert parse_arguments(["--proxy", "/bin/true", "--class", kind]).training_boost == DEFAULT_WEIGHT
     assert parse_arguments(["--proxy", "/bin/true", "--training-boost", "500"]).training_boost == 500
+    assert parse_arguments(["--proxy", "/bin/true", "--training-boost", "100"]).training_boost_cpus is None
     with pytest.raises(SystemExit):  # refused before anything is made
         parse_arguments(["--proxy", "/bin/true", "--training-boost", "0"])
     room = classroom(tmp_path, training_boost=DEFAULT_WEIGHT, training_slots=0)
@@ -81,10 +86,44 @@ def test_a_boosted_labs_quota_is_checked_before_anything_is_made(capsys):
     from rlhf_course.classroom.hub import parse_arguments
     args = parse_arguments(["--proxy", "/bin/true", "--training-boost", "10000", "--training-boost-cpus", "0.85"])
     assert (args.training_boost, args.training_boost_cpus) == (10000, 0.85)
-    assert parse_arguments(["--proxy", "/bin/true"]).training_boost_cpus is None
+    assert parse_arguments(["--proxy", "/bin/true", "--class", "off"]).training_boost_cpus is None
     for wrong, said in ((["--training-boost", "10000", "--training-boost-cpus", "0"], "positive number of cores"),
                         (["--training-hold", "0"], "--training-hold: a positive number of seconds"),
-                        (["--training-boost-cpus", "0.85"], "needs --training-boost")):
+                        (["--class", "burst", "--training-boost-cpus", "0.85"], "needs --training-boost")):
         with pytest.raises(SystemExit):
             parse_arguments(["--proxy", "/bin/true", *wrong])
         assert said in capsys.readouterr().err
+
+
+def test_make_hub_is_ready_for_a_class_by_default_and_each_variable_still_tunes_it():
+    from rlhf_course.classroom.hub import HOLDERS_SHARE, LAB_BOOST_WEIGHT, class_defaults, parse_arguments
+    from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT
+    # on the 2-core machine of bench/RESULTS.md, 2 slots of one core: the measured 0.85 core each, 0.3 left over
+    assert class_defaults("lab", 2, 2, 1.0) == {"warm_kernels": True, "prestart": True,
+                                               "training_boost": LAB_BOOST_WEIGHT, "training_boost_cpus": 0.85}
+    assert class_defaults("lab", 8, 4, 1.0)["training_boost_cpus"] == 1.0  # never above the user's own quota
+    assert class_defaults("lab", 2, 4, 0.5)["training_boost_cpus"] == pytest.approx(HOLDERS_SHARE * 2 / 4, abs=0.01)
+    assert class_defaults("lab", 2, 0, 1.0)["training_boost"] == DEFAULT_WEIGHT  # no queue: nothing to boost
+    assert class_defaults("burst", 2, 2, 1.0) == {"warm_kernels": True, "prestart": True,
+                                                 "training_boost": DEFAULT_WEIGHT, "training_boost_cpus": None}
+    assert not any(class_defaults("off", 2, 2, 1.0)[k] for k in ("warm_kernels", "prestart", "training_boost_cpus"))
+    with pytest.raises(ValueError, match="lab, burst, off"):
+        class_defaults("seminar", 2, 2, 1.0)
+    args = parse_arguments(["--proxy", "/bin/true"])
+    assert (args.klass, args.warm_kernels, args.prestart) == ("lab", True, True)
+    args = parse_arguments(["--proxy", "/bin/true", "--no-warm-kernels", "--no-prestart", "--training-boost-cpus", "0.5"])
+    assert (args.warm_kernels, args.prestart, args.training_boost_cpus) == (False, False, 0.5)
+    args = parse_arguments(["--proxy", "/bin/true", "--class", "off", "--warm-kernels"])
+    assert (args.warm_kernels, args.prestart) == (True, False)
+
+
+def test_make_hub_passes_the_class_and_its_switches():
+    dry = subprocess.run(["make", "-n", "-o", ".venv/.installed-stamp", "-o", CHP, "hub", "HUB_STUDENTS=a",
+                          "HUB_CLASS=burst", "HUB_WARM_KERNELS=0", "HUB_PRESTART=1"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    words = " ".join(dry.replace("\\\n", " ").split())
+    assert "--class burst" in words and "--no-warm-kernels" in words and " --prestart" in words, words
+    dry = subprocess.run(["make", "-n", "-o", ".venv/.installed-stamp", "-o", CHP, "hub", "HUB_STUDENTS=a"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    words = " ".join(dry.replace("\\\n", " ").split())
+    assert "--class lab" in words and "warm-kernels" not in words and "prestart" not in words, words

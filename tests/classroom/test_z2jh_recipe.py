@@ -213,13 +213,17 @@ def test_a_students_server_gets_the_exchange_and_one_thread(pods):
 def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub():
     from traitlets.config import Config
 
-    from rlhf_course.classroom.hub import VALIDATE_SECONDS
+    from rlhf_course.classroom.hub import (EVERYONE_NBGRADER_CONFIG, VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS,
+                                           VALIDATE_SECONDS)
     config = Config()
     path = DEPLOY / "jupyter" / "student" / "nbgrader_config.py"
     exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config})
     assert VALIDATE_SECONDS >= 60
     for wait in ("timeout", "iopub_timeout", "startup_timeout"):
         assert config.Execute[wait] == VALIDATE_SECONDS, wait
+    assert config.PatientExecute.cpu_seconds == VALIDATE_CPU_SECONDS  # the Validate button's, as on the local hub
+    assert config.PatientExecute.blocked_seconds == VALIDATE_BLOCKED_SECONDS
+    assert f"c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}" in EVERYONE_NBGRADER_CONFIG
     assert config.Exchange.root == "/srv/nbgrader/exchange"
 
 
@@ -316,9 +320,10 @@ def test_the_image_holds_the_course_config_and_never_the_solutions():
     assert not any(line.startswith("ADD ") for line in lines)
     assert "jupyter/student/labconfig" in sources
     assert "jupyter/labextension/rlhf-course-deadlines" in sources  # the Assignment List's due dates
-    from rlhf_course.classroom.hub import STUDENT_SERVER_EXTENSIONS_OFF
+    from rlhf_course.classroom.hub import KERNEL_INFO_SECONDS, STUDENT_SERVER_EXTENSIONS_OFF
     server = json.loads((DEPLOY / "jupyter" / "student" / "jupyter_server_config.json").read_text())
     assert server["ServerApp"]["jpserver_extensions"] == {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}
+    assert server["MappingKernelManager"]["kernel_info_timeout"] == KERNEL_INFO_SECONDS  # a busy node's kernel
     ignored = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     allowed = [line[1:].rstrip("/") for line in ignored if line.startswith("!")]
     assert ignored[1] == "*" and all(any(s == a or s.startswith(a + "/") for a in allowed) for s in sources)

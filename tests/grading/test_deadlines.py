@@ -123,7 +123,8 @@ def test_publish_deadlines_puts_the_gradebooks_dates_in_the_exchange_or_says_why
     assert "rlhf: due 2026-12-18 23:59 UTC (in the exchange)" in said.out, said
     deadlines_folder = course / "exchange" / "rlhf-course" / "deadlines"
     assert json.loads((deadlines_folder / f"{ASSIGNMENT}_zh.json").read_text()) == {
-        "assignment": f"{ASSIGNMENT}_zh", "due": "2026-12-18 23:59:00 UTC", "language": "zh-CN"}
+        "assignment": f"{ASSIGNMENT}_zh", "due": "2026-12-18 23:59:00 UTC", "language": "zh-CN",
+        "edition_of": ASSIGNMENT}
     # ben has no Unix account here: his extension is not in the exchange, and the instructor is told
     assert "not published (see the warnings): " in said.out and "ben" in said.err, said
     assert app.main(["publish-deadlines", "--course-root", str(course)]) == 0

@@ -4,8 +4,14 @@
 // course's exchange List's (rlhf_course/exchange/fetch.py: "deadline" per assignment, "lateness" per submission);
 // this only shows it.  Before anything is released it says so in the released list, in the student's language (the
 // sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED and its translation in rlhf_course/i18n.py: a test
-// keeps them equal).  Built with `npm run build` (jupyter/labextension/README.md); the build is committed.
+// keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
+// "Validating...", in the notebook's toolbar or the Assignment List), the course's Validate says beside the button
+// what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
+// kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
+// server in both languages (rlhf_course/i18n.py).  Built with `npm run build` (jupyter/labextension/README.md);
+// the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator } from '@jupyterlab/translation';
 
@@ -171,4 +177,99 @@ const plugin = {
   }
 };
 
-export default plugin;
+const WAIT = 'rlhf-wait';
+const VALIDATE_NOTE = 'rlhf-wait-validate';
+const KERNEL_NOTE = 'rlhf-wait-kernel';
+const VALIDATE_POLL_MS = 2000;  // how often the status of a running Validate is asked for
+const KERNEL_QUIET_MS = 5000;  // a kernel start shorter than this says nothing
+const STARTING = ['starting', 'initializing', 'restarting', 'connecting'];
+
+async function getJSON(path) {
+  const settings = ServerConnection.makeSettings();
+  const response = await ServerConnection.makeRequest(URLExt.join(PageConfig.getBaseUrl(), path), {}, settings);
+  return response.ok ? response.json() : null;
+}
+
+function say(where, kind, text, after = false) {  // a note of ``kind``: at the end of ``where`` (or right after it)
+  const found = after ? where.nextElementSibling : where.querySelector(':scope > .' + kind);
+  let note = found && found.classList.contains(kind) ? found : null;
+  if (!note) {
+    if (!text) {
+      return;
+    }
+    note = document.createElement('span');
+    note.classList.add(WAIT, kind);
+    after ? where.after(note) : where.append(note);
+  }
+  note.textContent = text;  // textContent: never markup
+  note.hidden = !text;
+}
+
+function validating() {  // nbgrader's Validate buttons whose request runs: [where the note goes, after it?]
+  const toolbar = [...document.querySelectorAll('.validate-button .jp-ToolbarButtonComponent-label')]
+    .filter(label => label.textContent.trim() === 'Validating...')
+    .map(label => [label.closest('.jp-Toolbar'), false]);  // at the toolbar's end: a button's own box is narrow
+  const list = [...document.querySelectorAll('.item_status > button')]
+    .filter(button => button.textContent.trim() === 'Validating...')
+    .map(button => [button, true]);  // the Assignment List: right after the notebook's button
+  return [...toolbar, ...list].filter(([where]) => where);
+}
+
+const waits = {
+  id: 'rlhf-course-deadlines:waits',
+  description: 'What Validate and a starting kernel are waiting for, beside them.',
+  autoStart: true,
+  optional: [ITranslator, INotebookTracker],
+  activate: (app, translator, tracker) => {
+    const code = translator ? translator.languageCode || 'en' : 'en';
+    const language = code.toLowerCase().startsWith('zh') ? 'zh-CN' : 'en';
+    const pick = text => (text ? text[language] || text.en : '');
+    let messages = null;
+    const message = async key => {
+      messages = messages || (await getJSON('rlhf-course/messages')) || {};
+      return pick(messages[key]);
+    };
+    let shown = [];  // where a Validate's status is written: [element, after it?]
+    setInterval(async () => {
+      const running = validating();
+      for (const [where, after] of shown.filter(([w]) => !running.some(([r]) => r === w))) {
+        say(where, VALIDATE_NOTE, '', after);
+      }
+      shown = running;
+      if (running.length) {
+        try {
+          const status = await getJSON('rlhf-course/validate-status');
+          for (const [where, after] of running) {
+            say(where, VALIDATE_NOTE, status && status.busy ? pick(status.text) : '', after);
+          }
+        } catch (error) {
+          console.warn('rlhf-course-deadlines:', error);
+        }
+      }
+    }, VALIDATE_POLL_MS);
+    if (tracker) {
+      tracker.widgetAdded.connect((_, panel) => {
+        let timer = null;
+        const update = () => {
+          const starting = STARTING.includes(panel.sessionContext.kernelDisplayStatus);
+          if (starting && timer === null) {
+            timer = setTimeout(async () => {
+              if (STARTING.includes(panel.sessionContext.kernelDisplayStatus)) {
+                say(panel.toolbar.node, KERNEL_NOTE, await message('kernel_starting'));
+              }
+            }, KERNEL_QUIET_MS);
+          } else if (!starting) {
+            clearTimeout(timer);
+            timer = null;
+            say(panel.toolbar.node, KERNEL_NOTE, '');
+          }
+        };
+        panel.sessionContext.statusChanged.connect(update);
+        panel.sessionContext.connectionStatusChanged.connect(update);
+        update();
+      });
+    }
+  }
+};
+
+export default [plugin, waits];

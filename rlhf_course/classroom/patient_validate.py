@@ -1,0 +1,323 @@
+"""Validate that waits for a busy machine and still stops a runaway cell.
+
+nbgrader's Validate runs the notebook in a new kernel with nbclient, whose limits are wall-clock seconds: a
+cell's reply (``Execute.timeout``), its output after the reply (``iopub_timeout``), the kernel's start
+(``startup_timeout``).  On a machine a whole class loads, a correct cell that needs 2 CPU-seconds may get a
+tenth of a core and take minutes: the wall-clock limit then calls correct work wrong ("Timeout waiting for
+execute reply", and the visible test that follows fails with a NameError).
+
+:class:`PatientExecute` replaces those limits by what the kernel itself does, read from ``/proc`` for the
+kernel's process tree, every ``poll_seconds``:
+
+* ``cpu_seconds``: CPU time one cell may use (all its processes and threads).  An endless loop computes,
+  so it reaches this limit however busy the machine is, and is stopped with a message that says so;
+* ``blocked_seconds``: wall time one cell may spend with no process of the kernel's running or waiting for a
+  CPU (its main thread in state ``R``): a cell that sleeps or waits for input forever.  Waiting for a CPU (a busy machine, the
+  user's cgroup quota) is never counted, so a busy machine never stops a cell;
+* every ``notice_seconds`` of a cell's (or the kernel start's) wall time, a notice that it is still waiting,
+  handed to ``on_wait`` (the server's Validate shows it in the student's JupyterLab) and logged.
+
+The kernel's start waits the same way: as long as the kernel process lives and is not blocked, Validate
+waits ("the kernel is still starting: the class is busy").
+
+:class:`PatientValidator` is nbgrader's Validator with this preprocessor; a cell stopped by a limit is listed
+among the failures with its reason (nbgrader lists only test cells, where the stop shows as a NameError).
+"""
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import textwrap
+import traceback
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from jupyter_core.utils import ensure_async
+from nbclient.util import run_hook, run_sync
+from nbformat import NotebookNode
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, Execute
+from nbgrader.validator import Validator
+from nbgrader.apps.validateapp import ValidateApp
+from traitlets import Float, default, validate
+
+from rlhf_course.i18n import ENGLISH, t
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's CPU times are in these, per second
+
+# What a student reads, by the English text (rlhf_course/i18n.py's ZH table has each in Chinese)
+STILL_STARTING = ("The kernel is still starting: the class is busy. Validate is waiting "
+                  "({wall:.0f} s so far); nothing is wrong with your notebook.")
+STILL_RUNNING = ("Validate is still running cell {cell} ({wall:.0f} s so far, {cpu:.1f} s of it computing): "
+                 "the machine is busy, so it waits; nothing is wrong with your notebook.")
+STILL_COMPUTING = "Validate is still running cell {cell} ({wall:.0f} s so far, {cpu:.1f} s of it computing)."
+CPU_LIMIT = ("Stopped: this cell computed for {cpu:.0f} CPU-seconds without finishing (the limit is {limit:.0f}). "
+             "An endless loop? A busy machine does not count: only the cell's own computing does.")
+BLOCKED_LIMIT = ("Stopped: this cell waited {blocked:.0f} s for something other than the computer "
+                 "(input(), sleep, a lock) without finishing (the limit is {limit:.0f} s).")
+KERNEL_BLOCKED = ("Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other "
+                  "than the computer (the limit is {limit:.0f} s).")
+KERNEL_DIED = "Validate stopped: the kernel died while starting."
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A sample of a process tree: CPU time in seconds (all processes, threads and reaped children) and
+    whether the main thread of any of its processes runs or waits for a CPU (state R)."""
+    cpu_seconds: float
+    runnable: bool
+
+
+def _children(pid: int) -> list[int]:
+    pids, found = [pid], []
+    while pids:
+        parent = pids.pop()
+        for task in _listdir(f"/proc/{parent}/task"):
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as listing:
+                    kids = [int(p) for p in listing.read().split()]
+            except OSError:
+                continue
+            found += kids
+            pids += kids
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _stat_fields(path: str) -> list[str] | None:
+    """The fields of a /proc stat file after the command's name (which may hold spaces), or None if gone."""
+    try:
+        with open(path) as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def tree_usage(pid: int) -> Usage:
+    """:class:`Usage` of process ``pid`` and its descendants, now.  Runnable: the main thread of one of them is
+    (the thread a cell runs in; a kernel's other threads wake now and then for its messages, and on a busy
+    machine each wake-up waits for a CPU too, which says nothing of the cell)."""
+    ticks, runnable = 0, False
+    for member in [pid, *_children(pid)]:
+        fields = _stat_fields(f"/proc/{member}/stat")
+        if fields is None:
+            continue
+        ticks += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        runnable = runnable or fields[0] == "R"
+    return Usage(ticks / CLOCK_TICKS, runnable)
+
+
+class Watch:
+    """A cell's (or a kernel start's) account: wall, CPU and blocked seconds since it began, from samples of
+    the kernel's process tree (blocked: the sampled intervals in which no thread was runnable)."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.began = time.monotonic()
+        self.cpu_at_start = tree_usage(pid).cpu_seconds if pid else 0.0
+        self.cpu = self.blocked = 0.0
+        self._last = self.began
+
+    @property
+    def wall(self) -> float:
+        return time.monotonic() - self.began
+
+    @property
+    def waiting_for_cpu(self) -> float:
+        """Seconds the kernel was runnable but not running: what a busy machine costs it."""
+        return max(0.0, self.wall - self.cpu - self.blocked)
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        if self.pid:
+            usage = tree_usage(self.pid)
+            self.cpu = usage.cpu_seconds - self.cpu_at_start
+            if not usage.runnable:
+                self.blocked += now - self._last
+        self._last = now
+
+
+class KernelStartStopped(RuntimeError):
+    """The kernel did not start for a reason other than a busy machine (it died, or it was blocked)."""
+
+
+class PatientExecute(Execute):
+    cpu_seconds = Float(120, help="CPU-seconds (the kernel's processes and threads) one cell may use before it "
+                                  "is stopped; a busy machine does not count").tag(config=True)
+    blocked_seconds = Float(600, help="seconds one cell (or the kernel's start) may spend with no process of the "
+                                      "kernel's running or waiting for a CPU").tag(config=True)
+    notice_seconds = Float(20, help="every so many seconds of a wait, a notice that Validate is still waiting"
+                           ).tag(config=True)
+    poll_seconds = Float(0.5, help="seconds between two samples of the kernel's processes").tag(config=True)
+
+    def __init__(self, *args, on_wait: Callable[[str, dict], None] | None = None, language: str = ENGLISH,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        self.on_wait = on_wait or (lambda english, fields: None)
+        self.language = language
+        self.stopped: dict[int, str] = {}  # cell index -> why it was stopped, in the student's language
+
+    # The wall-clock limits give way to the limits above, whatever the config says (nbclient applies the config
+    # again as each notebook starts): the reply waits as long as the kernel computes or waits for a CPU, and a
+    # kernel that replied always sends the rest of its output, however late.
+    @validate("timeout")
+    def _no_wall_clock_limit(self, proposal):
+        return None
+
+    @validate("iopub_timeout")
+    def _output_after_the_reply(self, proposal):
+        return max(proposal["value"] or 0, int(self.blocked_seconds))
+
+    def _kernel_pid(self) -> int | None:
+        provisioner = getattr(self.km, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        return getattr(process, "pid", None)
+
+    def _notify(self, english: str, **fields) -> None:
+        self.log.debug("%s", english.format(**fields))
+        self.on_wait(english, fields)
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with a start that waits while the kernel process lives and is not blocked."""
+        self.kc = self.km.client()
+        await ensure_async(self.kc.start_channels())
+        watch = Watch(self._kernel_pid())
+        try:
+            while True:
+                try:
+                    await ensure_async(self.kc.wait_for_ready(timeout=self.notice_seconds))
+                    break
+                except RuntimeError:
+                    if not await ensure_async(self.km.is_alive()):
+                        raise KernelStartStopped(t(KERNEL_DIED, self.language)) from None
+                    watch.sample()
+                    if watch.blocked > self.blocked_seconds:
+                        raise KernelStartStopped(t(KERNEL_BLOCKED, self.language, blocked=watch.blocked,
+                                                   limit=self.blocked_seconds)) from None
+                    self._notify(STILL_STARTING, wall=watch.wall)
+        except Exception:
+            await self._async_cleanup_kernel()
+            raise
+        self.kc.allow_stdin = False
+        await run_hook(self.on_notebook_start, notebook=self.nb)
+        return self.kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient's sync name, bound to this one
+
+    async def async_execute_cell(self, cell: NotebookNode, cell_index: int, execution_count: int | None = None,
+                                 store_history: bool = True) -> NotebookNode:
+        if cell.cell_type != "code" or not cell.source.strip():
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        watcher = asyncio.ensure_future(self._watch(cell_index))
+        try:
+            cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            watcher.cancel()
+        if cell_index in self.stopped:
+            self._replace_interrupt(cell, self.stopped[cell_index])
+        return cell
+
+    execute_cell = run_sync(async_execute_cell)  # what nbconvert's preprocess calls, bound to this one
+
+    async def _watch(self, cell_index: int) -> None:
+        """Sample the kernel while the cell runs; interrupt it at a limit (again at each further limit's worth,
+        should the cell survive an interrupt); tell every ``notice_seconds`` that it is still waiting."""
+        watch = Watch(self._kernel_pid())
+        cpu_limit, blocked_limit, next_notice = self.cpu_seconds, self.blocked_seconds, self.notice_seconds
+        while True:
+            await asyncio.sleep(self.poll_seconds)
+            watch.sample()
+            reason = None
+            if watch.cpu > cpu_limit:
+                reason = t(CPU_LIMIT, self.language, cpu=watch.cpu, limit=self.cpu_seconds)
+                cpu_limit += self.cpu_seconds
+            elif watch.blocked > blocked_limit:
+                reason = t(BLOCKED_LIMIT, self.language, blocked=watch.blocked, limit=self.blocked_seconds)
+                blocked_limit += self.blocked_seconds
+            if reason:
+                self.log.warning("cell %d: %s", cell_index + 1, reason)
+                self.stopped[cell_index] = reason
+                await ensure_async(self.km.interrupt_kernel())
+            elif watch.wall > next_notice:
+                busy = watch.waiting_for_cpu > watch.wall / 2  # most of the cell's time went waiting for a CPU
+                self._notify(STILL_RUNNING if busy else STILL_COMPUTING, cell=cell_index + 1, wall=watch.wall,
+                             cpu=watch.cpu)
+                next_notice += self.notice_seconds
+
+    @staticmethod
+    def _replace_interrupt(cell: NotebookNode, reason: str) -> None:
+        """The interrupt's KeyboardInterrupt, in the cell's outputs, becomes the reason it was stopped."""
+        width = 80 if reason.isascii() else 40  # whole in nbgrader validate's 90 columns (a CJK character: two)
+        lines = textwrap.wrap(f"CellStopped: {reason}", width)
+        error = NotebookNode(output_type="error", ename="CellStopped", evalue=reason, traceback=lines)
+        interrupts = [i for i, out in enumerate(cell.outputs)
+                      if out.output_type == "error" and out.get("ename") == "KeyboardInterrupt"]
+        for i in reversed(interrupts):
+            del cell.outputs[i]
+        cell.outputs.append(error)
+
+
+def edition_language(nb: NotebookNode) -> str:
+    """The language of a notebook's edition (make release writes it in the metadata; English: none)."""
+    return nb.metadata.get("rlhf_course", {}).get("edition", ENGLISH)
+
+
+class PatientValidator(Validator):
+    """nbgrader's Validator with :class:`PatientExecute`; a cell stopped by a limit counts as failed."""
+
+    def __init__(self, *args, on_wait: Callable[[str, dict], None] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.on_wait = on_wait
+        self.stopped_cells: list[int] = []
+        self.language = ENGLISH  # the notebook's edition's, once it runs
+
+    def _preprocess(self, nb: NotebookNode) -> NotebookNode:
+        from nbgrader import utils
+        resources: dict = {}
+        with utils.setenv(NBGRADER_VALIDATING="1", NBGRADER_EXECUTION="validate"):
+            for step in (CheckCellMetadata, ClearOutput):
+                nb, resources = step(parent=self).preprocess(nb, resources)
+            self.language = edition_language(nb)
+            execute = PatientExecute(parent=self, on_wait=self.on_wait, language=self.language)
+            nb, resources = execute.preprocess(nb, resources)
+        self.stopped_cells = sorted(execute.stopped)
+        return nb
+
+    def _get_failed_cells(self, nb: NotebookNode) -> list[NotebookNode]:
+        failed = super()._get_failed_cells(nb)
+        stopped = [nb.cells[i] for i in self.stopped_cells if nb.cells[i] not in failed]
+        return stopped + failed
+
+
+class PatientValidateApp(ValidateApp):
+    """``python -m rlhf_course.classroom.patient_validate NOTEBOOK...``: ``nbgrader validate`` (its config, its
+    options, its report) with :class:`PatientValidator`; the notices of a wait are printed as they come."""
+    name = "rlhf-course-validate"
+
+    @default("classes")
+    def _classes_default(self):
+        return [*super()._classes_default(), PatientExecute]
+
+    def start(self):
+        if not self.extra_args:
+            self.fail("Must provide path to notebook:\npython -m rlhf_course.classroom.patient_validate NOTEBOOK")
+        validator = PatientValidator(parent=self, on_wait=lambda english, fields: print(
+            t(english, validator.language, **fields), flush=True))
+        for filename in [found for pattern in self.extra_args for found in sorted(glob.glob(pattern))]:
+            try:
+                validator.validate_and_print(filename)
+            except Exception:
+                self.log.error(traceback.format_exc())
+                self.fail(f"nbgrader encountered a fatal error while trying to validate '{filename}'")
+
+
+if __name__ == "__main__":
+    PatientValidateApp.launch_instance()
