@@ -38,7 +38,7 @@ test: $(STAMP)
 
 ## Trusted batch grading of submitted/: sandboxed (bubblewrap, as root), parallel, into the
 ## gradebook; then feedback/ and grades.csv.  ASSIGNMENT=name (default: every released one with
-## submissions), WORKERS=N, DASK=tcp://host:8786 to use a cluster.
+## submissions), WORKERS=N, DASK=tls://host:8786 to use a cluster (docs/classroom.md: its certificates).
 grade: $(STAMP)
 	$(PY) -m rlhf_course.grading grade $(ASSIGNMENT) $(if $(WORKERS),--workers=$(WORKERS)) $(if $(DASK),--dask=$(DASK))
 

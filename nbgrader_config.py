@@ -11,6 +11,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     SaveAutoGrades)
 
 from rlhf_course import exchange
+from rlhf_course.grading import pages
 from rlhf_course.grading.nbgrader_ext import EditionAnswerStubs, StderrIsNotFailure, TrustedGradingOnly
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
@@ -27,13 +28,13 @@ exchange.configure_from_environment(c, COURSE_ROOT)
 # Due date and late policy, in one place: `make release` records the due date in the gradebook;
 # autograde (stock or ours) applies the penalty, and `nbgrader export` shows it per student.
 c.RlhfCourse.due_date = os.environ.get("RLHF_DUE_DATE", "2026-12-18 23:59:00 UTC")
-c.AssignLatePenalties.plugin_class = "rlhf_course.grading.late_penalty.PenaltyPerHour"
+c.AssignLatePenalties.plugin_class = "rlhf_course.grading.gradebook.late_penalty.PenaltyPerHour"
 c.PenaltyPerHour.points_per_hour = 2.0
 c.PenaltyPerHour.zero_after_hours = 72.0
 
 # `nbgrader export`: one row per student and assignment, a language edition (i18n/, e.g. rlhf_zh)
 # folded into its assignment with an `edition` column (stock export would list the student twice).
-c.ExportApp.plugin_class = "rlhf_course.grading.export.EditionsCsvExport"
+c.ExportApp.plugin_class = "rlhf_course.grading.gradebook.export.EditionsCsvExport"
 c.EditionsCsvExport.course_root = str(COURSE_ROOT)
 
 # The gradebook: sqlite in the course root unless a SQLAlchemy URL says otherwise
@@ -77,24 +78,25 @@ c.Autograde.sanitize_preprocessors = [
 
 # The Formgrader shows submissions with MathJax from this Jupyter server (the jupyter_server_mathjax
 # extension), not from nbconvert's CDN default: offline the CDN leaves LaTeX raw and stops the page's
-# script.  Our formgrade/mathjax.html.j2 comes first; nbgrader's own templates follow.
+# script.  Our formgrade/mathjax.html.j2 (rlhf_course/grading/pages/templates/) comes first; nbgrader's own templates follow.
 # What a student wrote reaches the instructor's browser only through the course's allowlist sanitiser
-# (rlhf_course/grading/safe_html.py): sanitize_html makes nbconvert's templates pass outputs through
+# (rlhf_course/grading/pages/safe_html.py): sanitize_html makes nbconvert's templates pass outputs through
 # clean_html and drop script and widget outputs; nbgrader's formgrade template renders markdown cells
 # with markdown2html alone, so that filter sanitises too.
 # The page's elements are named by the page alone (no id, name or class from a student, no heading
 # anchors), and code is highlighted with the course's one lexer, whatever a notebook's metadata says.
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.exclude_anchor_links = True
-c.HTMLExporter.filters = {"markdown2html": "rlhf_course.grading.safe_html.SafeMarkdown",
-                          "clean_html": "rlhf_course.grading.safe_html.clean",
-                          "highlight_code": "rlhf_course.grading.safe_html.CourseHighlight"}
+c.HTMLExporter.filters = {"markdown2html": "rlhf_course.grading.pages.safe_html.SafeMarkdown",
+                          "clean_html": "rlhf_course.grading.pages.safe_html.clean",
+                          "highlight_code": "rlhf_course.grading.pages.safe_html.CourseHighlight"}
 c.HTMLExporter.extra_template_basedirs = [
-    str(COURSE_ROOT / "jupyter" / "formgrader"),
+    str(pages.TEMPLATES),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
 
 # One feedback page: `nbgrader generate_feedback` and the Formgrader's *Generate Feedback* write the course's page
 # (from the grading record `make grade` keeps, with the gradebook's current grades), never stock nbgrader's; and
-# release_feedback rewrites any page a person's grade changed since (rlhf_course/grading/returned_feedback.py).
-c.GenerateFeedback.exporter_class = "rlhf_course.grading.returned_feedback.CourseFeedbackExporter"
+# release_feedback rewrites any page a person's grade changed since (rlhf_course/grading/pages/returned_feedback.py).
+c.GenerateFeedback.exporter_class = "rlhf_course.grading.pages.returned_feedback.CourseFeedbackExporter"
+c.StrictExchangeReleaseFeedback.before_release = "rlhf_course.grading.pages.returned_feedback.before_release"

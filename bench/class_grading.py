@@ -51,7 +51,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "instructor"))
 
 from rlhf_course import copy_course_files  # noqa: E402
-from rlhf_course.grading import instructor, notebooks  # noqa: E402
+from rlhf_course.grading import instructor
+from rlhf_course.course import notebooks  # noqa: E402
 
 ACCOUNT_PREFIX = "rlhfcb_"
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}

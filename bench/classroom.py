@@ -688,7 +688,7 @@ WRITTEN = ("Without the KL penalty the policy drifts to whatever the reward mode
 def reference_answers() -> dict[str, str]:
     """The reference solution's code answers, and a sentence in each written answer (markdown) cell: a notebook
     Validate passes, as a student who did the work hands in."""
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     answers = notebooks.solution_answers(notebooks.read(REPO / "source" / ASSIGNMENT / NOTEBOOK))
     release = notebooks.read(REPO / "release" / ASSIGNMENT / NOTEBOOK)
     for cell in release.cells:
@@ -698,7 +698,7 @@ def reference_answers() -> dict[str, str]:
 
 
 def code_cells_of_release() -> list[tuple[str, bool]]:
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     nb = notebooks.read(REPO / "release" / ASSIGNMENT / NOTEBOOK)
     return [(notebooks.grade_id(c) or "", notebooks.is_answer_cell(c)) for c in nb.cells if c.cell_type == "code"]
 

@@ -48,7 +48,9 @@ sys.path.insert(0, str(REPO))
 import nbformat  # noqa: E402
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files  # noqa: E402
-from rlhf_course.grading import examples, notebooks, release, settings  # noqa: E402
+from rlhf_course.grading import examples, release
+from rlhf_course.course import notebooks
+from rlhf_course.course import settings  # noqa: E402
 
 MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer: 44 s on this (x3.3 per two more characters)
 STATUS_LIMIT = 1.0  # seconds: the most /api/status may take while any page renders
@@ -238,7 +240,7 @@ def main() -> int:
     parser.add_argument("--no-browser", action="store_true", help="HTTP only (no Chromium)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch course")
     args = parser.parse_args()
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
     problem = sandbox_available()
     if problem:
         raise SystemExit(f"trusted grading needs the sandbox (root, bubblewrap): {problem}")

@@ -5,7 +5,7 @@ process).
 
 One scratch course (this checkout's course files, a fresh release; an honest submission with written answers in
 math), graded by the trusted grader (`make grade`'s command: root and bubblewrap), then `jupyter lab` on it as
-`make lab-instructor` starts it.  The course's template (jupyter/formgrader/formgrade/mathjax.html.j2) picks the
+`make lab-instructor` starts it.  The course's template (rlhf_course/grading/pages/templates/formgrade/mathjax.html.j2) picks the
 renderer with ``menuSettings``; the bench opens the page with each renderer the server's MathJax
 (jupyter_server_mathjax, MathJax 2.7) carries, and HTML-CSS also with MathJax's fast preview (nbconvert's default
 configuration, the course's before NativeMML), in turn, ``--repeat`` times,
@@ -32,11 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from formgrader import CHROMIUM, TOKEN, Server, grade, load, new_course  # noqa: E402
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK  # noqa: E402
-from rlhf_course.grading import examples, settings  # noqa: E402
+from rlhf_course.grading import examples
+from rlhf_course.course import settings  # noqa: E402
 
 WRITTEN = ("Clipping keeps $r_t$ inside $[1-\\epsilon, 1+\\epsilon]$ only where moving further would help:\n\n"
            "$$L^{\\mathrm{CLIP}} \\le L^{\\mathrm{IS}}$$")
-TEMPLATE = Path("jupyter") / "formgrader" / "formgrade" / "mathjax.html.j2"
+TEMPLATE = Path("rlhf_course") / "grading" / "pages" / "templates" / "formgrade" / "mathjax.html.j2"
 SETTINGS = re.compile(r"menuSettings: \{[^}]*\}")
 # Output jax the server's combined configuration (TeX-AMS-MML_HTMLorMML-full) holds, and whether MathJax first shows
 # a quick preview of each formula (its fast-preview extension, on unless configured off) before the final output.
@@ -90,7 +91,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="opens of the page per renderer, in turn")
     args = parser.parse_args()
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
     problem = sandbox_available()
     if problem:
         raise SystemExit(f"trusted grading needs the sandbox (root, bubblewrap): {problem}")

@@ -47,7 +47,8 @@ sys.path.insert(0, str(REPO / "instructor"))
 
 import answer_catalogue  # noqa: E402
 from rlhf_course import NOTEBOOK  # noqa: E402
-from rlhf_course.grading import examples, release, settings
+from rlhf_course.grading import examples, release
+from rlhf_course.course import settings
 
 # Under stock nbgrader these run as the instructor, on this machine: not started by the bench.
 UNSAFE_UNDER_STOCK = {
@@ -62,7 +63,7 @@ LOOPING = ("infinite_loop", "loop_ignoring_sigint")  # stock: every cell calling
 def stock_loop_estimate(course: Path) -> str:
     """What a looping PPO answer costs stock autograde, computed: nbgrader interrupts each cell at its
     timeout and goes on (allow_errors), so every cell that calls the function waits the whole timeout."""
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     release = notebooks.read(course / "release" / "rlhf" / NOTEBOOK)
     cells = [notebooks.grade_id(c) for c in release.cells if c.cell_type == "code"
              and (notebooks.grade_id(c) or "").startswith("ppo_") and not notebooks.is_answer_cell(c)]
@@ -176,9 +177,9 @@ def floor_seconds(count: int, workers: int) -> float:
     ``workers`` at a time, as the grader starts them (same bwrap, limits, uids and cgroups)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rlhf_course.grading.limits import Limits
+    from rlhf_course.course.limits import Limits
 
-    from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, bwrap_command, claim_slot, limited_command, sandbox_env
+    from rlhf_course.grading.sandbox.sandbox import CGROUPS, FIRST_UID, bwrap_command, claim_slot, limited_command, sandbox_env
 
     limits = Limits()
     program = [os.path.join(sys.prefix, "bin", "python"), "-c", "import torch"]

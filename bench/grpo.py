@@ -62,9 +62,10 @@ def new_course(course: Path) -> Path:
 
 def bench_grading(workers: int) -> None:
     import grpo_catalogue as catalogue
-    from rlhf_course.grading import batch, notebooks
+    from rlhf_course.grading import batch
+    from rlhf_course.course import notebooks
     from rlhf_course.grading import examples, release
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
 
     course = new_course(Path(tempfile.mkdtemp(prefix="bench-grpo-")) / "course")
     release.generate_release(course, ["grpo"])

@@ -97,8 +97,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch course and print its path")
     args = parser.parse_args()
     os.environ["RLHF_DUE_DATE"] = "2100-01-01 00:00:00 UTC"  # the release records none nearer; set per assignment
-    from rlhf_course.grading import class_report, release
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.grading import release
+    from rlhf_course.grading.pages import class_report
+    from rlhf_course.course.settings import Course
     from tests.support.course import copy_course
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-report-"))

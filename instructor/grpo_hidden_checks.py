@@ -16,7 +16,7 @@ import torch
 
 from rlhf_course.grading.checks import (Check, Recall, by_id, compare, generator, phrasebook, run, short,
                                         translated_messages, uniform, unmodified, unmodified_only)
-from rlhf_course.grading.observe import Case, Observation
+from rlhf_course.grading.sandbox.observe import Case, Observation
 
 
 # Sentences a student reads after a failure, in their edition's language (i18n/<base>.<language>.json, "details").

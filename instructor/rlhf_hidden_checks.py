@@ -22,7 +22,7 @@ import torch
 from rlhf_course.grading.checks import (Check, CheckFailed, Recall, by_id, changed_input, compare,  # noqa: F401
                                         evaluate, generator, gradients, judge_observation, run, short, uniform,
                                         phrasebook, translated_messages, unmodified, unmodified_only)
-from rlhf_course.grading.observe import Case, Observation
+from rlhf_course.grading.sandbox.observe import Case, Observation
 
 
 # Sentences a student reads after a failure, in their edition's language (i18n/<base>.<language>.json, "details").

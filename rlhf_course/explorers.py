@@ -16,12 +16,13 @@ import numpy as np
 import torch
 
 from rlhf_course import figure_output
+from rlhf_course.course.errors import CourseError
 from rlhf_course.i18n import plot_text as L, t
 
 CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
 
 
-class NotReady(Exception):
+class NotReady(CourseError):
     """The student's function is not implemented yet, or failed on the explorer's inputs."""
 
 

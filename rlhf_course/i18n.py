@@ -277,7 +277,7 @@ ZH = {
     "PPO samples after:": "PPO 训练后的样本：",
     "(RM {rm:+.2f}, gold {gold:+.2f})": "（奖励模型 {rm:+.2f}，真实奖励 {gold:+.2f}）",
     "Run the lab above once all three functions pass their visible tests.": "三个函数都通过可见测试后，再运行上面的实验。",
-    # the instructor's class report (rlhf_course/grading/class_report.py, templates/class_report/)
+    # the instructor's class report (rlhf_course/grading/pages/class_report.py, templates/class_report/)
     "Class report: {assignment}": "班级报告：{assignment}",
     "Editions: {editions}. Due {due}. Written {written} from the gradebook.":
         "版本：{editions}。截止时间 {due}。本报告于 {written} 根据成绩簿生成。",
@@ -337,7 +337,7 @@ ZH = {
     "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
-    # what the student's function did instead of returning (rlhf_course/grading/observe.py, sandbox_runner.py)
+    # what the student's function did instead of returning (rlhf_course/grading/sandbox/observe.py, sandbox_runner.py)
     "raised {error}: {message}": "抛出了 {error}：{message}",
     "cell {cell} raised {error}": "单元格 {cell} 抛出了 {error}",
     "it is not defined": "它没有被定义",

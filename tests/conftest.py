@@ -94,7 +94,7 @@ def repo() -> Path:
 
 @pytest.fixture
 def _sandbox_required():
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
     pytest.fail(f"sandbox unavailable in CI: {sandbox_available()}")
 
 

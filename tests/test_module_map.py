@@ -1,112 +1,59 @@
-"""The package's module map: imports run one way (no cycle, counting imports inside functions too), the
-writers' leaf modules pull in neither torch nor the sandbox, and tests share helpers through
-``tests/support`` only (no test imports conftest or another test file)."""
+"""The package's module map: imports run one way, as pyproject.toml's import-linter contracts say (the floors,
+grading's layers, the wings, no cycle: imports inside functions count), the writers' leaf modules pull in neither
+torch nor the sandbox, and tests share helpers through ``tests/support`` only (no test imports conftest or another
+test file)."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE = REPO / "rlhf_course"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def lint(config: Path, root: Path) -> tuple[int, str]:
+    """import-linter's verdict on the contracts in ``config`` for the packages under ``root``: (exit code, report)."""
+    run = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+                          "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True))", str(config)],
+                         capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    return run.returncode, run.stdout + run.stderr
 
 
-def imported_modules(path: Path, known: set[str]) -> set[str]:
-    """Every module of ``known`` that ``path`` imports, at any depth of its code (functions included)."""
-    found = set()
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name:
-                found.add(name)
-    return found
+def test_the_package_keeps_its_import_contracts():
+    """pyproject.toml's contracts: the floors, grading's layers, the wings apart, the exchange and the labs without
+    the grader, no cycle (imports inside functions count)."""
+    code, report = lint(REPO / "pyproject.toml", REPO)
+    assert code == 0, report
+    assert "5 kept, 0 broken" in report, report
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    files = {module_name(p): p for p in root.rglob("*.py")}
-    packages = {name for name, p in files.items() if p.name == "__init__.py"}
-    graph = {}
-    for name, path in files.items():
-        # a package's __init__ is what `import package.sub` runs first: not an edge worth a cycle
-        graph[name] = {m for m in imported_modules(path, set(files)) if m != name and m not in packages}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-    counter = [0]
-
-    def visit(node):
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for target in graph.get(node, ()):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_the_package_has_no_import_cycle_not_even_inside_functions():
-    graph = import_graph(PACKAGE)
-    assert "rlhf_course.grading.trusted" in graph and graph["rlhf_course.grading.batch"]
-    assert cycles(graph) == []
-
-
-def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path):
+def test_the_contracts_catch_an_upward_import_and_a_cycle(tmp_path):
     package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from pkg import b\n")
-    (package / "b.py").write_text("def later():\n    from pkg.a import thing\n")
-    (package / "c.py").write_text("import pkg.a\n")
-    global REPO
-    saved, REPO = REPO, tmp_path
-    try:
-        assert cycles(import_graph(package)) == [["pkg.a", "pkg.b"]]
-    finally:
-        REPO = saved
+    (package / "high").mkdir(parents=True)
+    (package / "low").mkdir()
+    for init in (package, package / "high", package / "low"):
+        (init / "__init__.py").write_text("")
+    (package / "high" / "a.py").write_text("def later():\n    from pkg.high import b\n")
+    (package / "high" / "b.py").write_text("from pkg.high import a\n")
+    (package / "low" / "c.py").write_text("def later():\n    import pkg.high.a\n")
+    config = tmp_path / "contracts.toml"
+    config.write_text('[tool.importlinter]\nroot_package = "pkg"\n'
+                      '[[tool.importlinter.contracts]]\nname = "floors"\ntype = "layers"\n'
+                      'layers = ["pkg.high", "pkg.low"]\n'
+                      '[[tool.importlinter.contracts]]\nname = "no cycle"\ntype = "acyclic_siblings"\n'
+                      'ancestors = ["pkg"]\n')
+    code, report = lint(config, tmp_path)
+    assert code == 1 and "0 kept, 2 broken" in report, report
+    assert "pkg.low.c -> pkg.high.a" in report, report
 
 
 def test_results_and_their_writers_load_without_torch_or_the_sandbox():
-    leaves = ["results", "limits", "protocol", "settings", "report", "gradebook", "intake", "export", "spreadsheet"]
-    code = ("import sys\n" + "".join(f"import rlhf_course.grading.{m}\n" for m in leaves)
-            + "heavy = [m for m in ('torch', 'rlhf_course.grading.sandbox', 'rlhf_course.grading.trusted') "
+    leaves = ["grading.results", "course.limits", "grading.sandbox.protocol", "course.settings", "grading.gradebook.report",
+              "grading.gradebook.gradebook", "grading.intake", "grading.gradebook.export", "spreadsheet"]
+    code = ("import sys\n" + "".join(f"import rlhf_course.{m}\n" for m in leaves)
+            + "heavy = [m for m in ('torch', 'rlhf_course.grading.sandbox.sandbox', 'rlhf_course.grading.trusted') "
               "if m in sys.modules]\nprint(heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -13,7 +13,7 @@ import pytest
 from tests.support.notebook_client import execute_in_one_kernel
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.lab import frontier
 
 

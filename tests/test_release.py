@@ -6,8 +6,9 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, release
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading import examples, release
+from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 from tests.support import solutions
 from tests.support.course import gradebook_url, release_course
 

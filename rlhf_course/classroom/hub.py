@@ -55,8 +55,7 @@ from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
-from rlhf_course.classroom.prestart import TOKEN_FILE
-from rlhf_course.classroom.prestart import hub_config as prestart_hub_config
+from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
@@ -80,7 +79,7 @@ def course_id(repo: Path) -> str:
     """The course's id in the exchange: ``CourseDirectory.course_id`` of the course's configuration (its
     nbgrader_config.py sets it, from RLHF_COURSE_ID or its default), read as nbgrader reads it.  Loading that
     file adds the course to this process's PYTHONPATH (for nbgrader's kernels): the environment is restored."""
-    from rlhf_course.grading.settings import course_config
+    from rlhf_course.course.settings import course_config
     saved = dict(os.environ)
     try:
         found = course_config(repo).CourseDirectory.get("course_id", "")

@@ -18,7 +18,7 @@ One module per side of the exchange, as nbgrader's own commands: :mod:`release` 
 assignments and feedback), :mod:`fetch` (a student's commands that only read it: fetch_assignment,
 fetch_feedback, list), :mod:`submit`, :mod:`collect`; :mod:`base` holds the modes and the root every
 class shares; :mod:`local` is `make lab`'s exchange on one machine.  The late-submission policy belongs to grading
-(:mod:`rlhf_course.grading.late_penalty`).
+(:mod:`rlhf_course.grading.gradebook.late_penalty`).
 """
 import os
 from pathlib import Path

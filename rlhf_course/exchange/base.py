@@ -5,7 +5,7 @@ import logging
 
 from nbgrader.utils import check_directory
 
-from rlhf_course.grading.results import printable
+from rlhf_course.printable import printable
 
 ROOT_MODE = 0o755  # the exchange root: its owner's (the instructor's); students never write to it
 SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE = 0o770, 0o640  # a submission: its student and the instructors' group
@@ -21,7 +21,7 @@ class TraversableRoot:
 
 
 class PrintableRecords(logging.Filter):
-    """One rule for every line the course's nbgrader apps print (:func:`~rlhf_course.grading.results.printable`):
+    """One rule for every line the course's nbgrader apps print (:func:`~rlhf_course.printable.printable`):
     control characters, terminal escapes included, become '?', in the message and in a traceback.  Names a
     student made (an inbound entry's id, assignment and time, a path holding them) reach nbgrader's own
     messages (``nbgrader list --inbound``, "No notebooks found in ..."); the filter sits on every app's console

@@ -20,11 +20,12 @@ from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.utils import check_mode, parse_utc
 from traitlets import Float, Integer, Unicode
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.exchange.base import PrintableNames, TraversableRoot
-from rlhf_course.grading import spreadsheet
+from rlhf_course import spreadsheet
 
 
-class Refused(Exception):
+class Refused(CourseError):
     """An inbound entry that is not collected, and why (shown in the log and the collect report)."""
 
 

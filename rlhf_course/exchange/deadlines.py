@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 
 from rlhf_course import i18n
+from rlhf_course.course.errors import CourseError
 
 FOLDER, EXTENSIONS = "deadlines", "extensions"
 FOLDER_MODE, EXTENSIONS_MODE, DUE_MODE, EXTENSION_MODE = 0o755, 0o711, 0o644, 0o600
@@ -55,7 +56,7 @@ LANGUAGES = (i18n.ENGLISH, i18n.CHINESE)  # every sentence a student reads here,
 
 
 
-class PublishError(RuntimeError):
+class PublishError(CourseError, RuntimeError):
     """A deadline that cannot be put in the exchange as asked; nothing of it was written."""
 
 
@@ -305,3 +306,41 @@ def _parsed(text: str | None) -> dt.datetime | None:
     if text is None:
         return None
     return dt.datetime.strptime(text, UTC_FORMAT)
+
+
+def publish(course_root, db_url: str, exchange_root: str, course_id: str, assignments: list[str] | None = None,
+            log=None) -> list[str]:
+    """Put the gradebook's deadlines into the exchange, where students read them: the due date of each of
+    ``assignments`` (default: each assignment released to the exchange) and every student's extensions.  Returns the lines said (what was published, what could not be)."""
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+
+    from rlhf_course import i18n
+    from rlhf_course.course import editions
+
+    outbound = Path(exchange_root, course_id, "outbound")
+    if assignments is None:
+        assignments = sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
+    found = editions.editions(Path(course_root))
+    language = {e.assignment: e.language for e in found}
+    base = {e.assignment: e.base for e in found}
+    said = []
+    with Gradebook(db_url) as gb:
+        dues = {a.name: a.duedate for a in gb.assignments}
+        granted: dict[str, dict[str, dt.timedelta]] = {s.id: {} for s in gb.students}
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                if submission.extension:
+                    granted[submission.student.id][assignment.name] = submission.extension
+    for assignment in assignments:
+        due = dues.get(assignment)
+        publish_due_date(exchange_root, course_id, assignment, due, language.get(assignment, i18n.ENGLISH),
+                         base.get(assignment))
+        said.append(f"{assignment}: {f'due {due:%Y-%m-%d %H:%M} UTC' if due else 'no due date'} (in the exchange)")
+    skipped = publish_extensions(exchange_root, course_id, granted, log)
+    published = sorted(s for s, e in granted.items() if e and s not in skipped)
+    said.append(f"extensions in the exchange, each readable by its student only: {', '.join(published) or 'none'}")
+    if skipped:
+        said.append(f"not published (see the warnings): {', '.join(skipped)}")
+    return said

@@ -32,7 +32,7 @@ def release_for_lab(course) -> list[str]:
     from nbgrader.auth import Authenticator
     from nbgrader.exchange import ExchangeError, ExchangeFactory
 
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.course.settings import Course
     course = Course.of(course)
     factory = ExchangeFactory(config=course.config)
     exchange_root = Path(factory.exchange(config=course.config).root)

@@ -1,8 +1,9 @@
 """The instructor's side of nbgrader's release commands: release_assignment publishes only what `make release`
-generated (:mod:`rlhf_course.grading.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
+generated (:mod:`rlhf_course.course.release_manifest`: no edited notebook, no solution, no hidden test), keeps the
 root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
 assignment's deadline (the gradebook's due date, every student's extension) into the exchange
-(:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it."""
+(:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it, after the check the
+course's configuration names (``before_release``)."""
 from __future__ import annotations
 
 import logging
@@ -10,6 +11,8 @@ import os
 from pathlib import Path
 
 from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeReleaseFeedback
+from traitlets import DottedObjectName
+from traitlets.utils.importstring import import_item
 
 from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
@@ -17,7 +20,7 @@ from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment):
     def init_src(self):
         super().init_src()
-        from rlhf_course.grading import release_manifest
+        from rlhf_course.course import release_manifest
         assignment = self.coursedir.assignment_id
         release_folder = Path(os.path.normpath(self.src_path)).parent
         source_folder = Path(os.path.normpath(
@@ -29,8 +32,7 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
     def copy_files(self):
         self.record_due_date()
         super().copy_files()
-        from rlhf_course.exchange.deadlines import PublishError
-        from rlhf_course.grading.deadlines import publish
+        from rlhf_course.exchange.deadlines import PublishError, publish
         try:
             said = publish(self.coursedir.root, self.coursedir.db_url, self.root, self.coursedir.course_id,
                            [self.coursedir.assignment_id], self.log)
@@ -45,8 +47,8 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         `make release` does: a course released straight from a checkout's committed release/ has its due date too."""
         from nbgrader.api import Gradebook
 
-        from rlhf_course.grading.deadlines import due_date_for, record_due_date
-        from rlhf_course.grading.settings import Course
+        from rlhf_course.course.due_dates import due_date_for, record_due_date
+        from rlhf_course.course.settings import Course
         course = Course.at(Path(self.coursedir.root), self.config)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
             record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
@@ -75,21 +77,18 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
 
 
 class StrictExchangeReleaseFeedback(PrintableNames, TraversableRoot, ExchangeReleaseFeedback):
-    """Releases only pages that show the gradebook's current grades: a page whose grades a person changed since
-    `make grade` wrote it is rewritten first, from its grading record (no student code runs), and a page that
-    cannot be shown to be current stops the release, naming the command that rewrites it
-    (:mod:`rlhf_course.grading.returned_feedback`)."""
+    """nbgrader's release_feedback on the strict exchange.  Before copying, the function that
+    ``before_release`` names (the course's configuration sets it: the grader's check that every page shows the
+    gradebook's current grades) is called with this app; it may rewrite pages, or stop the release with
+    :meth:`fail`.  The exchange names it by its dotted path and imports nothing of grading."""
+
+    before_release = DottedObjectName(
+        None, allow_none=True, help="A function called with this app before the pages are copied (None: none)"
+    ).tag(config=True)
 
     def copy_files(self):
-        from pathlib import Path
-
-        from rlhf_course.grading.returned_feedback import StalePages, refresh_pages
-        from rlhf_course.grading.settings import Course
-        course = Course.at(Path(self.coursedir.root), self.config)
-        try:
-            refresh_pages(course, self.coursedir.assignment_id, self.coursedir.student_id or "*", self.log)
-        except StalePages as exc:
-            self.fail(f"No feedback released: {exc}")
+        if self.before_release:
+            import_item(self.before_release)(self)
         said_right = _FinalPageName()
         self.log.addFilter(said_right)
         try:

@@ -15,9 +15,9 @@
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
 Configuration is nbgrader's: ``nbgrader_config`` from Jupyter's config paths and the course root
-(:func:`~rlhf_course.grading.settings.course_config`), then the command line, which wins
+(:func:`~rlhf_course.course.settings.course_config`), then the command line, which wins
 (``--TrustedGrading.call_seconds=5``, ``--CourseDirectory.db_url=...``, or the short flags each command
-lists).  The command builds one :class:`~rlhf_course.grading.settings.Course` from the two and hands it
+lists).  The command builds one :class:`~rlhf_course.course.settings.Course` from the two and hands it
 to everything it runs; nothing below reads the files again.
 """
 from __future__ import annotations
@@ -31,9 +31,11 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
 from traitlets.config import Application
 
-from rlhf_course.grading import class_report, deadlines, editions, examples, release
-from rlhf_course.grading.report import REPORT, format_table
-from rlhf_course.grading.settings import Course, NotReady, RlhfCourse, TrustedGrading, course_config, shown_url
+from rlhf_course.grading import deadlines, editions, examples, release
+from rlhf_course.grading.pages import class_report
+from rlhf_course.grading.gradebook.report import REPORT, format_table
+from rlhf_course.course.errors import CourseError
+from rlhf_course.course.settings import Course, RlhfCourse, TrustedGrading, course_config, shown_url
 
 
 class CourseCommand(Application):
@@ -67,12 +69,8 @@ class GradeCommand(CourseCommand):
 
     def start(self):
         from rlhf_course.grading import batch  # (and torch, the sandbox's: not for the other commands)
-        try:  # workers, Dask and every limit: the course's TrustedGrading settings
-            results = batch.grade_all(self.course, students=self.students or None,
-                                      assignments=self.extra_args or None)
-        except NotReady as exc:
-            print(f"grading did not start: {exc}", file=sys.stderr)
-            self.exit(2)
+        # workers, Dask and every limit: the course's TrustedGrading settings
+        results = batch.grade_all(self.course, students=self.students or None, assignments=self.extra_args or None)
         print(format_table(results))
         print(f"gradebook: {shown_url(self.course.db_url)}; report: {self.course.root / REPORT}; "
               f"feedback: {self.course.folder('feedback')}")
@@ -95,12 +93,10 @@ class ReportCommand(CourseCommand):
         try:
             written = class_report.write_reports(self.course, self.extra_args or None)
         except ValueError as exc:  # an unknown assignment or language, a damaged misconceptions.json
-            print(f"no report written: {exc}", file=sys.stderr)
-            self.exit(2)
+            raise class_report.ReportError(f"no report written: {exc}") from None
         if not written:
-            print("no submission in the gradebook: nothing to report (name an assignment to report it empty)",
-                  file=sys.stderr)
-            self.exit(2)
+            raise class_report.ReportError(
+                "no submission in the gradebook: nothing to report (name an assignment to report it empty)")
         for done in written:
             print(f"{done.assignment}: {done.students} student(s): {done.html} (numbers: {done.csv})")
 
@@ -118,15 +114,11 @@ class ExportCommand(CourseCommand):
     def start(self):
         from nbgrader.api import Gradebook
 
-        from rlhf_course.grading import lms_export
+        from rlhf_course.grading.gradebook import lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
             table = lms_export.grade_table(gb, self.course.root)
-        try:
-            lms_export.write_table(table, self.format, to)
-        except lms_export.UnknownFormat as exc:
-            print(f"nothing exported: {exc}", file=sys.stderr)
-            self.exit(2)
+        lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
               f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
@@ -155,9 +147,8 @@ class ExamplesCommand(CourseCommand):
         folder = Path(self.into).resolve() if self.into else self.course.root / "outputs" / "example_class"
         try:
             copy = examples.scratch_course(self.course, folder)
-        except ValueError as exc:
-            print(f"no example class made: {exc}", file=sys.stderr)
-            self.exit(2)
+        except ValueError as exc:  # a folder that is not the example class's to replace
+            raise CourseError(f"no example class made: {exc}") from None
         print(f"the example class is graded in {copy.root} (a copy of the course's inputs, with its own gradebook "
               f"and exchange); nothing in {self.course.root} changes")
         print(examples.grade_examples(copy))
@@ -181,8 +172,7 @@ class EditionsRevisitCommand(CourseCommand):
 
     def start(self):
         if len(self.extra_args) < 2:
-            print("usage: python -m rlhf_course.grading editions revisit FILE ID [ID ...]", file=sys.stderr)
-            self.exit(2)
+            raise CourseError("usage: python -m rlhf_course.grading editions revisit FILE ID [ID ...]")
         name, *ids = self.extra_args
         for entry_id in ids:
             print("revisited", editions.revisit(self.course.root / editions.I18N_FOLDER / name, entry_id, self.course))
@@ -204,30 +194,25 @@ class ExtendCommand(CourseCommand):
             print("\n".join(e.line() for e in found) if found else "no extensions granted")
             return
         if len(self.extra_args) != 2:
-            print("usage: python -m rlhf_course.grading extend STUDENT ASSIGNMENT (--hours N | --until DATE)",
-                  file=sys.stderr)
-            self.exit(2)
+            raise CourseError("usage: python -m rlhf_course.grading extend STUDENT ASSIGNMENT "
+                              "(--hours N | --until DATE)")
         student, assignment = self.extra_args
-        try:
-            granted = deadlines.grant_extension(self.course, student, assignment, hours=self.hours or None,
-                                                until=self.until or None)
-        except deadlines.DeadlineError as exc:
-            print(f"no extension granted: {exc}", file=sys.stderr)
-            self.exit(2)
+        granted = deadlines.grant_extension(self.course, student, assignment, hours=self.hours or None,
+                                            until=self.until or None)
         print("extension:", granted.line())
         _publish(self, failing=False)  # granted all the same: grading reads the gradebook
 
 
 def _publish(command: CourseCommand, failing: bool = True) -> None:
-    """The gradebook's deadlines into the exchange, where students read them; said, or why not (then exit 2
-    when ``failing``)."""
+    """The gradebook's deadlines into the exchange, where students read them; said, or why not (a
+    :class:`~rlhf_course.course.due_dates.DeadlineError` when ``failing``)."""
     try:
         for line in deadlines.publish_for(command.course, log=command.log):
             print(line)
     except deadlines.DeadlineError as exc:
-        print(f"not in the exchange (students do not see it yet): {exc}", file=sys.stderr)
         if failing:
-            command.exit(2)
+            raise deadlines.DeadlineError(f"not in the exchange (students do not see it yet): {exc}") from None
+        print(f"not in the exchange (students do not see it yet): {exc}", file=sys.stderr)
 
 
 class PublishDeadlinesCommand(CourseCommand):
@@ -294,11 +279,24 @@ class RlhfGrader(Application):
         self.subapp.start()
 
 
+def command_name(app: Application) -> str:
+    """The command as typed after ``python -m rlhf_course.grading`` ("grade", "editions status"): the deepest
+    subcommand's."""
+    while app.subapp is not None:
+        app = app.subapp
+    return app.name.removeprefix(RlhfGrader.name).strip() or app.name
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; an error its user caused (:class:`~rlhf_course.course.errors.CourseError`) is one line on
+    stderr, "<command> did not run: <message>", and exit code 2."""
     app = RlhfGrader()
     try:
         app.initialize(argv)
         app.start()
+    except CourseError as exc:
+        print(f"{command_name(app)} did not run: {exc}", file=sys.stderr)
+        return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0

@@ -7,8 +7,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhf_course.grading import editions, instructor, notebooks
-from rlhf_course.grading.settings import Course, NotReady
+from rlhf_course.grading import editions, instructor
+from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course, NotReady
 from rlhf_course.i18n import ENGLISH
 
 

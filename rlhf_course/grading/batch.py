@@ -20,16 +20,17 @@ from queue import Queue
 from sqlalchemy.engine import make_url
 from tqdm.auto import tqdm
 
-from rlhf_course.grading import class_report, misconception_record
+from rlhf_course.grading.pages import class_report
+from rlhf_course.grading.gradebook import misconception_record
 from rlhf_course.grading.assignment import Assignment, resolve
-from rlhf_course.grading.export import EditionsCsvExport
-from rlhf_course.grading.feedback import write_feedback
-from rlhf_course.grading.gradebook import record_in_gradebook, require_assignment_in_gradebook, submission_timestamp
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.report import REPORT, write_report
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
+from rlhf_course.grading.pages.feedback import write_feedback
+from rlhf_course.grading.gradebook.gradebook import record_in_gradebook, require_assignment_in_gradebook, submission_timestamp
+from rlhf_course.course.limits import Limits
+from rlhf_course.grading.gradebook.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
-from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
-from rlhf_course.grading.settings import Course, NotReady
+from rlhf_course.grading.sandbox.sandbox import ZYGOTE, Sandbox
+from rlhf_course.course.settings import Course, NotReady
 from rlhf_course.grading.trusted import grade_submission
 
 

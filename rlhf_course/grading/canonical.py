@@ -19,6 +19,8 @@ nbgrader metadata.  Nothing here runs student code or imports torch.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import copy
 import json
@@ -26,11 +28,28 @@ import re
 
 import nbformat
 
-from rlhf_course.grading import notebooks
-from rlhf_course.grading.safe_html import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note, is_base64_image
+from rlhf_course.course import notebooks
 
 MAX_SOURCE_CHARS = 64 * 1024  # characters of one cell's source kept (a release cell has at most a few KiB)
 NBGRADER_KEYS = ("grade", "solution", "locked", "points", "schema_version", "task")
+MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")  # the images an output may carry (and a page show)
+
+
+def size_text(chars: int) -> str:
+    return f"{chars / 1024:,.1f} KiB" if chars >= 1024 else f"{chars} characters"
+
+
+def cut_note(what: str, chars: int, kept: int) -> str:
+    return f"[{what} was cut: it was {size_text(chars)}; the first {size_text(kept)} are shown]"
+
+
+def is_base64_image(value: str) -> bool:
+    try:
+        base64.b64decode(value.replace("\n", ""), validate=True)
+        return True
+    except (binascii.Error, ValueError):
+        return False
 
 
 def is_students_cell(release_cell) -> bool:

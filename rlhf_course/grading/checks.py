@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 import torch
 
 from rlhf_course import i18n
-from rlhf_course.grading.observe import Case, Observation, observe
+from rlhf_course.grading.sandbox.observe import Case, Observation, observe
 from rlhf_course.i18n import t
 
 Recall = Callable

@@ -1,7 +1,8 @@
-"""Deadlines as a term lives them: a due date per assignment, never overwritten once the gradebook has one,
-and extensions per student, kept where nbgrader keeps them (the gradebook's ``Submission.extension``), so
+"""Deadlines as a term lives them: a due date per assignment (:mod:`rlhf_course.course.due_dates`: never
+overwritten once the gradebook has one), extensions per student, kept where nbgrader keeps them (the gradebook's ``Submission.extension``), so
 nbgrader's own late penalty (``Submission.total_seconds_late``: due date plus extension) honours them in
-trusted grading and in stock ``nbgrader autograde`` alike.
+trusted grading and in stock ``nbgrader autograde`` alike; both put into the exchange, where students read them,
+by :func:`rlhf_course.exchange.deadlines.publish`.
 
     python -m rlhf_course.grading extend alice grpo --hours 48      # grant (or change) an extension
     python -m rlhf_course.grading extend alice grpo --until "2026-12-20 18:00 UTC"
@@ -12,47 +13,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from rlhf_course.grading.settings import Course
-
-
-class DeadlineError(ValueError):
-    """A deadline command that cannot be done as asked; nothing was written."""
-
-
-def parse_when(text: str) -> dt.datetime:
-    """A date as an instructor types it (nbgrader's formats: '2026-12-20 18:00 UTC', ISO 8601, a zone or
-    none: UTC), as a naive UTC datetime, the gradebook's way; a clear error otherwise."""
-    from dateutil.parser import ParserError
-
-    from nbgrader.utils import parse_utc
-    try:
-        return parse_utc(text)
-    except (ParserError, ValueError, OverflowError, TypeError) as exc:
-        raise DeadlineError(f"not a date: {text!r} ({exc}); write it as '2026-12-20 18:00 UTC'") from None
-
-
-def due_date_for(course: Course, assignment: str) -> str:
-    """The configured due date of ``assignment``: ``c.RlhfCourse.due_dates[assignment]``, else
-    ``c.RlhfCourse.due_date`` (the default for every other assignment); empty: none."""
-    rlhf_course = course.settings()[0]
-    return rlhf_course.due_dates.get(assignment, rlhf_course.due_date) or ""
-
-
-def record_due_date(gradebook, assignment: str, due: str) -> None:
-    """Create ``assignment`` in the gradebook if needed and give it ``due`` only if it has no due date yet:
-    a date the instructor set (the Formgrader, an earlier release) is never overwritten by a release."""
-    from nbgrader.api import MissingEntry
-    try:
-        existing = gradebook.find_assignment(assignment)
-    except MissingEntry:
-        existing = None
-    if existing is not None and (existing.duedate is not None or not due):
-        return
-    if due:
-        parse_when(due)  # a malformed configured date stops the release with a clear message
-        gradebook.update_or_create_assignment(assignment, duedate=due)
-    else:
-        gradebook.update_or_create_assignment(assignment)
+from rlhf_course.course.due_dates import DeadlineError, parse_when
+from rlhf_course.course.settings import Course
 
 
 @dataclass(frozen=True)
@@ -144,8 +106,9 @@ def extensions(course: Course) -> list[Extension]:
 def publish_for(course: Course, assignments: list[str] | None = None, log=None) -> list[str]:
     """:func:`publish` to the course's exchange (``c.Exchange.root``, ``c.CourseDirectory.course_id``), from its
     gradebook; a clear error when the course has no exchange yet."""
-    from rlhf_course.exchange.deadlines import PublishError
     from nbgrader.exchange.default.exchange import Exchange
+
+    from rlhf_course.exchange.deadlines import PublishError, publish
     root = Exchange(config=course.config).root
     course_id = course.coursedir.course_id
     if not course_id:
@@ -154,43 +117,3 @@ def publish_for(course: Course, assignments: list[str] | None = None, log=None) 
         return publish(course.root, course.db_url, root, course_id, assignments, log)
     except (PublishError, OSError) as exc:
         raise DeadlineError(f"the deadlines could not be put in the exchange: {exc}") from None
-
-
-def publish(course_root, db_url: str, exchange_root: str, course_id: str, assignments: list[str] | None = None,
-            log=None) -> list[str]:
-    """Put the gradebook's deadlines into the exchange, where students read them (:mod:`rlhf_course.exchange.
-    deadlines`): the due date of each of ``assignments`` (default: each assignment released to the exchange) and
-    every student's extensions.  Returns the lines said (what was published, what could not be)."""
-    from pathlib import Path
-
-    from nbgrader.api import Gradebook
-
-    from rlhf_course import i18n
-    from rlhf_course.exchange import deadlines as exchange_deadlines
-    from rlhf_course.grading import editions
-
-    outbound = Path(exchange_root, course_id, "outbound")
-    if assignments is None:
-        assignments = sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
-    found = editions.editions(Path(course_root))
-    language = {e.assignment: e.language for e in found}
-    base = {e.assignment: e.base for e in found}
-    said = []
-    with Gradebook(db_url) as gb:
-        dues = {a.name: a.duedate for a in gb.assignments}
-        granted: dict[str, dict[str, dt.timedelta]] = {s.id: {} for s in gb.students}
-        for assignment in gb.assignments:
-            for submission in assignment.submissions:
-                if submission.extension:
-                    granted[submission.student.id][assignment.name] = submission.extension
-    for assignment in assignments:
-        due = dues.get(assignment)
-        exchange_deadlines.publish_due_date(exchange_root, course_id, assignment, due,
-                                            language.get(assignment, i18n.ENGLISH), base.get(assignment))
-        said.append(f"{assignment}: {f'due {due:%Y-%m-%d %H:%M} UTC' if due else 'no due date'} (in the exchange)")
-    skipped = exchange_deadlines.publish_extensions(exchange_root, course_id, granted, log)
-    published = sorted(s for s, e in granted.items() if e and s not in skipped)
-    said.append(f"extensions in the exchange, each readable by its student only: {', '.join(published) or 'none'}")
-    if skipped:
-        said.append(f"not published (see the warnings): {', '.join(skipped)}")
-    return said

@@ -25,7 +25,7 @@ made from, so an English edit without a revisit of the translation is found (:fu
 Grading: an edition is its own nbgrader assignment (the exchange, Validate and feedback work as for
 any assignment) graded by its base's checks, with the checks' messages in its language
 (:func:`localized_checks`); the export folds the editions into one row per student
-(:mod:`rlhf_course.grading.export`).
+(:mod:`rlhf_course.grading.gradebook.export`).
 """
 from __future__ import annotations
 
@@ -37,15 +37,17 @@ import json
 import re
 import shutil
 import string
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import instructor, notebooks
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.errors import CourseError
+from rlhf_course.grading import instructor
+from rlhf_course.course import notebooks
+from rlhf_course.course.editions import (I18N_FOLDER, Edition, base_of, companions, edition_of, editions,
+                                         source_folder)
+from rlhf_course.course.settings import Course
 
-I18N_FOLDER = "i18n"
 # One term per concept: i18n/glossary.<language>.json lists each concept's term and the variants the
 # release refuses anywhere in that language's text (glossary_problems).
 GLOSSARY_FILE = "glossary.{language}.json"
@@ -81,70 +83,6 @@ CODE_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TEST
 
 def english_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Edition:
-    """``assignment`` (e.g. rlhf_zh) is ``base`` (rlhf) in ``language`` (zh-CN), from ``path``."""
-
-    assignment: str
-    base: str
-    language: str
-    path: Path
-    # A companion notebook's edition: the English notebook, relative to the course root (None: an assignment's)
-    notebook: str | None = None
-
-    def table(self) -> dict:
-        return json.loads(self.path.read_text(encoding="utf-8"))
-
-    @property
-    def source_description(self) -> str:
-        """Where the English comes from, as the messages name it."""
-        return self.notebook if self.notebook else f"source/{self.base}"
-
-    def english_notebooks(self, course: Course | Path) -> list[Path]:
-        """The English notebooks the edition translates."""
-        course = Course.of(course)
-        if self.notebook:
-            return [course.root / self.notebook]
-        return sorted(source_folder(course, self.base).glob("*.ipynb"))
-
-    def edition_notebook(self, course: Course | Path, english: Path) -> Path:
-        """Where the edition of one English notebook is written: the source directory's <assignment>/ for
-        an assignment, beside the English notebook (named after the edition) for a companion notebook."""
-        if self.notebook:
-            return english.with_name(f"{self.assignment}.ipynb")
-        return source_folder(course, self.assignment) / english.name
-
-
-def _all_editions(course_root: Path) -> list[Edition]:
-    found = []
-    for path in sorted((Path(course_root) / I18N_FOLDER).glob("*.json")):
-        if path.name.startswith("glossary."):
-            continue
-        table = json.loads(path.read_text(encoding="utf-8"))
-        found.append(Edition(table["assignment"], table["base"], table["language"], path, table.get("notebook")))
-    return found
-
-
-def editions(course_root: Path) -> list[Edition]:
-    """Every assignment's edition of the course (the translation files of source/ assignments)."""
-    return [edition for edition in _all_editions(course_root) if edition.notebook is None]
-
-
-def companions(course_root: Path) -> list[Edition]:
-    """The editions of the ungraded companion notebooks (translation files naming a ``"notebook"``)."""
-    return [edition for edition in _all_editions(course_root) if edition.notebook is not None]
-
-
-def edition_of(course_root: Path, assignment: str) -> Edition | None:
-    return next((e for e in editions(course_root) if e.assignment == assignment), None)
-
-
-def base_of(course_root: Path, assignment: str) -> str:
-    """The assignment whose checks grade ``assignment``: itself unless it is an edition."""
-    edition = edition_of(course_root, assignment)
-    return edition.base if edition else assignment
 
 
 def translatable(cell) -> bool:
@@ -238,11 +176,6 @@ def _python(source: str) -> str:
                      else line for line in source.splitlines())
 
 
-def source_folder(course: Course | Path, assignment: str) -> Path:
-    """The assignment's folder in the course's source directory (``CourseDirectory.source_directory``)."""
-    return Course.of(course).folder("source", assignment=assignment)
-
-
 def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
     """What keeps the edition from being released: cells or messages untranslated, translated from
     English that has changed since, or named in the file but absent from the source."""
@@ -312,8 +245,8 @@ def edition_texts(edition: Edition) -> list[tuple[str, str]]:
     return texts
 
 
-# The README's section for the students of a language, from its heading to the next heading of that level.
-README_SECTIONS = {"zh-CN": "## 中文说明"}
+# The README for the students of a language, beside README.md (which links it from its first line).
+README_FILES = {"zh-CN": "README.zh-CN.md"}
 
 
 def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]]:
@@ -331,22 +264,17 @@ def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]
 
 
 def readme_texts(course_root: Path, language: str) -> list[tuple[str, str]]:
-    """README.md's section for the students of ``language`` ([] when it has none)."""
-    heading, path = README_SECTIONS.get(language), Path(course_root) / "README.md"
-    if heading is None or not path.is_file():
+    """The README for the students of ``language``, whole ([] when it has none)."""
+    name = README_FILES.get(language)
+    path = Path(course_root) / name if name else None
+    if path is None or not path.is_file():
         return []
-    text = path.read_text(encoding="utf-8")
-    start = text.find("\n" + heading)
-    if start < 0:
-        return []
-    level = heading.split(" ")[0]
-    end = re.search(rf"^{level} ", text[start + len(heading) + 1:], re.MULTILINE)
-    return [(f"README.md {heading!r}", text[start:start + len(heading) + 1 + end.start()] if end else text[start:])]
+    return [(name, path.read_text(encoding="utf-8"))]
 
 
 def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
-    """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README's section in
-    its language, named by where it is; and each short form used where the edition never defines it."""
+    """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README in its
+    language, named by where it is; and each short form used where the edition never defines it."""
     found = []
     texts = edition_texts(edition) + catalogue_texts(course_root, edition) + readme_texts(course_root, edition.language)
     file = GLOSSARY_FILE.format(language=edition.language)
@@ -489,7 +417,7 @@ def write_english_headers(course: Course | Path, base: str, checks: dict) -> lis
     return changed
 
 
-class StaleTranslation(RuntimeError):
+class StaleTranslation(CourseError, RuntimeError):
     pass
 
 

@@ -20,10 +20,11 @@ from pathlib import Path
 import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files
-from rlhf_course.grading import instructor, notebooks
-from rlhf_course.grading.deadlines import due_date_for
+from rlhf_course.grading import instructor
+from rlhf_course.course import notebooks
+from rlhf_course.course.due_dates import due_date_for
 from rlhf_course.grading.release import generate_release
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 
 SCRATCH_MARK = ".rlhf-example-class"  # in a folder scratch_course made: the next run may replace it

@@ -1,5 +1,5 @@
 """``nbgrader db assignment add [--duedate]`` then ``nbgrader generate_assignment --force``, for several
-assignments, in this process, with the course's configuration (:class:`~rlhf_course.grading.settings.Course`:
+assignments, in this process, with the course's configuration (:class:`~rlhf_course.course.settings.Course`:
 the files and the command line's settings, so ``--CourseDirectory.db_url=...`` or a renamed
 ``release_directory`` reach nbgrader exactly as they reach the grader).
 
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 
 @contextlib.contextmanager
@@ -36,13 +36,13 @@ def _this_environment_on_path():
 
 def generate_assignments(course: Course, assignments: list[str]) -> None:
     """Record each assignment in the course's gradebook with its configured due date where it has none
-    (:func:`deadlines.record_due_date`), then generate its student version; raises RuntimeError with
+    (:func:`~rlhf_course.course.due_dates.record_due_date`), then generate its student version; raises RuntimeError with
     nbgrader's log at the first that fails."""
     from nbgrader.api import Gradebook
     from nbgrader.converters import GenerateAssignment
     from nbgrader.utils import capture_log
 
-    from rlhf_course.grading.deadlines import due_date_for, record_due_date
+    from rlhf_course.course.due_dates import due_date_for, record_due_date
 
     coursedir = course.coursedir
     with _this_environment_on_path():

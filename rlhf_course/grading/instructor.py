@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from rlhf_course.grading.settings import NotReady
+from rlhf_course.course.settings import NotReady
 
 FOLDER = "instructor"
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
+from rlhf_course.course.errors import CourseError
 from rlhf_course.grading.canonical import canonical_copy
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import MALFORMED, TOO_LARGE
 
 
@@ -83,7 +84,7 @@ def review_flags(answer_cells: dict[str, str]) -> list[str]:
 
 # ----------------------------------------------------------------------------- reading a submission
 
-class Unreadable(Exception):
+class Unreadable(CourseError):
     def __init__(self, state: str, detail: str):
         super().__init__(detail)
         self.state = state

@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlhf_course.grading import editions, instructor, release_manifest
+from rlhf_course.grading import editions, instructor
+from rlhf_course.course import release_manifest
 from rlhf_course.grading.generate import generate_assignments
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 
 def nbgrader(course_root: Path, *args: str, check: bool = True,

@@ -8,11 +8,11 @@ report keeps the state names, which are identifiers (``"timed out"``), in Englis
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
 from rlhf_course.i18n import ENGLISH, t
+from rlhf_course.printable import printable
 
 GRADED, FAILED_TESTS = "graded", "failed tests"
 TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
@@ -120,15 +120,6 @@ def result_from_dict(data: dict) -> SubmissionResult:
     cells = {k: CellResult(**v) for k, v in data.pop("cells").items()}
     misconceptions = [NamedMisconception(**m) for m in data.pop("misconceptions", [])]
     return SubmissionResult(cells=cells, misconceptions=misconceptions, **data)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text from a submission, safe for a terminal, a CSV and a page: control characters (ANSI
-    escapes included) become '?', line breaks stay."""
-    return _CONTROL.sub("?", text or "")
 
 
 def one_line(text: str) -> str:

@@ -16,19 +16,19 @@ import traceback
 
 import nbformat
 
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.assignment import Assignment
 from rlhf_course.grading.checks import Finding, judge_observation, public_text
 from rlhf_course.grading.intake import Unreadable, take_in, written_answers
-from rlhf_course.grading.limits import Limits, shorter_calls
+from rlhf_course.course.limits import Limits, shorter_calls
 from rlhf_course.grading.misconceptions import name_misconceptions
-from rlhf_course.grading.observe import Case, Observation, from_wire
-from rlhf_course.grading.protocol import PIPELINE_BYTES
+from rlhf_course.grading.sandbox.observe import Case, Observation, from_wire
+from rlhf_course.grading.sandbox.protocol import PIPELINE_BYTES
 from rlhf_course.grading.results import (CRASHED, FAILED_TESTS, GRADED, GRADER_ERROR, MEMORY_LIMIT, TIMED_OUT,
                                          CellResult, SubmissionResult, failed_message, not_run_message, note,
                                          unscored, worse)
-from rlhf_course.grading.sandbox import ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout, encode_call_request
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading.sandbox.sandbox import ProtocolViolation, Sandbox, SandboxDied, SandboxTimeout, encode_call_request
+from rlhf_course.course.settings import Course
 from rlhf_course.i18n import speaking, t
 
 

@@ -7,10 +7,11 @@ from typing import Callable
 
 import torch
 
+from rlhf_course.course.errors import CourseError
 from rlhf_course.i18n import t
 
 
-class StudentFunctionError(RuntimeError):
+class StudentFunctionError(CourseError, RuntimeError):
     """Raised when a student's function fails; the message names the function and the problem."""
 
 

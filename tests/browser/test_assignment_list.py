@@ -14,12 +14,13 @@ import re
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, release
+from rlhf_course.grading import examples, release
+from rlhf_course.course import notebooks
 from tests.support import solutions
 from tests.support.course import copy_course, release_course
 
 from rlhf_course.grading import deadlines
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 from tests.support.browser import LabServer
 
 COURSE_ID = "rlhf-course"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlhf_course import ASSIGNMENT
-from rlhf_course.grading import class_report
+from rlhf_course.grading.pages import class_report
 from rlhf_course.i18n import CHINESE, ENGLISH
 from tests.support import browser as browser_support, synthetic_class
 

@@ -11,7 +11,8 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 
 from tests.support.browser import ARTIFACTS, LabServer, wait_for_dom
 

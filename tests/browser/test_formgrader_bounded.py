@@ -1,5 +1,5 @@
 """The Formgrader's grading page never holds the instructor's Jupyter server: it renders in a child
-process (rlhf_course/grading/formgrader_pages.py) killed at its budget.  While the slowest page a
+process (rlhf_course/grading/pages/formgrader_pages.py) killed at its budget.  While the slowest page a
 canonical copy allows is being opened, the server's /api/status keeps answering within a second; the
 page comes back within its budget as a short note; an honest submission's page is nbgrader's page."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import canonical_copy
 from tests.support.browser import LabServer
 from tests.support.course import copy_course, gradebook_url, release_course

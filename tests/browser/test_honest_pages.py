@@ -19,8 +19,9 @@ from urllib.parse import urlparse
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, examples, settings
-from rlhf_course.grading.sandbox import sandbox_available
+from rlhf_course.grading import batch, examples
+from rlhf_course.course import settings
+from rlhf_course.grading.sandbox.sandbox import sandbox_available
 from tests.support.browser import InstructorServers, LabServer
 from tests.support.course import copy_course, needs_sandbox, release_course
 from tests.support.in_process_sandbox import grade_in_process
@@ -117,7 +118,9 @@ def graded(tmp_path_factory):
     # The control's course (test_the_formgrader_page_renders_latex_without_other_hosts): a copy without the course's
     # Formgrader template, its server started now, beside the tests before it.
     stock = course.parent / "stock course"
-    shutil.copytree(course, stock, ignore=shutil.ignore_patterns("formgrader"))
+    shutil.copytree(course, stock)
+    with open(stock / "nbgrader_config.py", "a") as config:  # nbgrader's own Formgrader templates alone
+        config.write("\nc.HTMLExporter.extra_template_basedirs = c.HTMLExporter.extra_template_basedirs[1:]\n")
     servers.start(stock, wait=False)
 
     def start(at: Path = course) -> LabServer:
@@ -223,7 +226,7 @@ def test_the_formgrader_page_of_an_honest_submission(graded, formgrader_page, ar
 
 
 def test_the_formgrader_page_renders_latex_without_other_hosts(graded, formgrader_page, browser, artifacts):
-    """MathJax from the Jupyter server (jupyter/formgrader/formgrade/mathjax.html.j2), nothing asked of another
+    """MathJax from the Jupyter server (rlhf_course/grading/pages/templates/formgrade/mathjax.html.j2), nothing asked of another
     host; the control: nbgrader's stock page (without the course's template) asks a CDN for MathJax, and with no
     network its script stops (the issue the template fixes)."""
     course, start, ids, _, _ = graded
@@ -236,7 +239,8 @@ def test_the_formgrader_page_renders_latex_without_other_hosts(graded, formgrade
 
     # On a copy of the course (made by the fixture, as graded): the file's server keeps the course's template.
     stock = course.parent / "stock course"
-    assert not (stock / "jupyter" / "formgrader").exists() and (stock / "gradebook.db").exists()
+    assert "extra_template_basedirs[1:]" in (stock / "nbgrader_config.py").read_text()
+    assert (stock / "gradebook.db").exists()
     server = start(stock)
     page = browser.new_context(extra_http_headers={"Authorization": f"token {server.token}"},
                                viewport={"width": 1400, "height": 1000}).new_page()

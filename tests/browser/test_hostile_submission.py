@@ -14,7 +14,9 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, feedback, notebooks, settings
+from rlhf_course.grading import examples
+from rlhf_course.grading.pages import feedback
+from rlhf_course.course import notebooks, settings
 from tests.support.course import copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process

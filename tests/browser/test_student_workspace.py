@@ -12,7 +12,8 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, i18n
 from rlhf_course.exchange.local import NOTHING_RELEASED, STUDENT_FOLDER
-from rlhf_course.grading import examples, notebooks, release
+from rlhf_course.grading import examples, release
+from rlhf_course.course import notebooks
 from tests.support import solutions
 from tests.support.browser import LabServer
 from tests.support.course import REPO, copy_course, gradebook_url, release_course

@@ -61,7 +61,8 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.classroom.accounts import User
 from rlhf_course.classroom.hub import IDLE_TIMEOUT, free_port
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 from rlhf_course.classroom.server_env import ServerEnv
 from tests.support import solutions
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
@@ -82,7 +83,7 @@ LAB_SETTING = "smoke"  # the class's labs (HUB_LAB_SETTING), whose two first sta
 
 
 def _needs(repo):
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
     problems = []
     if os.geteuid() != 0:
         problems.append("root")

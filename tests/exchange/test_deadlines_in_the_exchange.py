@@ -21,7 +21,7 @@ from traitlets.config import Config
 from rlhf_course.exchange import deadlines
 from rlhf_course.exchange.fetch import StrictExchangeList
 from rlhf_course.exchange.submit import StrictExchangeSubmit
-from rlhf_course.grading.feedback import deadline_line
+from rlhf_course.grading.pages.feedback import deadline_line
 
 REPO = Path(__file__).resolve().parents[2]
 COURSE = "rlhf-course"

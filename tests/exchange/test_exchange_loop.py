@@ -14,7 +14,8 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 from rlhf_course.grading.app import main as course_command
 
 from tests.support.course import copy_course, release_course

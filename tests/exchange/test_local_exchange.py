@@ -5,7 +5,8 @@ import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, i18n
 from rlhf_course.exchange import local
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 from tests.support.course import copy_course, release_course
 
 

@@ -7,7 +7,8 @@ import shutil
 import nbformat
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks, release, release_manifest
+from rlhf_course.grading import examples, release
+from rlhf_course.course import notebooks, release_manifest
 from tests.support.course import copy_course, release_course
 
 COURSE_ID = "rlhf-course"

@@ -4,9 +4,10 @@ grade id, worth the cell's points; a cell without a check or a check without a c
 A language edition (i18n/) is graded by its base assignment's checks and must match them the same way."""
 import pytest
 
-from rlhf_course.grading import batch, notebooks, release
+from rlhf_course.grading import batch, release
+from rlhf_course.course import notebooks
 from rlhf_course.grading.assignment import resolve
-from rlhf_course.grading.settings import Course, NotReady
+from rlhf_course.course.settings import Course, NotReady
 from tests.support.course import REPO
 
 ASSIGNMENTS = release.source_assignments(Course.at(REPO))

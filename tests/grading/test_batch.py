@@ -20,7 +20,7 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, release
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import GRADED
 from tests.support.submissions import tree_digest
 from tests.support.course import cell_points, copy_course, gradebook_url, leftover_sandbox_processes, release_course
@@ -79,7 +79,7 @@ class Listener:
         self.thread.start()
 
     def _serve(self):
-        from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT
+        from rlhf_course.grading.sandbox.sandbox import FIRST_UID, SLOT_COUNT
         while self.running:
             try:
                 conn, (_, peer_port) = self.server.accept()
@@ -131,7 +131,7 @@ WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")  # Part 4, grad
 def _answer_in_writing(course, student):
     import nbformat
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     path = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
     nb = nbformat.read(str(path), 4)
     for gid in WRITTEN:

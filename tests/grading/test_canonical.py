@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import MAX_SOURCE_CHARS, canonical_copy, with_outputs
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from rlhf_course.grading import checks
-from rlhf_course.grading.observe import Case, Observation, observe
+from rlhf_course.grading.sandbox.observe import Case, Observation, observe
 
 
 def _double_cases():

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import app, class_report
+from rlhf_course.grading import app
+from rlhf_course.grading.pages import class_report
 from tests.support import synthetic_class
 from tests.support.course import cell_points, copy_course, release_course
 from tests.support.synthetic_class import DUE, EDITIONS, HOSTILE_ID, WRITTEN, expected_penalty
@@ -175,7 +176,7 @@ def test_the_report_command_writes_an_editions_base_in_chinese_with_the_same_num
 
 
 def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_named(tmp_path):
-    from rlhf_course.grading import misconception_record
+    from rlhf_course.grading.gradebook import misconception_record
     from rlhf_course.grading.results import CRASHED, GRADED, NamedMisconception, SubmissionResult
     named = SubmissionResult("ada", GRADED, ASSIGNMENT, NOTEBOOK,
                              misconceptions=[NamedMisconception("ppo_no_clipping", "ppo_clipped_objective", "No clipping",

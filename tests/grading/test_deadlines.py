@@ -10,8 +10,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import app, deadlines, examples, release
-from rlhf_course.grading.export import EditionsCsvExport
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
+from rlhf_course.course import due_dates
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
 
 pytestmark = pytest.mark.slow  # the shared release, then one generate_assignment
@@ -61,7 +62,7 @@ def test_a_release_records_each_assignments_due_date_only_where_the_gradebook_ha
     with Gradebook(url) as gb:
         assert gb.find_assignment("kl_penalty").duedate == SET_IN_THE_FORMGRADER
         assert gb.find_assignment(ASSIGNMENT).duedate == DUE  # not released this time: untouched
-    assert deadlines.due_date_for(configured, "grpo") == configured.settings()[0].due_date  # the default
+    assert due_dates.due_date_for(configured, "grpo") == configured.settings()[0].due_date  # the default
 
 
 @pytest.mark.parametrize("args, says", [

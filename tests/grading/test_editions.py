@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 import torch
 
-from rlhf_course.grading import checks as checks_module
-from rlhf_course.grading import editions, instructor, notebooks, release, settings
-from rlhf_course.grading.export import EditionsCsvExport
+from rlhf_course.grading import app, checks as checks_module, editions, instructor, release
+from rlhf_course.course import notebooks, settings
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from tests.support.course import REPO
 from tests.support.english import english_phrases
 
@@ -156,7 +156,7 @@ def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_buil
         editions.translate_notebook(nb, edition)
 
 
-def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
+def test_an_english_edit_is_caught_until_its_translation_is_revisited(course, capsys):
     edition, checks = pseudo_translation(course)
     assert editions.problems(course, edition, checks) == []
     source = course / "source" / "rlhf" / "rlhf_building_blocks.ipynb"
@@ -171,6 +171,10 @@ def test_an_english_edit_is_caught_until_its_translation_is_revisited(course):
         editions.build_source(course, edition, checks)
     with pytest.raises(editions.StaleTranslation, match=cell.id):
         release.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+    capsys.readouterr()
+    assert app.main(["release", "--course-root", str(course), "rlhf_xx"]) == 2  # one line, no traceback
+    said = capsys.readouterr().err
+    assert said.startswith("release did not run: ") and cell.id in said and "Traceback" not in said
     editions.revisit(edition.path, cell.id, course)
     assert editions.problems(course, edition, checks) == []
 
@@ -323,7 +327,7 @@ def test_export_lists_each_student_once_with_the_edition_they_chose(tmp_path):
 
 def test_nbgrader_export_uses_the_course_plugin(course):
     config = settings.course_config(course)
-    assert config.ExportApp.plugin_class == "rlhf_course.grading.export.EditionsCsvExport"
+    assert config.ExportApp.plugin_class == "rlhf_course.grading.gradebook.export.EditionsCsvExport"
     assert json.loads(json.dumps(config.EditionsCsvExport.course_root)) == str(course)
 
 
@@ -432,20 +436,20 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
 
 
 def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(course):
-    """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.md's 中文说明 are
+    """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.zh-CN.md are
     checked as the cells are: a variant there, or a short form the edition never defines, stops `make release`."""
     edition = editions.edition_of(course, "rlhf_zh")
     assert editions.problems(course, edition, base_checks(edition)) == []
     catalogue = course / "instructor" / "answer_catalogue.py"
     text = catalogue.read_text(encoding="utf-8")
     catalogue.write_text(text.replace("往前走；", "往前走，不需要价值网络；", 1), encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")  # (a course copy has none)
-    (course / "README.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
+    readme = (REPO / "README.zh-CN.md").read_text(encoding="utf-8")  # (a course copy has none)
+    (course / "README.zh-CN.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
     found = [line.split(" (...")[0] for line in editions.problems(course, edition, base_checks(edition))]
     assert found == [
         "catalogue gae_forward_recursion (explanation): '价值网络' is not the glossary's word for "
         "'value head (the critic), never value network': write '价值头'",
-        "README.md '## 中文说明': '滑块演示' is not the glossary's word for "
+        "README.zh-CN.md: '滑块演示' is not the glossary's word for "
         "'explorer (the interactive plot with sliders under an exercise)': write '交互图'"]
     with pytest.raises(editions.StaleTranslation, match="catalogue gae_forward_recursion"):
         release.generate_release(course, ["rlhf_zh"])  # `make release` refuses

@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
 from rlhf_course import ASSIGNMENT, COURSE_ROOT, NOTEBOOK
-from rlhf_course.grading.feedback_html import TEMPLATES, content_security_policy, make_exporter, sanitize
+from rlhf_course.grading.pages.feedback_html import TEMPLATES, content_security_policy, make_exporter, sanitize
 from tests.support.pages import with_policy
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -41,7 +41,7 @@ def test_the_page_is_nbconverts_sanitised_lab_page(with_image):
     # which ours typesets as MathML (test_math_*), is left out of this comparison.
     stock = HTMLExporter(template_name="feedback", extra_template_basedirs=[str(TEMPLATES)], sanitize_html=True,
                          exclude_anchor_links=True,  # and the course's one lexer, as the Formgrader's exporter
-                         filters={"highlight_code": "rlhf_course.grading.safe_html.CourseHighlight"})
+                         filters={"highlight_code": "rlhf_course.grading.pages.safe_html.CourseHighlight"})
     stock.register_filter("clean_html", sanitize)  # nbconvert's, with rendered Markdown's structural tags
     ours = make_exporter()
     policy = content_security_policy(stock.from_notebook_node(nbformat.v4.new_notebook())[0])

@@ -51,8 +51,8 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
 
 def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_named(loop):
     """A page without its grading record (written by hand, or by an older version): nothing is released."""
-    from rlhf_course.grading.grading_record import record_path
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.grading.pages.grading_record import record_path
+    from rlhf_course.course.settings import Course
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
     outbound = loop["env"]["RLHF_EXCHANGE_ROOT"] + f"/{COURSE_ID}/feedback"
@@ -89,7 +89,7 @@ def test_the_formgraders_generate_feedback_renders_the_courses_page(loop):
     """The Formgrader's *Generate Feedback* (its handler calls nbgrader's API) writes the course's page."""
     from nbgrader.apps import NbGraderAPI
 
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.course.settings import Course
     course, student = loop["course"], loop["student"]
     _grade_written_answer(course, student, 0.5, "Say which words it repeats.")
     graded = Course.at(course)
@@ -102,8 +102,8 @@ def test_the_formgraders_generate_feedback_renders_the_courses_page(loop):
 
 
 def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept(loop):
-    from rlhf_course.grading.grading_record import record_path
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.grading.pages.grading_record import record_path
+    from rlhf_course.course.settings import Course
     course, student = loop["course"], loop["student"]
     record = record_path(Course.at(course), student, ASSIGNMENT, NOTEBOOK)
     before = _course_page_of(course, student)

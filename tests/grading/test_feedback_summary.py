@@ -10,8 +10,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from rlhf_course import COURSE_ROOT
-from rlhf_course.grading import notebooks
-from rlhf_course.grading.feedback import render_page
+from rlhf_course.course import notebooks
+from rlhf_course.grading.pages.feedback import render_page
 from rlhf_course.grading.results import CellResult, NamedMisconception, SubmissionResult
 
 FAKE_VERDICT = "[trusted grader] passed (4 / 4): all good"

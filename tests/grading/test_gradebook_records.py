@@ -8,10 +8,13 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading.canonical import canonical_copy
-from rlhf_course.grading import app, examples, feedback, gradebook, instructor, intake, release, results, settings, trusted
+from rlhf_course.grading import app, examples, instructor, intake, release, results, trusted
+from rlhf_course.grading.pages import feedback
+from rlhf_course.grading.gradebook import gradebook
+from rlhf_course.course import settings
 from rlhf_course.grading.assignment import resolve
 from rlhf_course.grading.results import GRADER_ERROR, CellResult, SubmissionResult
-from rlhf_course.grading.settings import Course, NotReady
+from rlhf_course.course.settings import Course, NotReady
 from tests.support.course import cell_points, gradebook_url
 from tests.support.submissions import canonical_json
 
@@ -96,7 +99,7 @@ def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
 def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     import nbformat
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     checks = instructor.checks_of(course, ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_gradient"].score = 0.0
@@ -135,7 +138,7 @@ def _answer_in_writing(course, student, texts):
     import nbformat
     examples.write_submission(course, student, examples.answers_for(course, ()))
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     path = course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb"
     nb = nbformat.read(str(path), 4)
     for gid, text in texts.items():
@@ -147,7 +150,7 @@ def _answer_in_writing(course, student, texts):
 def test_written_answers_need_a_person_and_keep_the_students_text(course):
     """Part 4's answers are nbgrader's manually graded answer cells (2 points each): restoring from the
     release keeps the student's text, an answer left as released scores 0, any other waits for a person."""
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
     assert all(notebooks.is_written_answer(notebooks.cells_by_grade_id(release)[g]) for g in WRITTEN)
     text = "The repeat penalty: the reward model never saw a repeated word."
@@ -180,7 +183,7 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     and comment reach `nbgrader export` and the feedback page, and grading again keeps them."""
     from nbgrader.api import Gradebook
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
     text = "It gave up variety: a few positive words, over and over."
     nb = _answer_in_writing(course, "cy", {"lab_question_2": text})
@@ -229,7 +232,7 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert app.main(["grade", f"--course-root={root}"]) == 2  # as `make grade` would, root or not
     said = capsys.readouterr().err
-    assert said.startswith("grading did not start: ") and ("make release" in said or "cannot sandbox" in said)
+    assert said.startswith("grade did not run: ") and ("make release" in said or "cannot sandbox" in said)
     after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "gradebook.db")
     assert after == before  # no release/ generated, no feedback, no report
 
@@ -272,7 +275,8 @@ def test_each_written_answers_stub_names_its_question_and_counts_as_unanswered(a
     released is unanswered and any other text is answered."""
     import copy
 
-    from rlhf_course.grading import editions, notebooks
+    from rlhf_course.grading import editions
+    from rlhf_course.course import notebooks
     from tests.support.course import REPO
     path = next((REPO / "release" / assignment).glob("*.ipynb"))
     release = notebooks.read(path)

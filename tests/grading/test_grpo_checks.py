@@ -88,7 +88,7 @@ def test_the_group_mean_baseline_is_a_shrunk_leave_one_out_baseline():
 
 
 def test_the_notebooks_hidden_cells_match_the_checks():
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     cells = notebooks.cells_by_grade_id(notebooks.read(REPO / "source" / "grpo" / "grpo.ipynb"))
     for check in checks.HIDDEN_CHECKS.values():
         cell = cells[check.id]

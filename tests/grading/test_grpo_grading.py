@@ -3,7 +3,8 @@ every correct variant none, through trusted grading (the in-process sandbox doub
 tests/grading/test_batch.py's) and through stock nbgrader autograde, into one gradebook with feedback."""
 import pytest
 
-from rlhf_course.grading import examples, instructor, notebooks
+from rlhf_course.grading import examples, instructor
+from rlhf_course.course import notebooks
 from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import answer_catalogue
 import rlhf_hidden_checks as checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 
 VISIBLE = {"ppo_visible_tests", "dpo_visible_tests", "gae_visible_tests"}
 

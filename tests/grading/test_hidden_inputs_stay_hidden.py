@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhf_course.grading import examples, instructor, notebooks
-from rlhf_course.grading.sandbox import SandboxDied
+from rlhf_course.grading import examples, instructor
+from rlhf_course.course import notebooks
+from rlhf_course.grading.sandbox.sandbox import SandboxDied
 from tests.support.course import REPO, copy_course, release_course
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
@@ -140,7 +141,7 @@ class _DiesSayingTheInputs(InProcessSandbox):
         return super().call(function, args, grad_wrt)
 
     def send_call(self, request):
-        from rlhf_course.grading.observe import decode_call
+        from rlhf_course.grading.sandbox.observe import decode_call
         function, args, grad_wrt = decode_call(request[1:])
         self._replies.append(lambda: self.call(function, args, grad_wrt))
 

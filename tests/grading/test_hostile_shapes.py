@@ -10,12 +10,14 @@ import time
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, feedback, notebooks, results, trusted
+from rlhf_course.grading import examples, results, trusted
+from rlhf_course.grading.pages import feedback
+from rlhf_course.course import notebooks
 from rlhf_course.grading.assignment import resolve
 from rlhf_course.grading.canonical import canonical_copy, with_outputs
 from rlhf_course.grading.intake import Unreadable, take_in
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.limits import Limits
+from rlhf_course.course.settings import Course
 from tests.support.course import REPO
 from tests.support.in_process_sandbox import InProcessSandbox
 

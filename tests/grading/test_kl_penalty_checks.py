@@ -4,7 +4,7 @@ exactly its cells, each correct variant none, and the notebook's hidden cells ma
 import pytest
 import torch
 
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support.course import REPO

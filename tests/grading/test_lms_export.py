@@ -8,9 +8,9 @@ import datetime as dt
 
 import pytest
 
-from rlhf_course.grading import lms_export
+from rlhf_course.grading.gradebook import lms_export
 from rlhf_course.grading.app import main as course_command
-from rlhf_course.grading.export import EditionsCsvExport
+from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from tests.support.course import REPO
 
 # Canvas's gradebook import: the identity columns its own export writes, then one column per assignment.

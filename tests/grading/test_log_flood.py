@@ -7,10 +7,11 @@ import shutil
 import time
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, report, results, trusted
+from rlhf_course.grading import examples, results, trusted
+from rlhf_course.grading.gradebook import report
 from rlhf_course.grading.assignment import resolve
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.limits import Limits
+from rlhf_course.course.settings import Course
 
 from tests.support.course import REPO, needs_sandbox
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlhf_course.floating_point import k3_rounding_errors
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
 from tests.support.course import REPO

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.grading import batch, editions, examples, instructor, misconceptions, notebooks, settings
+from rlhf_course.grading import batch, editions, examples, instructor, misconceptions
+from rlhf_course.course import notebooks, settings
 from rlhf_course.grading.assignment import resolve
-from rlhf_course.grading.feedback import scores
-from rlhf_course.grading.limits import Limits
+from rlhf_course.grading.pages.feedback import scores
+from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import TIMED_OUT, result_from_dict
 from rlhf_course.grading.trusted import grade_submission
 from rlhf_course.i18n import CHINESE, ENGLISH

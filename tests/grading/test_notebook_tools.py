@@ -2,7 +2,7 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.lab import notebook_functions
 from tests.support import solutions
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from rlhf_course import i18n
-from rlhf_course.grading import notebooks
+from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers

@@ -9,10 +9,11 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, feedback
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading import examples
+from rlhf_course.grading.pages import feedback
+from rlhf_course.course.limits import Limits
+from rlhf_course.grading.pages.page_process import KILL_GRACE, PageProcess, PageProcessError
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -52,7 +53,7 @@ def test_a_stuck_page_costs_its_submission_the_notebook_and_the_next_page_render
         examples.write_submission(course, student, examples.answers_for(course, ()))
     results = {r.student: r for r in grade_in_process(course)}
     monkeypatch.setitem(feedback._PAGES, "render_page", PageProcess("tests.support.stuck_pages:stuck_when_asked",
-                                                                    warm_up="rlhf_course.grading.feedback:_exporter"))
+                                                                    warm_up="rlhf_course.grading.pages.feedback:_exporter"))
 
     start = time.monotonic()
     page = feedback.write_feedback(Course.at(course), results["stuck"], Limits(render_seconds=1.0)).read_text()

@@ -7,7 +7,7 @@ import struct
 import pytest
 import torch
 
-from rlhf_course.grading.observe import PLAIN_MAGIC, Case, Observation, from_wire, to_wire
+from rlhf_course.grading.sandbox.observe import PLAIN_MAGIC, Case, Observation, from_wire, to_wire
 
 CASE = Case((torch.ones(3), torch.ones(3), 0.2), grad_wrt=(0,))
 

@@ -13,13 +13,13 @@ import zipfile
 import pytest
 import torch
 
-from rlhf_course.grading import protocol
+from rlhf_course.grading.sandbox import protocol
 from rlhf_course.grading.intake import Unreadable, read_submitted_notebook
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.observe import Case, Observation, from_wire, to_wire
-from rlhf_course.grading.report import format_table
+from rlhf_course.course.limits import Limits
+from rlhf_course.grading.sandbox.observe import Case, Observation, from_wire, to_wire
+from rlhf_course.grading.gradebook.report import format_table
 from rlhf_course.grading.results import MALFORMED, TOO_LARGE, SubmissionResult, printable
-from rlhf_course.grading.sandbox import ProtocolViolation, Sandbox, SandboxTimeout
+from rlhf_course.grading.sandbox.sandbox import ProtocolViolation, Sandbox, SandboxTimeout
 
 CALL = protocol.CALL + b"?"  # any call request: the fake sandboxes below answer whatever is asked
 NOTEBOOK = "rlhf_building_blocks.ipynb"
@@ -156,7 +156,7 @@ def test_a_linked_student_folder_is_refused(submitted, tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot locks live in /run (root)")
 def test_two_graders_on_one_machine_never_share_a_slot():
-    from rlhf_course.grading.sandbox import claim_slot
+    from rlhf_course.grading.sandbox.sandbox import claim_slot
     first, first_fd = claim_slot(7)
     second, second_fd = claim_slot(7)  # another grader (another open file) asks for the same slot
     try:

@@ -10,9 +10,11 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, feedback, notebooks, results
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading import examples, results
+from rlhf_course.grading.pages import feedback
+from rlhf_course.course import notebooks
+from rlhf_course.course.limits import Limits
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
 from tests.support.submissions import ran_with_outputs
 

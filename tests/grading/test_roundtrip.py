@@ -78,7 +78,7 @@ WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")  # Part 4, grad
 def _answer_in_writing(path):
     import nbformat
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     nb = nbformat.read(str(path), 4)
     for gid in WRITTEN:
         notebooks.cells_by_grade_id(nb)[gid].source = f"My answer to {gid}."

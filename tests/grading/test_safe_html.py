@@ -1,4 +1,4 @@
-"""The one allowlist sanitiser (rlhf_course/grading/safe_html.py) against XSS payloads, the Formgrader's
+"""The one allowlist sanitiser (rlhf_course/grading/pages/safe_html.py) against XSS payloads, the Formgrader's
 exporter as nbgrader_config.py configures it, and the bounds on what is rendered.  Fast, no root."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from rlhf_course.grading import safe_html
-from rlhf_course.grading.safe_html import bound_notebook, clean
+from rlhf_course.grading.pages import safe_html
+from rlhf_course.grading.pages.safe_html import bound_notebook, clean
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()
@@ -112,7 +112,7 @@ def test_the_formgrader_names_each_grade_control_once_and_only_in_its_own_headin
     page, the score box in that grade cell's own heading; no student element has a class."""
     import copy
 
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     from rlhf_course.grading.canonical import canonical_copy
     release = notebooks.read(repo / "release" / "rlhf" / "rlhf_building_blocks.ipynb")
     nb = copy.deepcopy(release)
@@ -140,7 +140,7 @@ def _formgrader_exporter():
     """nbconvert's HTMLExporter as nbgrader's Formgrader builds it, from this course's nbgrader_config.py."""
     from nbconvert import HTMLExporter
 
-    from rlhf_course.grading.settings import course_config
+    from rlhf_course.course.settings import course_config
     config = course_config(Path(__file__).resolve().parents[2])
     config.HTMLExporter.template_name = "formgrade"
     return HTMLExporter(config=config)
@@ -228,7 +228,7 @@ def test_no_notebook_or_cell_chooses_the_lexer_of_a_page():
     """Both exporters highlight with the course's IPython lexer whatever language_info or magics_language say."""
     from pygments.lexers import get_all_lexers
 
-    from rlhf_course.grading.feedback_html import make_exporter
+    from rlhf_course.grading.pages.feedback_html import make_exporter
     for exporter, resources in ((_formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
         start = time.monotonic()
         page, _ = exporter.from_notebook_node(_lexer_bomb_notebook(), resources=dict(resources))
@@ -247,7 +247,7 @@ def test_no_markdown_fence_chooses_the_lexer_of_a_page():
     per two more).  Every fence renders as a plain one, in both exporters, whatever lexer it names."""
     from pygments.lexers import get_all_lexers
 
-    from rlhf_course.grading.feedback_html import make_exporter
+    from rlhf_course.grading.pages.feedback_html import make_exporter
     answer = nbformat.v4.new_markdown_cell(f"My answer:\n\n```maple\n{MAPLE_BOMB}\n```\n")
     for exporter, resources in ((_formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
         start = time.process_time()  # this process's CPU: a busy machine slows the clock, not the work

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 
-from rlhf_course.grading.sandbox import CGROUPS, FIRST_UID, bwrap_command, limited_command
+from rlhf_course.grading.sandbox.sandbox import CGROUPS, FIRST_UID, bwrap_command, limited_command
 
 from tests.support.course import needs_sandbox
 
@@ -77,7 +77,7 @@ raise SystemExit(json.dumps(report))
 
 def test_zygote_sandbox_view_and_limits(repo, monkeypatch):
     """The same view through the real path: a sandbox forked by the zygote, its probe run as an answer cell."""
-    from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
+    from rlhf_course.grading.sandbox.sandbox import ZYGOTE, Sandbox
     ZYGOTE.stop()
     monkeypatch.setenv("RLHF_GRADER_SECRET", "do-not-leak")  # the zygote starts from this environment
     job = {"setup": "", "answer_cells": {"probe": ZYGOTE_PROBE.replace("COURSE", repr(str(repo)))},
@@ -110,8 +110,8 @@ def test_zygote_sandbox_view_and_limits(repo, monkeypatch):
 def test_the_zygote_keeps_four_capabilities_and_no_course():
     """The zygote (root in its own bubblewrap sandbox) holds exactly the capabilities it needs to make sandboxes,
     the sandbox's read-only view and no descriptor but its log, its control socket and its PID namespace."""
-    from rlhf_course.grading.limits import Limits
-    from rlhf_course.grading.sandbox import ZYGOTE
+    from rlhf_course.course.limits import Limits
+    from rlhf_course.grading.sandbox.sandbox import ZYGOTE
     ZYGOTE.stop()
     ZYGOTE.prestart()
     try:
@@ -143,7 +143,7 @@ def _parent(pid: int) -> int:
 
 SYSCALL_PROBE = r"""
 import ctypes, errno, json, os, subprocess, threading
-from rlhf_course.grading import seccomp
+from rlhf_course.grading.sandbox import seccomp
 libc = ctypes.CDLL(None, use_errno=True)
 numbers = seccomp.architecture().numbers
 
@@ -184,8 +184,8 @@ def test_student_code_cannot_make_namespaces_mount_use_keyrings_or_trace():
     """Through the real path (a sandbox forked by the zygote): each denied system call answers EPERM, clone3
     ENOSYS (so that the C library falls back to clone, whose flags the filter reads), and what honest code
     does (fork, threads, subprocesses) works."""
-    from rlhf_course.grading import seccomp
-    from rlhf_course.grading.sandbox import ZYGOTE, Sandbox
+    from rlhf_course.grading.sandbox.sandbox import ZYGOTE, Sandbox
+    from rlhf_course.grading.sandbox import seccomp
     job = {"setup": "", "answer_cells": {"probe": SYSCALL_PROBE},
            "notebook_name": "n.ipynb", "notebook_json": '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
            "notebook_cap": 1 << 20, "reply_cap": 1 << 20}
@@ -204,7 +204,7 @@ def test_student_code_cannot_make_namespaces_mount_use_keyrings_or_trace():
 
 
 def test_the_filter_knows_its_architectures():
-    from rlhf_course.grading import seccomp
+    from rlhf_course.grading.sandbox import seccomp
     for machine, arch in seccomp.ARCHITECTURES.items():
         assert set(arch.numbers) >= {*seccomp.DENIED, "clone", "clone3"}, machine
         assert len(seccomp.program(arch)) % 8 == 0

@@ -13,7 +13,8 @@ import pytest
 
 import answer_catalogue
 from rlhf_course import NOTEBOOK
-from rlhf_course.grading import batch, examples, instructor, notebooks, release
+from rlhf_course.grading import batch, examples, instructor, release
+from rlhf_course.course import notebooks
 from tests.support.course import copy_course, needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]

@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from rlhf_course.grading import app
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.settings import Course, TrustedGrading
+from rlhf_course.course.limits import Limits
+from rlhf_course.course.settings import Course, TrustedGrading
 from tests.support.course import REPO, copy_course
 from tests.support.in_process_sandbox import InProcessSandbox
 
@@ -103,7 +103,8 @@ def moved(tmp_path_factory):
     """The release and a grading run with every setting given on the command line (none in a file)."""
     import torch
 
-    from rlhf_course.grading import batch, examples, notebooks, trusted
+    from rlhf_course.grading import batch, examples, trusted
+    from rlhf_course.course import notebooks
 
     top = tmp_path_factory.mktemp("settings")
     config_only = top / "config"  # --course-root: where the configuration files are read
@@ -201,8 +202,8 @@ def test_every_trusted_grading_setting_reaches_where_it_acts(moved):
 
 
 def test_the_cache_directory_holds_the_font_list_every_sandbox_reads(tmp_path):
-    from rlhf_course.grading.sandbox import FIRST_UID, Sandbox, bwrap_command, zygote_command
-    from rlhf_course.grading.zygote import FONT_MOUNTS
+    from rlhf_course.grading.sandbox.sandbox import FIRST_UID, Sandbox, bwrap_command, zygote_command
+    from rlhf_course.grading.sandbox.zygote import FONT_MOUNTS
 
     fonts = tmp_path / "matplotlib" / "fontlist-v390.json"
     fonts.parent.mkdir()
@@ -217,7 +218,8 @@ def test_the_cache_directory_holds_the_font_list_every_sandbox_reads(tmp_path):
 def test_the_dask_address_and_the_whole_course_reach_the_workers(moved, monkeypatch):
     import distributed
 
-    from rlhf_course.grading import batch, settings
+    from rlhf_course.grading import batch
+    from rlhf_course.course import settings
 
     sent = []
     monkeypatch.setattr(batch, "grade_on_dask", lambda course, tasks, address, limits: sent.append(

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from rlhf_course.grading import batch, examples
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 from tests.support.course import copy_course, needs_sandbox, release_course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]

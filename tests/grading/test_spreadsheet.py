@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from rlhf_course.grading.report import write_report
+from rlhf_course.grading.gradebook.report import write_report
 from rlhf_course.grading.results import CellResult, SubmissionResult
-from rlhf_course.grading.spreadsheet import cell
+from rlhf_course.spreadsheet import cell
 
 FORMULA = '=HYPERLINK("http://evil.example";"open")'
 

@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from rlhf_course.grading import batch, examples, instructor, notebooks
+from rlhf_course.grading import batch, examples, instructor
+from rlhf_course.course import notebooks
 from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process

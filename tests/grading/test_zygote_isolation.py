@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.grading import batch, examples, sandbox, trusted
+from rlhf_course.grading import batch, examples, trusted
+from rlhf_course.grading.sandbox import sandbox
 from tests.support.course import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
 
 pytestmark = needs_sandbox

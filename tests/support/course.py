@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 def cell_points(assignment: str, root: Path = REPO) -> dict[str, float]:
     """What each grade cell of an assignment's source notebooks is worth (``nbgrader.points``, the one
     truth: the checks declare none): grade id -> points, written answers included."""
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     points = {}
     for path in sorted((root / "source" / assignment).glob("*.ipynb")):
         nb = notebooks.read(path)
@@ -31,7 +31,7 @@ def cell_points(assignment: str, root: Path = REPO) -> dict[str, float]:
 
 def gradebook_url(course: Path) -> str:
     """The gradebook of the course in that folder, as its configuration names it (``CourseDirectory.db_url``)."""
-    from rlhf_course.grading.settings import Course
+    from rlhf_course.course.settings import Course
     return Course.at(course).db_url
 
 
@@ -85,7 +85,7 @@ def release_course(course: Path) -> Path:
 
 
 def _needs_sandbox():
-    from rlhf_course.grading.sandbox import sandbox_available
+    from rlhf_course.grading.sandbox.sandbox import sandbox_available
     problem = sandbox_available()
     if problem and os.environ.get("CI"):
         # CI installs bubblewrap (.ci/run): a missing sandbox there is a failure, not a skip
@@ -101,7 +101,7 @@ def leftover_sandbox_processes() -> dict[int, list[int]]:
     """Processes of sandbox uids whose slot no grader holds (uid -> pids): what a finished batch
     left behind.  Slots another grader on this machine holds right now (another test run) are
     not counted, so the check holds on a shared machine too."""
-    from rlhf_course.grading.sandbox import FIRST_UID, SLOT_COUNT, SLOT_LOCKS, processes_of
+    from rlhf_course.grading.sandbox.sandbox import FIRST_UID, SLOT_COUNT, SLOT_LOCKS, processes_of
     left = {}
     for slot in range(SLOT_COUNT):
         pids = processes_of(FIRST_UID + slot)

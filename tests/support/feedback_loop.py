@@ -8,7 +8,8 @@ import nbformat
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import examples, notebooks
+from rlhf_course.grading import examples
+from rlhf_course.course import notebooks
 from rlhf_course.grading.release import nbgrader
 from tests.support.course import copy_course, release_course
 from tests.support.in_process_sandbox import grade_in_process

@@ -1,4 +1,4 @@
-"""A test double of :class:`rlhf_course.grading.sandbox.Sandbox` that runs the job in this process.
+"""A test double of :class:`rlhf_course.grading.sandbox.sandbox.Sandbox` that runs the job in this process.
 
 It has no isolation at all, so it lives in tests only and grades only the submissions the tests
 write (reference answers and the catalogue's wrong ones, never hostile code). It goes through the
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 
-from rlhf_course.grading.observe import Case, Observation, decode_call, encode_call, observe, to_wire
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.sandbox import SandboxDied
+from rlhf_course.grading.sandbox.observe import Case, Observation, decode_call, encode_call, observe, to_wire
+from rlhf_course.course.limits import Limits
+from rlhf_course.grading.sandbox.sandbox import SandboxDied
 from rlhf_course import i18n
 from rlhf_course.i18n import t
-from rlhf_course.grading.sandbox_runner import define_functions
+from rlhf_course.grading.sandbox.sandbox_runner import define_functions
 
 
 class _Process:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from rlhf_course.grading.notebooks import SOLUTION_BLOCK, grade_id, is_written_answer
+from rlhf_course.course.notebooks import SOLUTION_BLOCK, grade_id, is_written_answer
 
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.DOTALL)
 

@@ -1,4 +1,4 @@
-"""Page renderers that misbehave on purpose, for :mod:`rlhf_course.grading.page_process`'s tests: they
+"""Page renderers that misbehave on purpose, for :mod:`rlhf_course.grading.pages.page_process`'s tests: they
 run in the page process (imported there by name), as a render stuck in one step would."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def stuck_when_asked(result, max_cells, seconds):
     """The real page, except for the student named ``stuck``."""
     if result.student == "stuck":
         stuck_in_one_step()
-    from rlhf_course.grading.feedback import render_page
+    from rlhf_course.grading.pages.feedback import render_page
     return render_page(result, max_cells, seconds)
 
 

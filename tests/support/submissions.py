@@ -45,8 +45,9 @@ def canonical_json(course: Path, student: str, assignment: str, notebook: str) -
     """The canonical copy intake makes of a submitted notebook (what the grader runs and pages show)."""
     import nbformat
 
-    from rlhf_course.grading import intake, notebooks
-    from rlhf_course.grading.limits import Limits
+    from rlhf_course.grading import intake
+    from rlhf_course.course import notebooks
+    from rlhf_course.course.limits import Limits
     release_nb = notebooks.read(course / "release" / assignment / notebook)
     nb, _ = intake.take_in(course / "submitted" / student / assignment, notebook, release_nb, Limits())
     return nbformat.writes(nb)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import deadlines, examples, misconception_record
+from rlhf_course.grading import deadlines, examples
+from rlhf_course.grading.gradebook import misconception_record
 from rlhf_course.grading.results import GRADED, CellResult, NamedMisconception, SubmissionResult
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 from tests.support.course import cell_points
 
 DUE = dt.datetime(2026, 12, 18, 23, 59)

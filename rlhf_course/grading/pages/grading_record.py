@@ -1,6 +1,6 @@
 """The grading record kept beside each feedback page: what the page was made from (the submission's result) and the
 grades it shows, so that a page can be rewritten with the gradebook's current grades without grading again
-(:mod:`rlhf_course.grading.returned_feedback`)."""
+(:mod:`rlhf_course.grading.pages.returned_feedback`)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rlhf_course.grading.results import SubmissionResult
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
 RECORD_SUFFIX = ".feedback.json"  # autograded/<student>/<assignment>/.<notebook>.feedback.json
 

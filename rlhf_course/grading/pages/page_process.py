@@ -16,8 +16,8 @@ import importlib
 import multiprocessing
 
 KILL_GRACE = 1.0  # seconds past a page's budget before its process is killed
-PRELOAD = ("nbconvert", "bleach", "nbformat", "rlhf_course.grading.safe_html", "rlhf_course.grading.feedback",
-           "rlhf_course.grading.feedback_html", "rlhf_course.grading.formgrader_pages")
+PRELOAD = ("nbconvert", "bleach", "nbformat", "rlhf_course.grading.pages.safe_html", "rlhf_course.grading.pages.feedback",
+           "rlhf_course.grading.pages.feedback_html", "rlhf_course.grading.pages.formgrader_pages")
 _CONTEXT = None
 
 

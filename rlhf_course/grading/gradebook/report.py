@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from rlhf_course.grading import spreadsheet
+from rlhf_course import spreadsheet
 from rlhf_course.grading.results import SubmissionResult, one_line
 
 REPORT = "grading_report.csv"

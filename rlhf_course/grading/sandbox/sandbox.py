@@ -16,7 +16,7 @@ come straight to this process.
 
 The trusted side treats every byte that comes back as hostile: a reply's length is checked
 against a cap *before* it is read, a reply of the wrong kind is refused, and observations come only
-in a plain layout of JSON and raw bytes (:func:`~rlhf_course.grading.observe.from_wire`; nothing the
+in a plain layout of JSON and raw bytes (:func:`~rlhf_course.grading.sandbox.observe.from_wire`; nothing the
 sandbox sends is ever unpickled).  The grader never opens a path the sandbox could have written: the
 job goes in and the feedback notebook comes out over the pipe (:mod:`protocol`).
 """
@@ -39,12 +39,12 @@ import time
 from pathlib import Path
 
 import rlhf_course
-from rlhf_course.grading import protocol, seccomp
-from rlhf_course.grading.limits import Limits
-from rlhf_course.grading.observe import encode_call
-from rlhf_course.grading.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
-from rlhf_course.grading.settings import DEFAULT_CACHE_DIRECTORY
-from rlhf_course.grading.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS, KEPT_ENV, KEPT_MOUNTS
+from rlhf_course.grading.sandbox import protocol, seccomp
+from rlhf_course.course.limits import Limits
+from rlhf_course.grading.sandbox.observe import encode_call
+from rlhf_course.grading.sandbox.protocol import DEFINED, FAILED, NOTEBOOK, OBSERVATION, READY
+from rlhf_course.course.settings import DEFAULT_CACHE_DIRECTORY
+from rlhf_course.grading.sandbox.zygote import CAPABILITIES as ZYGOTE_CAPABILITIES, CGROUP_MOUNTS, FONT_MOUNTS, KEPT_ENV, KEPT_MOUNTS
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
@@ -242,7 +242,7 @@ def bwrap_command(uid: int, env: dict[str, str], limits: Limits = Limits(),
                "--remount-ro", "/", "--clearenv"]
     for key, value in env.items():
         command += ["--setenv", key, value]
-    program = program or [os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.sandbox_runner"]
+    program = program or [os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.sandbox.sandbox_runner"]
     return command + ["--chdir", "/submission",
                       SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                       "--bounding-set=-all", "--no-new-privs", *program]
@@ -282,7 +282,7 @@ def zygote_command(env: dict[str, str], cgroup_parents: list[Path],
     command += ["--cap-drop", "ALL"]  # bwrap run by root keeps every capability unless told otherwise
     for capability in ZYGOTE_CAPABILITIES:
         command += ["--cap-add", capability]
-    return command + ["--chdir", "/", os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.zygote"]
+    return command + ["--chdir", "/", os.path.join(sys.prefix, "bin", "python"), "-m", "rlhf_course.grading.sandbox.zygote"]
 
 
 def limited_command(command: list[str], limits: Limits, cgroup_procs: list[Path]) -> list[str]:

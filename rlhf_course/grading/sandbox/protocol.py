@@ -4,9 +4,9 @@
 A frame is an 8-byte little-endian length and a payload; every payload starts with a one-byte kind.
 Requests (grader -> sandbox): the job (JSON: the set-up cell, the answer cells, the notebook and the
 caps), then ``feedback``, ``define`` and any number of ``call`` requests (a call's body is plain data
-from :func:`rlhf_course.grading.observe.encode_call`, relayed to the child untouched).  Replies
+from :func:`rlhf_course.grading.sandbox.observe.encode_call`, relayed to the child untouched).  Replies
 (sandbox -> grader): ``ready``, ``defined`` (JSON: the cells that raised), ``observation`` (the plain
-layout of :func:`rlhf_course.grading.observe.to_wire`), ``notebook`` (the executed notebook's JSON) or
+layout of :func:`rlhf_course.grading.sandbox.observe.to_wire`), ``notebook`` (the executed notebook's JSON) or
 ``failed`` (a short reason).  Nothing here imports torch.
 """
 from __future__ import annotations

@@ -23,8 +23,9 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlhf_course.grading import spreadsheet
-from rlhf_course.grading.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
+from rlhf_course import spreadsheet
+from rlhf_course.course.errors import CourseError
+from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
 
 FORMATS = ("canvas", "moodle", "long")
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -62,7 +63,7 @@ class GradeTable:
     grades: dict[tuple[str, str], Grade | None] = field(default_factory=dict)
 
 
-class UnknownFormat(ValueError):
+class UnknownFormat(CourseError, ValueError):
     pass
 
 

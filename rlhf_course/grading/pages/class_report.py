@@ -50,8 +50,13 @@ from pathlib import Path
 from traitlets import Unicode
 from traitlets.config import Configurable
 
-from rlhf_course.grading import editions, misconception_record, notebooks, spreadsheet
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.errors import CourseError
+from rlhf_course.grading import editions
+from rlhf_course.grading.pages import TEMPLATES
+from rlhf_course.grading.gradebook import misconception_record
+from rlhf_course.course import notebooks
+from rlhf_course import spreadsheet
+from rlhf_course.course.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH, TABLES, cjk_font, t
 
 FOLDER = "class_report"
@@ -74,7 +79,7 @@ class ClassReportSettings(Configurable):
                                   "https://hub.example/user/<instructor>/formgrader.").tag(config=True)
 
 
-class ReportError(ValueError):
+class ReportError(CourseError, ValueError):
     """A report that cannot be written as asked (an unknown assignment); nothing was written."""
 
 
@@ -566,7 +571,7 @@ CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-
 
 def render_html(report: ClassReport, language: str = ENGLISH) -> str:
     import jinja2
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates" / "class_report"),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "class_report"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v, digits=2: "" if v is None else f"{v:.{digits}f}"
     env.filters["when"] = lambda v: f"{v:%Y-%m-%d %H:%M} UTC" if v else "-"

@@ -22,19 +22,18 @@ its budget in total (:class:`RenderBudgetExceeded`) between steps.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import html
 import re
 import threading
 import time
 
+from rlhf_course.grading.canonical import IMAGE_TYPES, MAX_IMAGE_CHARS, cut_note, is_base64_image, size_text
+
 MAX_TAGS = 1000  # tags in one HTML text that is parsed and sanitised (cost grows with their square)
 MAX_HTML_CHARS = 64 * 1024  # characters of one HTML text that is parsed and sanitised
 SHOWN_HTML_CHARS = 16 * 1024  # characters of an HTML text too large to render shown as text instead
 MAX_TEXT_CHARS = 64 * 1024  # characters of one text output (stream, text/plain, LaTeX, markdown) kept
-MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
 MAX_MARKDOWN_CHARS = 64 * 1024  # characters of one markdown text rendered
 MAX_NOTEBOOK_OUTPUT_CHARS = 4 * 2**20  # all outputs of one notebook together
 
@@ -48,7 +47,6 @@ TAGS = frozenset({
 })
 PROTOCOLS = frozenset({"http", "https", "mailto", "data"})  # data: only for <img>, see _allowed
 IMAGE_DATA = re.compile(r"data:image/(?:png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z", re.IGNORECASE)
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 # What an output may carry into the autograded copy; the rest (application/javascript, widget views,
 # SVG, PDF, JSON...) is dropped with a note.
 OUTPUT_TYPES = ("text/plain", "text/html", "text/markdown", "text/latex", *IMAGE_TYPES)
@@ -81,14 +79,6 @@ def _bleach_cleaner():
         _cleaner.value = bleach.Cleaner(tags=TAGS, attributes=_allowed, protocols=PROTOCOLS, strip=False,
                                         strip_comments=True)
     return _cleaner.value
-
-
-def size_text(chars: int) -> str:
-    return f"{chars / 1024:,.1f} KiB" if chars >= 1024 else f"{chars} characters"
-
-
-def cut_note(what: str, chars: int, kept: int) -> str:
-    return f"[{what} was cut: it was {size_text(chars)}; the first {size_text(kept)} are shown]"
 
 
 def clean(element) -> str:
@@ -218,14 +208,6 @@ def _cut(text: str, limit: int, what: str) -> str:
 
 def _joined(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
-
-
-def is_base64_image(value: str) -> bool:
-    try:
-        base64.b64decode(value.replace("\n", ""), validate=True)
-        return True
-    except (binascii.Error, ValueError):
-        return False
 
 
 def bound_output(output, spent: int) -> int:

@@ -2,10 +2,11 @@
 
 `make grade` writes each page with the scores of that moment; a person then grades the written answers (or
 overrides a test's score) in the Formgrader, which changes the gradebook and not the page.  So every page is
-written with its *grading record* beside it (:func:`rlhf_course.grading.grading_record.keep_record`: the submission's result, the canonical copy of
+written with its *grading record* beside it (:func:`rlhf_course.grading.pages.grading_record.keep_record`: the submission's result, the canonical copy of
 its notebook and the copy as the grader ran it, and the grades the page shows), and the course's
 ``release_feedback`` (:class:`rlhf_course.exchange.release.StrictExchangeReleaseFeedback`, the Formgrader's
-*Release feedback* too) first rewrites every page whose grades changed since (:func:`refresh_pages`): the
+*Release feedback* too; :func:`before_release` is its ``before_release``) first rewrites every page whose grades
+changed since (:func:`refresh_pages`): the
 gradebook's scores and comments put into the recorded result, the page rendered again from the recorded
 notebooks.  No student code runs: nothing is graded again.  nbgrader's ``generate_feedback`` (the Formgrader's
 *Generate Feedback* too) writes the same page through :class:`CourseFeedbackExporter`, never stock nbgrader's.
@@ -21,11 +22,13 @@ from pathlib import Path
 from nbconvert.exporters import Exporter
 from traitlets import default
 
-from rlhf_course.grading.grading_record import page_grades, record_path
+from rlhf_course.course.errors import CourseError
+from rlhf_course.grading.pages.grading_record import page_grades, record_path
 from rlhf_course.grading.results import SubmissionResult, result_from_dict
-from rlhf_course.grading.settings import Course
+from rlhf_course.course.settings import Course
 
-class StalePages(RuntimeError):
+
+class StalePages(CourseError, RuntimeError):
     """Feedback pages that cannot be shown to hold the gradebook's grades: the message says which and what to run."""
 
 
@@ -56,7 +59,7 @@ def read_records(course: Course, assignment: str, pages: list[tuple[str, str]]) 
 def _read_back(gb, result: SubmissionResult) -> None:
     from nbgrader.api import MissingEntry
 
-    from rlhf_course.grading.gradebook import read_back
+    from rlhf_course.grading.gradebook.gradebook import read_back
     try:
         read_back(gb, result)
     except MissingEntry:
@@ -70,7 +73,7 @@ def refresh_pages(course: Course, assignment: str, student: str = "*", log=None)
     :class:`StalePages` (before rewriting anything) when a page has no readable record."""
     from nbgrader.api import Gradebook
 
-    from rlhf_course.grading.feedback import write_feedback
+    from rlhf_course.grading.pages.feedback import write_feedback
 
     pages = sorted(course.folder("feedback").glob(f"{student}/{assignment}/*.html"))
     records = read_records(course, assignment, [(page.parent.parent.name, page.stem) for page in pages])
@@ -91,7 +94,7 @@ def refresh_pages(course: Course, assignment: str, student: str = "*", log=None)
 class CourseFeedbackExporter(Exporter):
     """The exporter of nbgrader's ``generate_feedback`` (the command, and the Formgrader's *Generate Feedback*),
     configured as ``c.GenerateFeedback.exporter_class``: each page is the course's, written by
-    :func:`~rlhf_course.grading.feedback.write_feedback` from the notebook's grading record with the gradebook's
+    :func:`~rlhf_course.grading.pages.feedback.write_feedback` from the notebook's grading record with the gradebook's
     current grades, never stock nbgrader's.  nbgrader builds it before it removes any existing page: a
     notebook without a readable record stops it there (:class:`StalePages`), and every page stays as it was."""
 
@@ -117,7 +120,7 @@ class CourseFeedbackExporter(Exporter):
     def from_filename(self, filename, resources=None, **kw):
         from nbgrader.api import Gradebook
 
-        from rlhf_course.grading.feedback import write_feedback
+        from rlhf_course.grading.pages.feedback import write_feedback
         path = Path(filename)
         [(result, _)] = read_records(self.course, path.parent.name, [(path.parent.parent.name, path.name)])
         with Gradebook(self.course.db_url) as gb:
@@ -125,3 +128,14 @@ class CourseFeedbackExporter(Exporter):
         page = write_feedback(self.course, result)
         resources = dict(resources or {}, output_extension=self.file_extension)
         return page.read_text(), resources
+
+
+def before_release(release) -> None:
+    """``c.StrictExchangeReleaseFeedback.before_release``: the pages ``release`` (nbgrader's release_feedback app)
+    is about to copy rewritten where a person's grade changed since; none released when one cannot be shown to
+    be current."""
+    course = Course.at(Path(release.coursedir.root), release.config)
+    try:
+        refresh_pages(course, release.coursedir.assignment_id, release.coursedir.student_id or "*", release.log)
+    except StalePages as exc:
+        release.fail(f"No feedback released: {exc}")

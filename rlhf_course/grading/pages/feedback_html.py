@@ -36,7 +36,7 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import MarkdownWithMath
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
-from rlhf_course.grading import safe_html
+from rlhf_course.grading.pages import TEMPLATES, safe_html  # TEMPLATES / "feedback": the feedback page's template
 
 _FOCUSABLE = re.compile(r'<div class="(?:jp-Cell-inputWrapper|[^"<>]*\bjp-OutputArea-output\b[^"<>]*)"')
 CACHED_TEXT_CHARS = 16_384  # longer texts (a student's big cell) are rendered without caching
@@ -64,7 +64,6 @@ def focusable(html: str) -> str:
 sanitize = safe_html.clean  # the one allowlist sanitiser (see :mod:`safe_html`)
 
 _INLINE_SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.DOTALL | re.IGNORECASE)
-TEMPLATES = Path(__file__).resolve().parent / "templates"  # "feedback": the feedback page's template
 
 
 def content_security_policy(template_page: str) -> str:
@@ -111,7 +110,7 @@ class _MathSlots:
         return f"rlhfmath{self.index[key]}x{self.nonce}"
 
     def typeset(self, page: str) -> str:
-        from rlhf_course.grading.math_html import to_mathml
+        from rlhf_course.grading.pages.math_html import to_mathml
 
         def mathml(match):
             if match.group(1):  # a token inside a tag (an image's alt text...) stays as it is
@@ -185,7 +184,7 @@ class FeedbackExporter(HTMLExporter):
         return self._highlighters[lexer]
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        """The page for ``nb``; ``resources["scores"]`` (:func:`rlhf_course.grading.feedback.scores`), when
+        """The page for ``nb``; ``resources["scores"]`` (:func:`rlhf_course.grading.pages.feedback.scores`), when
         given, is shown above the notebook."""
         if self._policy is None:  # the template's own inline scripts, hashed once
             import nbformat

@@ -3,7 +3,7 @@
 ``nbgrader_config`` (.json, then .py) from Jupyter's config paths (system-wide, then the user's), then
 the course's own ``nbgrader_config.py``: later files win.  Beside nbgrader's settings sit the
 course's (:class:`RlhfCourse`) and trusted grading's (:class:`TrustedGrading`, one setting per
-limit of :class:`~rlhf_course.grading.limits.Limits`).  Every folder (``submitted``, ``autograded``,
+limit of :class:`~rlhf_course.course.limits.Limits`).  Every folder (``submitted``, ``autograded``,
 ``feedback``, ``release``, ``source``) and the gradebook come from nbgrader's ``CourseDirectory``, so
 a course that renames a folder or keeps its gradebook in PostgreSQL (``c.CourseDirectory.db_url``)
 is graded where every other nbgrader command reads and writes.
@@ -24,14 +24,15 @@ from pathlib import Path
 from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Config, Configurable
 
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.errors import CourseError
+from rlhf_course.course.limits import Limits
 
 
 # where trusted grading keeps what it builds once for every sandbox, unless c.TrustedGrading.cache_directory says
 DEFAULT_CACHE_DIRECTORY = Path.home() / ".cache" / "rlhf-course"
 
 
-class NotReady(RuntimeError):
+class NotReady(CourseError, RuntimeError):
     """Grading cannot start; the message says what to do first."""
 
 

@@ -1,6 +1,6 @@
 """The course's late-submission policy, nbgrader's way: a plugin of ``AssignLatePenalties``
 (``c.AssignLatePenalties.plugin_class`` in nbgrader_config.py), which stock autograde applies and trusted
-grading too (:meth:`rlhf_course.grading.settings.Course.late_policy`)."""
+grading too (:meth:`rlhf_course.course.settings.Course.late_policy`)."""
 from __future__ import annotations
 
 import math

@@ -2,9 +2,9 @@
 one fresh, isolated sandbox per submission.  It never runs student code and never reads what a sandbox
 sends: the sandbox's pipes go straight to the grader.
 
-    python -m rlhf_course.grading.zygote      (started by :mod:`sandbox`, one per grading process)
+    python -m rlhf_course.grading.sandbox.zygote      (started by :mod:`sandbox`, one per grading process)
 
-The outer sandbox (bwrap, :func:`rlhf_course.grading.sandbox.zygote_command`) gives the zygote the
+The outer sandbox (bwrap, :func:`rlhf_course.grading.sandbox.sandbox.zygote_command`) gives the zygote the
 view every submission gets: a read-only system, the Python environment and this package, no course
 directory, no network.  It keeps root and the few capabilities needed to build, for each submission, a
 process that is PID 1 of a new PID namespace (so that everything the submission leaves running dies
@@ -20,7 +20,7 @@ with it) and, before any student code exists in it,
   per namespace: the previous sandbox of the slot may have left keys there), installs the seccomp filter
   (:mod:`seccomp`: no namespaces, mounts, keyrings, bpf, perf, userfaultfd, io_uring or ptrace from here on),
   keeps only the three pipes the grader passed (every other descriptor is closed) and runs
-  :func:`rlhf_course.grading.sandbox_runner.main`.  Its ``/proc/key-users`` and ``/proc/keys`` are empty files.
+  :func:`rlhf_course.grading.sandbox.sandbox_runner.main`.  Its ``/proc/key-users`` and ``/proc/keys`` are empty files.
 
 The zygote hands the grader a pidfd of that process (to see it end and to kill it).  The sandbox cannot
 see the zygote (another PID namespace), signal or trace it, and holds no descriptor of it.  Everything a
@@ -43,7 +43,7 @@ import socket
 import sys
 import traceback
 
-from rlhf_course.grading import seccomp
+from rlhf_course.grading.sandbox import seccomp
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
@@ -208,7 +208,7 @@ def _sandbox(request: dict, pipes: tuple[int, int, int], last_cap: int) -> None:
     random.seed()  # a fresh process would have drawn its own seed
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
-    from rlhf_course.grading import sandbox_runner
+    from rlhf_course.grading.sandbox import sandbox_runner
     sys.stderr.flush()
     os._exit(sandbox_runner.main())
 
@@ -294,8 +294,8 @@ def warm_up() -> None:
     import IPython.core.interactiveshell  # noqa: F401
     import IPython.utils.capture  # noqa: F401
 
-    import rlhf_course.grading.observe  # noqa: F401
-    import rlhf_course.grading.sandbox_runner  # noqa: F401
+    import rlhf_course.grading.sandbox.observe  # noqa: F401
+    import rlhf_course.grading.sandbox.sandbox_runner  # noqa: F401
     import traitlets.config  # noqa: F401
     for name in NOTEBOOK_MODULES:
         try:

@@ -75,7 +75,7 @@ def secret_only_lines(source_nb) -> set[str]:
 def notebook_secrets(notebook_path: Path, source_path: Path | None) -> list[str]:
     """Why a release notebook gives answers away (empty: it does not): a solution or hidden-test marker, or a
     line only the source notebook's solution and hidden-test regions hold, each named with its cell."""
-    from rlhf_course.grading import notebooks
+    from rlhf_course.course import notebooks
     nb = notebooks.read(notebook_path)
     secrets = secret_only_lines(notebooks.read(source_path)) if source_path and source_path.is_file() else set()
     reasons = []

@@ -45,7 +45,7 @@ def _render(config, filename: str, resources: dict, send) -> None:
 def render_bounded(config, filename: str, resources: dict, seconds: float) -> str | None:
     """The grading page rendered in a child process, or None if it took more than ``seconds`` or failed.
     Blocks its (executor) thread, never the event loop."""
-    from rlhf_course.grading.page_process import context
+    from rlhf_course.grading.pages.page_process import context
     forkserver = context()
     receive, send = forkserver.Pipe(duplex=False)
     child = forkserver.Process(target=_render, args=(config, filename, resources, send), daemon=True)
@@ -129,8 +129,7 @@ def _handler_class(seconds: float):
 def _assignment_handler_class():
     from nbgrader.server_extensions.formgrader import apihandlers
 
-    from rlhf_course.exchange.deadlines import PublishError
-    from rlhf_course.grading.deadlines import publish
+    from rlhf_course.exchange.deadlines import PublishError, publish
 
     class PublishingAssignmentHandler(apihandlers.AssignmentHandler):
         """nbgrader's (its checks, the gradebook's new due date), then that date into the exchange."""
@@ -152,7 +151,7 @@ def _assignment_handler_class():
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "rlhf_course.grading.formgrader_pages"}]
+    return [{"module": "rlhf_course.grading.pages.formgrader_pages"}]
 
 
 def _load_jupyter_server_extension(serverapp):

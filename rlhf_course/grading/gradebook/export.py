@@ -16,7 +16,8 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
-from rlhf_course.grading import editions, spreadsheet
+from rlhf_course.grading import editions
+from rlhf_course import spreadsheet
 
 MISSING, SUBMITTED = "missing", "submitted"  # the status column: a missing submission has no score, not 0
 COLUMNS = ["assignment", "edition", "status", "duedate", "extension_hours", "timestamp", "student_id", "last_name",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlhf_course.grading.results import SCORED_STATES, SubmissionResult, printable
-from rlhf_course.grading.settings import NotReady, shown_url
+from rlhf_course.course.settings import NotReady, shown_url
 
 
 def require_assignment_in_gradebook(db_url: str, assignments: list[str]) -> None:

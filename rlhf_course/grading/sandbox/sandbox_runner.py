@@ -1,7 +1,7 @@
 """Runs INSIDE the sandbox: the only place student code executes during trusted grading.
 
     :func:`main`, in a fresh sandbox forked by the slot's zygote (:mod:`zygote`; cwd /submission), or
-    python -m rlhf_course.grading.sandbox_runner      (in a sandbox of its own, :func:`sandbox.bwrap_command`)
+    python -m rlhf_course.grading.sandbox.sandbox_runner      (in a sandbox of its own, :func:`sandbox.bwrap_command`)
 
 The sandbox's first process is a small *supervisor* that never runs student code.  It holds the
 protocol pipes, makes itself non-dumpable (so no process of the same uid can open its file
@@ -17,10 +17,10 @@ supervisor caps and relays.
    student's is killed, so the feedback can never show a hidden test's inputs;
 3. ``define``: a second child executes the setup and answer cells and reports which raised;
 4. ``call``: each request is one test case for one function, each reply the
-   :class:`~rlhf_course.grading.observe.Observation` of that call (no judging happens here).
+   :class:`~rlhf_course.grading.sandbox.observe.Observation` of that call (no judging happens here).
 
 The frames, kinds and the job's layout are :mod:`protocol`'s: the job is JSON, a call plain data the
-supervisor relays untouched (:func:`~rlhf_course.grading.observe.decode_call` in the child).
+supervisor relays untouched (:func:`~rlhf_course.grading.sandbox.observe.decode_call` in the child).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import signal
 import sys
 import traceback
 
-from rlhf_course.grading.protocol import (CALL, DEFINE, FAILED, FEEDBACK, JOB, NOTEBOOK, OBSERVATION, READY,
+from rlhf_course.grading.sandbox.protocol import (CALL, DEFINE, FAILED, FEEDBACK, JOB, NOTEBOOK, OBSERVATION, READY,
                                            decode_job, defined_reply, read_frame, write_frame)
 from rlhf_course.i18n import t
 
@@ -102,7 +102,7 @@ def define_functions(job: dict) -> tuple[dict, dict]:
 
 def serve_calls(job: dict, requests: int, replies: int) -> None:
     """The child that runs the answer cells, then one test case per request."""
-    from rlhf_course.grading.observe import Case, Observation, decode_call, observe, to_wire
+    from rlhf_course.grading.sandbox.observe import Case, Observation, decode_call, observe, to_wire
 
     namespace, errors = define_functions(job)
     write_frame(replies, defined_reply(errors))
@@ -188,7 +188,7 @@ def supervise(proto_in: int, proto_out: int) -> None:
     import IPython.core.interactiveshell  # noqa: F401
     import IPython.utils.capture  # noqa: F401
     import torch  # noqa: F401
-    import rlhf_course.grading.observe  # noqa: F401
+    import rlhf_course.grading.sandbox.observe  # noqa: F401
     write_frame(proto_out, READY)
     keep_closed = (proto_in, proto_out)
     calls: Child | None = None

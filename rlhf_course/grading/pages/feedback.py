@@ -11,14 +11,15 @@ from pathlib import Path
 
 import nbformat
 
-from rlhf_course.grading import notebooks, safe_html
+from rlhf_course.course import notebooks
+from rlhf_course.grading.pages import safe_html
 from rlhf_course.grading.canonical import with_outputs
-from rlhf_course.grading.limits import Limits
+from rlhf_course.course.limits import Limits
 from rlhf_course.grading.misconceptions import misconception_lines
-from rlhf_course.grading.page_process import KILL_GRACE, PageProcess, PageProcessError
+from rlhf_course.grading.pages.page_process import KILL_GRACE, PageProcess, PageProcessError
 from rlhf_course.grading.results import SubmissionResult, note, one_line, printable
-from rlhf_course.grading.grading_record import keep_record
-from rlhf_course.grading.settings import Course
+from rlhf_course.grading.pages.grading_record import keep_record
+from rlhf_course.course.settings import Course
 from rlhf_course.i18n import t
 
 
@@ -31,7 +32,7 @@ def _exporter():
     renders the release's cells once per batch (see :mod:`feedback_html`)."""
     global _EXPORTER
     if _EXPORTER is None:
-        from rlhf_course.grading.feedback_html import make_exporter
+        from rlhf_course.grading.pages.feedback_html import make_exporter
         _EXPORTER = make_exporter()
     return _EXPORTER
 
