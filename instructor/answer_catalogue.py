@@ -357,9 +357,9 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "21.78 after 1000)."), (
         "漏掉了 beta",
         "beta 要在 sigmoid 里乘以对数概率比边际；漏掉它就成了 beta = 1 时的 DPO 损失，KL 权重是默认值的十倍："
-        "它只在最初几步推得更强（边际为 0 时边际上的梯度为 0.5，beta = 0.1 时为 0.05），"
+        "它只在最初几步更新得更快（边际为 0 时，损失对边际的梯度为 0.5，beta = 0.1 时为 0.05），"
         "训练更久之后策略反而离参考策略近得多（单个偏好对的边际，学习率为 1 的 SGD，"
-        "10 步后为 2.26 对 0.49，1000 步后为 6.91 对 21.78）。")),
+        "10 步后漏掉 beta 时为 2.26，beta = 0.1 时为 0.49；1000 步后分别为 6.91 和 21.78）。")),
     "dpo_naive_log_sigmoid": _said(_DPO_PART, (
         "An unstable log-sigmoid",
         "For a large negative margin x, log(sigmoid(x)) underflows (sigmoid(x) rounds to 0, whose log is "

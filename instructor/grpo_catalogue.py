@@ -99,7 +99,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "eps is added to the std, outside the square root: sqrt(var + eps) and std + eps differ most when a "
         "group's rewards are close together, exactly where eps matters."), (
         "把 eps 放进了平方根",
-        "eps 要加在标准差上，在平方根之外：组内得分彼此很接近时，sqrt(var + eps) 与 std + eps 相差最大，而那正是 eps 起作用的地方。")),
+        "eps 要加在标准差上，在平方根之外：组内奖励彼此很接近时，sqrt(var + eps) 与 std + eps 相差最大，而那正是 eps 起作用的地方。")),
     "grpo_eps_hard_coded": _said(_CONTRACT, (
         "eps ignored",
         "Writing 1e-4 instead of using the eps argument is right only for the default; the argument must reach "
@@ -118,7 +118,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "The contract's baseline is the group mean with the response itself included; RLOO's mean of the other "
         "responses multiplies every centred reward by G / (G - 1), another estimator."), (
         "用了留一基线（RLOO）",
-        "约定中的基线是包含该回答本身的组均值；RLOO 用其他回答的均值，相当于把每个中心化后的得分乘以 G / (G - 1)，是另一个估计量。")),
+        "约定中的基线是包含该回答本身的组均值；RLOO 用其他回答的均值，相当于把每个中心化后的奖励乘以 G / (G - 1)，是另一个估计量。")),
     "grpo_scales_when_told_not_to": _said(_SCALING, (
         "Scales when told not to",
         "With scale_by_std=False the advantages are r - group mean, unscaled (Dr. GRPO); dividing by the std "
@@ -130,13 +130,13 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "The std of a single reward is undefined (torch.std gives NaN), so a group of one response must give 0 "
         "explicitly: with nothing to compare it with, its advantage is 0."), (
         "只有一个回答的组得到了 NaN",
-        "单个得分的标准差没有定义（torch.std 返回 NaN），所以只有一个回答的组必须明确返回 0：没有可比较的回答，它的优势就是 0。")),
+        "单个奖励的标准差没有定义（torch.std 返回 NaN），所以只有一个回答的组必须明确返回 0：没有可比较的回答，它的优势就是 0。")),
     "grpo_in_place": _said(_CONTRACT, (
         "Changes the rewards in place",
         "rewards -= ... overwrites the caller's tensor, whose rewards the trainer still needs; rewards - mean "
         "makes a new tensor instead."), (
         "原地修改了 rewards",
-        "rewards -= ... 会覆盖调用者的张量，而训练循环还要用这些得分；rewards - mean 则会得到一个新张量。")),
+        "rewards -= ... 会覆盖调用者的张量，而训练循环还要用这些奖励；rewards - mean 则会得到一个新张量。")),
 }
 
 CORRECT_VARIANTS: list[CorrectVariant] = [

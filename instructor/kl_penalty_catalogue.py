@@ -66,7 +66,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "在参考策略附近，exp(d) 先被舍入为 float32 再减去 1，无论 d 是多少都带来几个 1e-8 的误差，"
         "而 k3 只有约 d^2 / 2；在 |d| = 2e-4 处这个误差通常与 k3 一样大（|d| 更小时更大），"
         "在 |d| = 1e-3 处仍约为 k3 的 4%，"
-        "超过 kl_stable_when_close 在其大多数 token 上（|d| 在 1e-4 与 3e-3 之间）允许的 1%；"
+        "超过 kl_stable_when_close 对其抽取的大多数 token（|d| 在 1e-4 与 3e-3 之间）所允许的 1%；"
         "torch.expm1(d) 计算 exp(d) - 1 时没有这个误差。")),
     "kl_k1_instead_of_k3": _said(_INTRO, (
         "k1 instead of k3",
