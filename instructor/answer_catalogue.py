@@ -408,7 +408,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "the early steps."), (
         "递推的方向反了",
         "每个优势都依赖于它之后的优势，A_t = delta_t + gamma * lambda * A_{t+1}，所以循环要从最后一步往前走；"
-        "从前往后算，累积的是过去，终止奖励到不了前面的步。")),
+        "从前往后算，累积的是过去，终止奖励传不到前面的时间步。")),
     "gae_ignores_next_value": _said(_GAE_PART, (
         "next_value ignored",
         "The last step's TD residual bootstraps from next_value = V(s_T): a rollout segment cut before its episode "

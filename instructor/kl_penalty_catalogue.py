@@ -87,11 +87,11 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "- d is (1/r - 1) - log(1/r), whose mean over tokens drawn from pi is chi^2(pi || pi_ref) - KL(pi || "
         "pi_ref): neither KL (it would estimate KL(pi_ref || pi) only on tokens drawn from pi_ref)."), (
         "概率比的方向反了",
-        "r 是参考策略比策略，r = exp(ref_log_p - log_p)；"
+        "r 是参考策略与策略之比，r = exp(ref_log_p - log_p)；"
         "改用 d = log(pi / pi_ref) 后，"
         "expm1(d) - d 就成了 (1/r - 1) - log(1/r)，"
         "它在从 pi 采样的 token 上的均值是 chi^2(pi || pi_ref) - KL(pi || pi_ref)，"
-        "两个方向的 KL 都不是（只有在从 pi_ref 采样的 token 上，它才估计 KL(pi_ref || pi)）。")),
+        "它不是任何一个方向的 KL（只有在从 pi_ref 采样的 token 上，它才估计 KL(pi_ref || pi)）。")),
     "kl_mean_over_tokens": _said(_INTRO, (
         "Reduced over the tokens",
         "The KL penalty is per token, one value for each token, subtracted from that token's reward; averaging "

@@ -255,7 +255,7 @@ ZH = {
     "the feedback copy of the notebook could not be run to the end ({error})": "反馈用的笔记本副本没能运行到底（{error}）",
     "the feedback copy of the notebook came back unreadable": "反馈用的笔记本副本返回后无法读取",
     # the named misconception under the feedback page's scores (rlhf_course/grading/misconceptions.py)
-    "This looks like: {name} - {explanation} (see {section})": "可能的误解：{name}。{explanation}（请重读“{section}”一节）",
+    "This looks like: {name} - {explanation} (see {section})": "可能的误解：{name}。{explanation}请重读“{section}”一节。",
     # the PPO/DPO lab's summary (rlhf_course/lab/ppo_dpo.py): labels only, the numbers stay as they are
     "tiny LM: {parameters:,} parameters; stage times (s): ": "微型语言模型：{parameters:,} 个参数；各阶段用时（秒）：",
     "sft": "SFT",
