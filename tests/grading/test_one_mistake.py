@@ -10,11 +10,10 @@ from dataclasses import dataclass
 import pytest
 
 from rlhf_course import i18n
-from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
-from tests.support.course import REPO
+from tests.support.course import REPO, cell_points
 
 
 @dataclass(frozen=True)
@@ -127,12 +126,7 @@ LANGUAGE = {"": i18n.ENGLISH, "_zh": i18n.CHINESE}
 
 def release_points(assignment: str) -> dict[str, float]:
     """grade id -> points, as the release students fetch says."""
-    points = {}
-    for path in sorted((REPO / "release" / assignment).glob("*.ipynb")):
-        nb = notebooks.read(path)
-        graded = [notebooks.grade_id(cell) for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
-        points.update(notebooks.points_of(nb, graded))
-    return points
+    return cell_points(assignment, folder="release")
 
 
 @pytest.fixture

@@ -17,12 +17,13 @@ from rlhf_course import COURSE_FILES, copy_course_files
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
-def cell_points(assignment: str, root: Path = REPO) -> dict[str, float]:
-    """What each grade cell of an assignment's source notebooks is worth (``nbgrader.points``, the one
-    truth: the checks declare none): grade id -> points, written answers included."""
+def cell_points(assignment: str, root: Path = REPO, folder: str = "source") -> dict[str, float]:
+    """What each grade cell of an assignment's notebooks in ``folder`` (source/, or release/: what students fetch)
+    is worth (``nbgrader.points``, the one truth: the checks declare none): grade id -> points, written answers
+    included."""
     from rlhf_course.course import notebooks
     points = {}
-    for path in sorted((root / "source" / assignment).glob("*.ipynb")):
+    for path in sorted((root / folder / assignment).glob("*.ipynb")):
         nb = notebooks.read(path)
         graded = [notebooks.grade_id(cell) for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
         points.update(notebooks.points_of(nb, graded))
