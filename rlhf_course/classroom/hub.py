@@ -648,9 +648,20 @@ def _processes() -> list[tuple[int, list[str]]]:
     return found
 
 
+EXAMPLES = """\
+examples (rlhf-classroom is python -m rlhf_course.classroom; as root, from the checkout: sudo's PATH has no .venv/bin):
+  sudo make hub                                # the Makefile's way: its proxy, port 8000, alice, bob and carol
+  sudo .venv/bin/rlhf-classroom --proxy .cache/hub-proxy/node_modules/.bin/configurable-http-proxy --students ann ben
+  sudo .venv/bin/rlhf-classroom --proxy PROXY --class burst   # a class that runs everything at once: no boost
+  sudo .venv/bin/rlhf-classroom --proxy PROXY --memory 2G --cpus 0.5 --idle-timeout 0   # small servers, never stopped
+  sudo .venv/bin/rlhf-classroom prestart --hold-until 14:00   # the running hub's students' servers, before the class
+"""
+
+
 def argument_parser() -> argparse.ArgumentParser:
-    """make hub's options (`python -m rlhf_course.classroom --help`)."""
-    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0])
+    """make hub's options (`python -m rlhf_course.classroom --help`), with :data:`EXAMPLES` after them."""
+    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0],
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--base", type=Path, default=Path("/srv/rlhf-classroom"))
     parser.add_argument("--prefix", default="rlhf_", help="prefix of the account names")
