@@ -990,8 +990,9 @@ def main() -> int:
 
 def course_id_of(accounts: dict) -> str:
     """The course id the students' nbgrader config names (the hub wrote it)."""
-    config = (Path(accounts["exchange"]).parent / "jupyter" / "student" / "nbgrader_config.py").read_text()
-    return re.search(r"configure\(get_config\(\), '[^']*', '([^']*)'\)", config).group(1)
+    from traitlets.config.loader import PyFileConfigLoader
+    folder = Path(accounts["exchange"]).parent / "jupyter" / "student"
+    return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config().CourseDirectory.course_id
 
 
 if __name__ == "__main__":

@@ -210,21 +210,23 @@ def test_a_students_server_gets_the_exchange_and_one_thread(pods):
     assert found["JUPYTERHUB_USER"] == "alice"
 
 
-def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub():
-    from traitlets.config import Config
+def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub(tmp_path, monkeypatch):
+    from traitlets.config.loader import PyFileConfigLoader
 
-    from rlhf_course.classroom.hub import (EVERYONE_NBGRADER_CONFIG, VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS,
-                                           VALIDATE_SECONDS)
-    config = Config()
-    path = DEPLOY / "jupyter" / "student" / "nbgrader_config.py"
-    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config})
+    from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS, VALIDATE_SECONDS
+    from rlhf_course.classroom.hub import EVERYONE_NBGRADER_CONFIG
+    monkeypatch.delenv("RLHF_EXCHANGE_ROOT", raising=False)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(DEPLOY / "jupyter" / "student")).load_config()
     assert VALIDATE_SECONDS >= 60
     for wait in ("timeout", "iopub_timeout", "startup_timeout"):
         assert config.Execute[wait] == VALIDATE_SECONDS, wait
     assert config.PatientExecute.cpu_seconds == VALIDATE_CPU_SECONDS  # the Validate button's, as on the local hub
     assert config.PatientExecute.blocked_seconds == VALIDATE_BLOCKED_SECONDS
-    assert f"c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}" in EVERYONE_NBGRADER_CONFIG
     assert config.Exchange.root == "/srv/nbgrader/exchange"
+    (tmp_path / "nbgrader_config.py").write_text(EVERYONE_NBGRADER_CONFIG)  # every user's on the local hub
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # where its kernels' sockets go
+    on_the_hub = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+    assert (on_the_hub.Execute, on_the_hub.PatientExecute) == (config.Execute, config.PatientExecute)
 
 
 def test_the_instructors_pod_has_the_course_and_the_formgrader(pods, values):
