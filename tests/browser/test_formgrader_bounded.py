@@ -17,7 +17,7 @@ from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import canonical_copy
 from tests.support.browser import LabServer
-from tests.support.course import REPO, copy_course, gradebook_url, release_course
+from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # a JupyterLab server, seconds of rendering
@@ -55,8 +55,7 @@ def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
     (scratch / "config").mkdir(parents=True)
     (scratch / "config" / "jupyter_server_config.json").write_text(
         json.dumps({"FormgraderPages": {"render_seconds": BUDGET}}))
-    # this checkout's package, whichever checkout the environment was installed from
-    server = LabServer(course, scratch, env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}:{REPO}"})
+    server = LabServer(course, scratch, env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
     try:
         honest_seconds, honest = _get(server.url(f"formgrader/submissions/{ids['ada']}/"))
         assert "Full credit" in honest and "did not render" not in honest
