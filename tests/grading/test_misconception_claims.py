@@ -16,7 +16,7 @@ from tests.support.course import REPO
 
 KL_CATALOGUE = load_instructor_module(REPO, "kl_penalty_catalogue")
 KL_CHECKS = load_instructor_module(REPO, "kl_penalty_hidden_checks")
-RLHF_CATALOGUE = load_instructor_module(REPO, "answer_catalogue")
+RLHF_CATALOGUE = load_instructor_module(REPO, "rlhf_catalogue")
 GRPO_CATALOGUE = load_instructor_module(REPO, "grpo_catalogue")
 GRPO_CHECKS = load_instructor_module(REPO, "grpo_hidden_checks")
 
