@@ -2,9 +2,10 @@
 // (@jupyter/nbgrader renders the /assignments JSON and has no column for it), and beside each submission whether
 // it was on time ("late by 2 h 10 min: the late penalty applies"), in the student's language.  The data is the
 // course's exchange List's (rlhf_course/exchange/fetch.py: "deadline" per assignment, "lateness" per submission);
-// this only shows it.  Before anything is released it says so in the released list, in the student's language (the
-// sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED and its translation in rlhf_course/i18n.py: a test
-// keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
+// this only shows it, and under a fetched edition's Submit button what submitting it would replace ("replaces": the
+// other edition's newer submission, in the sentence submit warns with).  Before anything is released it says so in
+// the released list, in the student's language (the sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED
+// and its translation in rlhf_course/i18n.py: a test keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
 // "Validating...", in the notebook's toolbar or the Assignment List), the course's Validate says beside the button
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
@@ -19,6 +20,7 @@ const LISTS = {  // each list of the Assignment List, and the status of what it 
   released_assignments_list: 'released', fetched_assignments_list: 'fetched', submitted_assignments_list: 'submitted'
 };
 const MARK = 'rlhf-deadline';
+const REPLACES = 'rlhf-replaces';
 const NOTHING = 'rlhf-nothing-released';
 const NOTHING_RELEASED = {
   'en': 'Nothing has been released yet: the Assignment List stays empty until an assignment is released ' +
@@ -96,6 +98,25 @@ function annotate(row, text, late) {
   span.classList.toggle(MARK + '-late', Boolean(late));
 }
 
+// Under a fetched edition's Submit button: what submitting it now would replace ("This replaces your rlhf submission of
+// ... (and any manual grade on it) ..."), the sentence submit warns with, or nothing.
+function sayWhatSubmitReplaces(row, text) {
+  const line = row.querySelector(':scope > .col-md-12') || row;
+  let note = line.querySelector(':scope > .' + REPLACES);
+  if (!text) {
+    if (note) {
+      note.remove();
+    }
+    return;
+  }
+  if (!note) {
+    note = document.createElement('div');
+    note.classList.add(REPLACES);
+    line.append(note);
+  }
+  note.textContent = text;  // textContent: never markup
+}
+
 async function show(language) {
   await sayWhetherAnythingIsReleased(language);
   const rows = [];  // [row, the status its list shows]
@@ -117,6 +138,9 @@ async function show(language) {
     const courseId = textOf(row, '.item_course');
     const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId &&
       i.status === status);
+    if (status === 'fetched') {
+      sayWhatSubmitReplaces(row, info && info.replaces ? pick(info.replaces.text) : '');
+    }
     if (!info || !info.deadline || !info.deadline.due) {  // a course without due dates says nothing of them
       continue;
     }
