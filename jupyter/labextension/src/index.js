@@ -9,7 +9,8 @@
 // "Validating...", in the notebook's toolbar or the Assignment List), the course's Validate says beside the button
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
-// server in both languages (rlhf_course/i18n.py).  Built with `npm run build` (jupyter/labextension/README.md);
+// server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
+// show their paths in their tabs.  Built with `npm run build` (jupyter/labextension/README.md);
 // the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
@@ -296,4 +297,39 @@ const waits = {
   }
 };
 
-export default [plugin, waits];
+// Two open notebooks of one name (an assignment's editions: rlhf/rlhf_building_blocks.ipynb and
+// rlhf_zh/rlhf_building_blocks.ipynb) read the same in their tabs: each such tab reads its path instead.  A
+// document widget sets its label to the file name when it opens and when its file is renamed; this runs after it.
+function labelled(path, others) {
+  const slash = path.lastIndexOf('/');
+  const name = path.slice(slash + 1);
+  const shared = others.some(other => other !== path && other.slice(other.lastIndexOf('/') + 1) === name);
+  return shared && slash > 0 ? path : name;  // the folder first: a narrow tab cuts the label's end
+}
+
+const tabs = {
+  id: 'rlhf-course-deadlines:tabs',
+  description: 'Notebooks of one name tell their folders apart in their tabs.',
+  autoStart: true,
+  optional: [INotebookTracker],
+  activate: (app, tracker) => {
+    if (!tracker) {
+      return;
+    }
+    const relabel = () => {
+      const panels = [];
+      tracker.forEach(panel => panels.push(panel));
+      const paths = panels.map(panel => panel.context.localPath);
+      for (const panel of panels) {
+        panel.title.label = labelled(panel.context.localPath, paths);
+      }
+    };
+    tracker.widgetAdded.connect((_, panel) => {
+      panel.context.pathChanged.connect(relabel);
+      panel.disposed.connect(() => setTimeout(relabel));  // once the tracker has let it go
+      relabel();
+    });
+  }
+};
+
+export default [plugin, waits, tabs];
