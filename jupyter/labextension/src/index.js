@@ -10,7 +10,7 @@
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
 // server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
-// show their paths in their tabs.  Built with `npm run build` (jupyter/labextension/README.md);
+// show their folders in their tabs.  Built with `npm run build` (jupyter/labextension/README.md);
 // the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
@@ -298,36 +298,72 @@ const waits = {
 };
 
 // Two open notebooks of one name (an assignment's editions: rlhf/rlhf_building_blocks.ipynb and
-// rlhf_zh/rlhf_building_blocks.ipynb) read the same in their tabs: each such tab reads its path instead.  A
-// document widget sets its label to the file name when it opens and when its file is renamed; this runs after it.
-function labelled(path, others) {
+// rlhf_zh/rlhf_building_blocks.ipynb) read the same in their tabs: each such tab also shows its folder, before the
+// name (a narrow tab cuts the label's end).  Not through the tab's label: a document widget takes a new label for a
+// rename of its file.  The folder goes in the title's dataset (the tab's data-rlhffolder attribute), and a rule per
+// folder shown puts it before the label (the tab's own ::before and ::after are JupyterLab's).
+const FOLDER = 'rlhffolder';
+const FOLDER_STYLE = 'rlhf-tab-folders';
+
+function cssString(text) {  // a CSS string holding ``text``, whatever it holds
+  return '"' + [...text].map(c => (/[\w ./-]/.test(c) ? c : '\\' + c.codePointAt(0).toString(16) + ' ')).join('') +
+    '"';
+}
+
+function showFolders(folders) {  // one rule per folder shown: before the label of the tabs naming it
+  let style = document.getElementById(FOLDER_STYLE);
+  if (!style) {
+    style = document.createElement('style');
+    style.id = FOLDER_STYLE;
+    document.head.append(style);
+  }
+  style.textContent = [...new Set(folders)].map(folder =>
+    `.lm-TabBar-tab[data-${FOLDER}=${cssString(folder)}] > .lm-TabBar-tabLabel::before ` +
+    `{ content: ${cssString(folder + '/')}; }`).join('\n');
+}
+
+function folderShown(path, others) {  // the folder a tab shows ('' when its file name is its own)
   const slash = path.lastIndexOf('/');
   const name = path.slice(slash + 1);
   const shared = others.some(other => other !== path && other.slice(other.lastIndexOf('/') + 1) === name);
-  return shared && slash > 0 ? path : name;  // the folder first: a narrow tab cuts the label's end
+  return shared && slash > 0 ? path.slice(0, slash) : '';
 }
 
 const tabs = {
   id: 'rlhf-course-deadlines:tabs',
-  description: 'Notebooks of one name tell their folders apart in their tabs.',
+  description: 'Notebooks of one name show their folders in their tabs.',
   autoStart: true,
   optional: [INotebookTracker],
   activate: (app, tracker) => {
     if (!tracker) {
       return;
     }
-    const relabel = () => {
+    const refresh = () => {
       const panels = [];
       tracker.forEach(panel => panels.push(panel));
       const paths = panels.map(panel => panel.context.localPath);
+      const shown = [];
       for (const panel of panels) {
-        panel.title.label = labelled(panel.context.localPath, paths);
+        const folder = folderShown(panel.context.localPath, paths);
+        if (folder) {
+          shown.push(folder);
+        }
+        if ((panel.title.dataset[FOLDER] || '') !== folder) {
+          const dataset = { ...panel.title.dataset };
+          if (folder) {
+            dataset[FOLDER] = folder;
+          } else {
+            delete dataset[FOLDER];
+          }
+          panel.title.dataset = dataset;
+        }
       }
+      showFolders(shown);
     };
     tracker.widgetAdded.connect((_, panel) => {
-      panel.context.pathChanged.connect(relabel);
-      panel.disposed.connect(() => setTimeout(relabel));  // once the tracker has let it go
-      relabel();
+      panel.context.pathChanged.connect(refresh);
+      panel.disposed.connect(() => setTimeout(refresh));  // once the tracker has let it go
+      refresh();
     });
   }
 };
