@@ -56,11 +56,13 @@ class LabServer:
         extensions.mkdir(parents=True, exist_ok=True)
         if not (extensions / LAB_EXTENSION.name).exists():
             (extensions / LAB_EXTENSION.name).symlink_to(LAB_EXTENSION, target_is_directory=True)
-        jupyter_path = os.pathsep.join(filter(None, [str(extensions.parent), os.environ.get("JUPYTER_PATH")]))
+        env_extra = dict(env_extra or {})
+        jupyter_path = os.pathsep.join(filter(None, [str(extensions.parent),
+                                                     env_extra.pop("JUPYTER_PATH", os.environ.get("JUPYTER_PATH"))]))
         env = dict(os.environ, JUPYTER_PATH=jupyter_path,
                    JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
-                   **(env_extra or {}))
+                   **env_extra)
         env.pop("MPLBACKEND", None)
         self.log = open(scratch / "jupyterlab.log", "w")
         if make_target:
