@@ -13,6 +13,7 @@ from nbgrader.utils import get_username, parse_utc
 from rlhf_course import i18n
 from rlhf_course.exchange import deadlines
 from rlhf_course.exchange.base import PrintableNames, TraversableRoot
+from rlhf_course.exchange.submit import replaced_edition
 
 
 class StrictExchangeFetchAssignment(PrintableNames, TraversableRoot, ExchangeFetchAssignment):
@@ -26,6 +27,9 @@ class StrictExchangeFetchFeedback(PrintableNames, TraversableRoot, ExchangeFetch
 class StrictExchangeList(PrintableNames, TraversableRoot, ExchangeList):
     """Each assignment's info gains ``deadline`` (:meth:`~deadlines.Deadline.as_json`, or None), each
     submission's ``lateness`` (the sentence the student was told on submit), and ``nbgrader list`` prints them.
+    A fetched assignment's info gains ``replaces`` (:func:`~rlhf_course.exchange.submit.replaced_edition`: what
+    submitting it now would replace, the sentence submit warns with, or None), which the Assignment List shows
+    beside its Submit button.
     An exchange not made yet (nothing released) lists nothing and says so, in English and Chinese, rather than
     failing: the Assignment List then shows the course's sentence, not nbgrader's three errors."""
 
@@ -49,6 +53,9 @@ class StrictExchangeList(PrintableNames, TraversableRoot, ExchangeList):
         for info in assignments:
             deadline = self._deadline(info)
             info["deadline"] = deadline.as_json() if deadline else None
+            if info.get("status") == "fetched":  # the rows with a Submit button
+                info["replaces"] = replaced_edition(self.root, info["course_id"], info["assignment_id"],
+                                                    os.path.join(self.cache, info["course_id"]), get_username())
             for submission in info.get("submissions", []):
                 submission["deadline"] = info["deadline"]
                 submission["lateness"] = self._lateness(deadline, submission)

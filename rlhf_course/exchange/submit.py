@@ -41,26 +41,14 @@ class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
 
     def warn_of_replaced_edition(self) -> str | None:
         """"This replaces your rlhf submission of ... (and any manual grade on it) ..." when the student's latest
-        submission of another edition of this assignment (rlhf for rlhf_zh) is newer than their latest of this one,
-        from the student's own record of their submissions (nbgrader's submit cache; inbound is not theirs to list),
-        in this edition's language, before this one is copied."""
+        submission of another edition of this assignment (rlhf for rlhf_zh) is newer than their latest of this one
+        (:func:`replaced_edition`), in this edition's language, before this one is copied."""
         student = self.assignment_filename.split("+", 1)[0]
-        assignment = self.coursedir.assignment_id
-        others = deadlines.other_editions(self.root, self.coursedir.course_id, assignment)
-        if not others:
+        replaced = replaced_edition(self.root, self.coursedir.course_id, self.coursedir.assignment_id,
+                                    self.cache_path, student)
+        if replaced is None:
             return None
-        latest = _latest_submissions(self.cache_path, student)
-        candidates = [(latest[other], other) for other in others if other in latest]
-        if not candidates:
-            return None
-        when, other = max(candidates)
-        if assignment in latest and latest[assignment] >= when:
-            return None  # already replaced by an earlier submission of this edition
-        deadline = deadlines.read(self.root, self.coursedir.course_id, assignment, get_username())
-        language = deadline.language if deadline else i18n.ENGLISH
-        sentence = i18n.t("This replaces your {other} submission of {when} (and any manual grade on it): only the "
-                          "latest submission of either edition is graded.", language, other=other,
-                          when=deadlines.shown(when))
+        sentence = replaced["text"][replaced["language"]]
         self.log.warning(sentence)
         return sentence
 
@@ -77,6 +65,33 @@ class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
                           verdict=deadline.verdict(when), deadline=deadline.sentence())
         (self.log.warning if deadline.seconds_late(when) > 0 else self.log.info)(sentence)
         return sentence
+
+
+REPLACES = ("This replaces your {other} submission of {when} (and any manual grade on it): only the latest "
+            "submission of either edition is graded.")
+
+
+def replaced_edition(root: str, course_id: str, assignment: str, cache_path: str, student: str) -> dict | None:
+    """What submitting ``assignment`` now would replace: the student's latest submission of another edition of it
+    (rlhf for rlhf_zh) when that is newer than their latest of ``assignment``, read from the student's own record of
+    their submissions (nbgrader's submit cache ``cache_path``, the course's folder in it; inbound is not theirs to
+    list).  ``{"edition": "rlhf", "timestamp": the replaced one's (UTC), "language": ``assignment``'s edition's,
+    "text": {language: the sentence}}`` in English and Chinese (the lab shows the student's), or None."""
+    others = deadlines.other_editions(root, course_id, assignment)
+    if not others:
+        return None
+    latest = _latest_submissions(cache_path, student)
+    candidates = [(latest[other], other) for other in others if other in latest]
+    if not candidates:
+        return None
+    when, other = max(candidates)
+    if assignment in latest and latest[assignment] >= when:
+        return None  # already replaced by an earlier submission of this edition
+    deadline = deadlines.read(root, course_id, assignment, student)
+    return {"edition": other, "timestamp": deadlines.shown(when),
+            "language": deadline.language if deadline else i18n.ENGLISH,
+            "text": {language: i18n.t(REPLACES, language, other=other, when=deadlines.shown(when))
+                     for language in deadlines.LANGUAGES}}
 
 
 def _latest_submissions(cache_path: str, student: str) -> dict:

@@ -1,9 +1,10 @@
 """A student in a JupyterLab of their own (headless Chromium), the course's exchange configured as a JupyterHub admin
 would: the Assignment List panel shows the due date the exchange holds (the course's lab extension) and fetches the
 released assignment, Validate passes on the completed notebook, Submit reaches the exchange and, the due date having
-passed, the list says how late it is.
+passed, the list says how late it is.  With both language editions fetched, the list says under one's Submit that it
+replaces the other's newer submission, and the two notebooks' tabs (one file name) show their folders.
 
-One test, one lab (fetching and validating were a test of their own, which started a second lab to repeat them).  The
+The student's loop is one test, one lab (fetching and validating were a test of their own, which started a second lab to repeat them).  The
 reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
 nbgrader validate (tests/test_release.py); the instructor's side and the feedback fetched in the lab are the hub
 test's."""
@@ -115,6 +116,52 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
     assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
 
+
+@pytest.mark.slow
+def test_both_editions_in_the_lab_say_what_submit_replaces_and_name_their_tabs(student_lab, browser, artifacts):
+    """Both editions fetched: after the English one is submitted from the Assignment List, the Chinese one's Submit
+    says first that it would replace it (the sentence `nbgrader submit` warns with, the lab's language); both
+    notebooks open, their tabs show their folders (one file name in both)."""
+    server, home, course = student_lab
+    release.nbgrader(course, "release_assignment", "rlhf_zh")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(server.url("lab"))
+    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+    page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+
+    def row(listed: str, edition: str):
+        return page.locator(f"#{listed}_assignments_list > .list_item").filter(
+            has=page.locator(".item_name > :first-child", has_text=re.compile(rf"^{edition}$")))
+
+    for edition in (ASSIGNMENT, "rlhf_zh"):
+        row("released", edition).get_by_role("button", name="Fetch").click(timeout=60_000)
+        row("fetched", edition).get_by_role("button", name="Submit").wait_for(timeout=60_000)
+    assert page.locator(".rlhf-replaces").count() == 0  # nothing submitted: nothing to replace
+    row("fetched", ASSIGNMENT).get_by_role("button", name="Submit").click()
+    note = row("fetched", "rlhf_zh").locator(".rlhf-replaces")
+    note.wait_for(timeout=60_000)
+    assert re.fullmatch(r"This replaces your rlhf submission of \d{4}-\d\d-\d\d \d\d:\d\d UTC \(and any manual "
+                        r"grade on it\): only the latest submission of either edition is graded\.",
+                        note.inner_text()), note.inner_text()
+    assert row("fetched", ASSIGNMENT).locator(".rlhf-replaces").count() == 0
+    page.screenshot(path=str(artifacts / "assignment_list_submit_replaces.png"))
+
+    for edition in (ASSIGNMENT, "rlhf_zh"):
+        page.locator(".lm-TabBar-tab", has_text="Assignments").click()  # back from the notebook opened before
+        row("fetched", edition).locator(".assignment-notebooks-link").click()
+        row("fetched", edition).locator(".nested_list_item a", has_text=NOTEBOOK.removesuffix(".ipynb")).click(
+            timeout=30_000)
+    # the second notebook opens, then each tab shows its folder (one file name in both), and no file was renamed
+    tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
+    tabs.filter(has_text=NOTEBOOK).nth(1).wait_for(timeout=120_000)
+    for edition in (ASSIGNMENT, "rlhf_zh"):
+        label = page.locator(f".lm-TabBar-tab[data-rlhffolder='{edition}'] > .lm-TabBar-tabLabel")
+        label.wait_for(timeout=30_000)
+        assert label.evaluate("label => getComputedStyle(label, '::before').content") == f'"{edition}/"'
+    page.screenshot(path=str(artifacts / "two_editions_tabs.png"))
+    assert tabs.locator(".lm-TabBar-tabLabel").all_inner_texts().count(NOTEBOOK) == 2
+    assert sorted(p.relative_to(home).as_posix() for p in home.glob("*/*.ipynb")) == [
+        f"{ASSIGNMENT}/{NOTEBOOK}", f"rlhf_zh/{NOTEBOOK}"]
 
 def _due_date_moved(course, due: dt.datetime) -> None:
     """What an instructor does in the Formgrader, then `python -m rlhf_course.grading publish-deadlines`."""

@@ -5,6 +5,7 @@ page comes back within its budget as a short note; an honest submission's page i
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -57,8 +58,11 @@ def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
     (scratch / "config").mkdir(parents=True)
     (scratch / "config" / "jupyter_server_config.json").write_text(
         json.dumps({"FormgraderPages": {"render_seconds": BUDGET}}))
-    server = LabServer(course, scratch, env_extra={"PYTHONPATH": f"{course / 'instructor'}:{course}"})
+    # the course's instructor/ and root first, then this run's own path (its rlhf_course: a worktree's, not the venv's)
+    python_path = os.pathsep.join(filter(None, [str(course / "instructor"), str(course), os.environ.get("PYTHONPATH")]))
+    server = LabServer(course, scratch, env_extra={"PYTHONPATH": python_path})
     try:
+        _students_page_folds_the_editions(server, course)
         honest_seconds, honest = _get(server.url(f"formgrader/submissions/{ids['ada']}/"))
         assert "Full credit" in honest and "did not render" not in honest
         assert "overflow-wrap: anywhere" in honest  # the course's part of the page is there
@@ -78,3 +82,16 @@ def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
         assert len(status) >= 5 and max(status) < 1.0
     finally:
         server.stop()
+
+
+def _students_page_folds_the_editions(server: LabServer, course) -> None:
+    """The same server's Students page data (the course's students API): each total with the editions folded, as
+    rlhf_course.grading.gradebook.lms_export counts it, below stock nbgrader's (both editions counted)."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading.gradebook.lms_export import grade_table, totals
+    served = {s["id"]: (s["score"], s["max_score"]) for s in json.loads(_get(server.url("formgrader/api/students"))[1])}
+    with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
+        folded = totals(grade_table(gradebook, course))
+        stock = {s["id"]: s["max_score"] for s in gradebook.student_dicts()}
+    assert served == folded and served["ada"][1] < stock["ada"], (served, stock)

@@ -14,6 +14,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+LAB_EXTENSION = Path(__file__).resolve().parents[2] / "jupyter" / "labextension" / "rlhf-course-deadlines"
 
 
 def free_port() -> int:
@@ -51,9 +52,19 @@ class LabServer:
             (config / "labconfig").mkdir(parents=True, exist_ok=True)
             (config / "labconfig" / "page_config.json").write_text(
                 json.dumps({"disabledExtensions": {name: True for name in disabled_extensions}}))
-        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+        # The course's lab extension as this checkout commits it, ahead of the copy `make` put in the environment
+        # (JupyterLab loads the first it finds on its path): the tests drive the build under test.
+        extensions = scratch / "jupyter-path" / "labextensions"
+        extensions.mkdir(parents=True, exist_ok=True)
+        if not (extensions / LAB_EXTENSION.name).exists():
+            (extensions / LAB_EXTENSION.name).symlink_to(LAB_EXTENSION, target_is_directory=True)
+        env_extra = dict(env_extra or {})
+        jupyter_path = os.pathsep.join(filter(None, [str(extensions.parent),
+                                                     env_extra.pop("JUPYTER_PATH", os.environ.get("JUPYTER_PATH"))]))
+        env = dict(os.environ, JUPYTER_PATH=jupyter_path,
+                   JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
-                   **(env_extra or {}))
+                   **env_extra)
         # the server runs this checkout's package, whichever checkout the environment was installed from
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(CHECKOUT)]))
         env.pop("MPLBACKEND", None)

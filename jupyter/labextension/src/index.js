@@ -2,13 +2,15 @@
 // (@jupyter/nbgrader renders the /assignments JSON and has no column for it), and beside each submission whether
 // it was on time ("late by 2 h 10 min: the late penalty applies"), in the student's language.  The data is the
 // course's exchange List's (rlhf_course/exchange/fetch.py: "deadline" per assignment, "lateness" per submission);
-// this only shows it.  Before anything is released it says so in the released list, in the student's language (the
-// sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED and its translation in rlhf_course/i18n.py: a test
-// keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
+// this only shows it, and under a fetched edition's Submit button what submitting it would replace ("replaces": the
+// other edition's newer submission, in the sentence submit warns with).  Before anything is released it says so in
+// the released list, in the student's language (the sentence is rlhf_course/exchange/local.py's NOTHING_RELEASED
+// and its translation in rlhf_course/i18n.py: a test keeps them equal).  And what a wait is waiting for: while nbgrader's Validate runs (its button says
 // "Validating...", in the notebook's toolbar or the Assignment List), the course's Validate says beside the button
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
-// server in both languages (rlhf_course/i18n.py).  Built with `npm run build` (jupyter/labextension/README.md);
+// server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
+// show their folders in their tabs.  Built with `npm run build` (jupyter/labextension/README.md);
 // the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
@@ -19,6 +21,7 @@ const LISTS = {  // each list of the Assignment List, and the status of what it 
   released_assignments_list: 'released', fetched_assignments_list: 'fetched', submitted_assignments_list: 'submitted'
 };
 const MARK = 'rlhf-deadline';
+const REPLACES = 'rlhf-replaces';
 const NOTHING = 'rlhf-nothing-released';
 const NOTHING_RELEASED = {
   'en': 'Nothing has been released yet: the Assignment List stays empty until an assignment is released ' +
@@ -96,6 +99,25 @@ function annotate(row, text, late) {
   span.classList.toggle(MARK + '-late', Boolean(late));
 }
 
+// Under a fetched edition's Submit button: what submitting it now would replace ("This replaces your rlhf submission of
+// ... (and any manual grade on it) ..."), the sentence submit warns with, or nothing.
+function sayWhatSubmitReplaces(row, text) {
+  const line = row.querySelector(':scope > .col-md-12') || row;
+  let note = line.querySelector(':scope > .' + REPLACES);
+  if (!text) {
+    if (note) {
+      note.remove();
+    }
+    return;
+  }
+  if (!note) {
+    note = document.createElement('div');
+    note.classList.add(REPLACES);
+    line.append(note);
+  }
+  note.textContent = text;  // textContent: never markup
+}
+
 async function show(language) {
   await sayWhetherAnythingIsReleased(language);
   const rows = [];  // [row, the status its list shows]
@@ -117,6 +139,9 @@ async function show(language) {
     const courseId = textOf(row, '.item_course');
     const info = infos.find(i => i.assignment_id === assignmentId && i.course_id === courseId &&
       i.status === status);
+    if (status === 'fetched') {
+      sayWhatSubmitReplaces(row, info && info.replaces ? pick(info.replaces.text) : '');
+    }
     if (!info || !info.deadline || !info.deadline.due) {  // a course without due dates says nothing of them
       continue;
     }
@@ -272,4 +297,75 @@ const waits = {
   }
 };
 
-export default [plugin, waits];
+// Two open notebooks of one name (an assignment's editions: rlhf/rlhf_building_blocks.ipynb and
+// rlhf_zh/rlhf_building_blocks.ipynb) read the same in their tabs: each such tab also shows its folder, before the
+// name (a narrow tab cuts the label's end).  Not through the tab's label: a document widget takes a new label for a
+// rename of its file.  The folder goes in the title's dataset (the tab's data-rlhffolder attribute), and a rule per
+// folder shown puts it before the label (the tab's own ::before and ::after are JupyterLab's).
+const FOLDER = 'rlhffolder';
+const FOLDER_STYLE = 'rlhf-tab-folders';
+
+function cssString(text) {  // a CSS string holding ``text``, whatever it holds
+  return '"' + [...text].map(c => (/[\w ./-]/.test(c) ? c : '\\' + c.codePointAt(0).toString(16) + ' ')).join('') +
+    '"';
+}
+
+function showFolders(folders) {  // one rule per folder shown: before the label of the tabs naming it
+  let style = document.getElementById(FOLDER_STYLE);
+  if (!style) {
+    style = document.createElement('style');
+    style.id = FOLDER_STYLE;
+    document.head.append(style);
+  }
+  style.textContent = [...new Set(folders)].map(folder =>
+    `.lm-TabBar-tab[data-${FOLDER}=${cssString(folder)}] > .lm-TabBar-tabLabel::before ` +
+    `{ content: ${cssString(folder + '/')}; }`).join('\n');
+}
+
+function folderShown(path, others) {  // the folder a tab shows ('' when its file name is its own)
+  const slash = path.lastIndexOf('/');
+  const name = path.slice(slash + 1);
+  const shared = others.some(other => other !== path && other.slice(other.lastIndexOf('/') + 1) === name);
+  return shared && slash > 0 ? path.slice(0, slash) : '';
+}
+
+const tabs = {
+  id: 'rlhf-course-deadlines:tabs',
+  description: 'Notebooks of one name show their folders in their tabs.',
+  autoStart: true,
+  optional: [INotebookTracker],
+  activate: (app, tracker) => {
+    if (!tracker) {
+      return;
+    }
+    const refresh = () => {
+      const panels = [];
+      tracker.forEach(panel => panels.push(panel));
+      const paths = panels.map(panel => panel.context.localPath);
+      const shown = [];
+      for (const panel of panels) {
+        const folder = folderShown(panel.context.localPath, paths);
+        if (folder) {
+          shown.push(folder);
+        }
+        if ((panel.title.dataset[FOLDER] || '') !== folder) {
+          const dataset = { ...panel.title.dataset };
+          if (folder) {
+            dataset[FOLDER] = folder;
+          } else {
+            delete dataset[FOLDER];
+          }
+          panel.title.dataset = dataset;
+        }
+      }
+      showFolders(shown);
+    };
+    tracker.widgetAdded.connect((_, panel) => {
+      panel.context.pathChanged.connect(refresh);
+      panel.disposed.connect(() => setTimeout(refresh));  // once the tracker has let it go
+      refresh();
+    });
+  }
+};
+
+export default [plugin, waits, tabs];

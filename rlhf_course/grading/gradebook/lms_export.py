@@ -92,6 +92,16 @@ def grade_table(gradebook, course_root: Path) -> GradeTable:
     return table
 
 
+def totals(table: GradeTable) -> dict[str, tuple[float, float]]:
+    """{student id: (score, max score)} over every assignment, editions folded: each assignment's counted edition's
+    raw score (before the late penalty, as the Formgrader's other pages show scores; 0 when nothing was submitted),
+    out of the sum of one edition's maximum per assignment (what a student can earn)."""
+    most = sum(table.max_scores[a] for a in table.assignments)
+    return {student.id: (sum(grade.raw_score for a in table.assignments
+                             if (grade := table.grades[(student.id, a)]) is not None), most)
+            for student in table.students}
+
+
 def _number(value: float):
     """A score as an LMS reads it: 24 rather than 24.0, at most four decimals (numbers stay numbers: inert)."""
     return int(value) if float(value).is_integer() else round(value, 4)

@@ -10,6 +10,10 @@ sanitiser, the course's lexer, the course's page additions) in a child process f
 ``c.FormgraderPages.render_seconds``.  Over the budget the instructor gets a short page saying so, with a link to
 the notebook; the server never stops answering.
 
+The Students page's totals fold each assignment's language editions (rlhf and rlhf_zh are one assignment: a
+student's score is their counted edition's, out of one edition's maximum; stock nbgrader counts each edition as an
+assignment of its own, "21.5 / 146" for a maximum of 73): the students API answers through :func:`_folding_api_class`.
+
 A due date changed in the Formgrader (its assignment API's PUT, nbgrader's own handler) is then put into the
 exchange when the assignment is released there, where students read it (:mod:`rlhf_course.exchange.deadlines`),
 as ``python -m rlhf_course.grading publish-deadlines`` does.
@@ -152,6 +156,61 @@ def _assignment_handler_class():
     return PublishingAssignmentHandler
 
 
+def _folding_api_class():
+    from pathlib import Path
+
+    from nbgrader.apps.api import NbGraderAPI
+
+    from rlhf_course.grading.gradebook.lms_export import grade_table, totals
+
+    class EditionsFoldedAPI(NbGraderAPI):
+        """nbgrader's API, each student's ``score`` and ``max_score`` with the editions folded
+        (:func:`~rlhf_course.grading.gradebook.lms_export.totals`); a student only in submitted/ (not in the
+        gradebook) keeps nbgrader's 0 / 0."""
+
+        def get_students(self):
+            return self._folded(super().get_students())
+
+        def get_student(self, student_id, submitted=None):
+            student = super().get_student(student_id, submitted)
+            return None if student is None else self._folded([student])[0]
+
+        def _folded(self, students: list[dict]) -> list[dict]:
+            with self.gradebook as gradebook:
+                folded = totals(grade_table(gradebook, Path(self.coursedir.root)))
+            for student in students:
+                if student["id"] in folded:
+                    student["score"], student["max_score"] = folded[student["id"]]
+            return students
+
+    return EditionsFoldedAPI
+
+
+def _student_handler_classes():
+    """nbgrader's students API handlers (the Students page's rows, one student's row after an edit), answering
+    through :func:`_folding_api_class`."""
+    from nbgrader.server_extensions.formgrader import apihandlers
+
+    api_class = _folding_api_class()
+
+    class FoldedEditions:
+        @property
+        def api(self):  # nbgrader's BaseApiHandler.api, with the course's API class
+            level = self.log.level
+            self.coursedir.parent.load_config_file()
+            api = api_class(self.coursedir, self.authenticator, parent=self.coursedir.parent)
+            api.log_level = level
+            return api
+
+    class FoldedStudentCollectionHandler(FoldedEditions, apihandlers.StudentCollectionHandler):
+        pass
+
+    class FoldedStudentHandler(FoldedEditions, apihandlers.StudentHandler):
+        pass
+
+    return FoldedStudentCollectionHandler, FoldedStudentHandler
+
+
 def _jupyter_server_extension_points():
     return [{"module": "rlhf_course.grading.pages.formgrader_pages"}]
 
@@ -167,7 +226,10 @@ def _load_jupyter_server_extension(serverapp):
     pattern = url_path_join(webapp.settings["base_url"], r"/formgrader/submissions/([^/]+)/?")
     # Ahead of every other rule, whichever extension loaded first: this path is served here only.
     assignment_api = url_path_join(webapp.settings["base_url"], r"/formgrader/api/assignment/([^/]+)/?")
+    students, student = _student_handler_classes()
     webapp.default_router.rules.insert(0, Rule(HostMatches(".*$"), _ApplicationRouter(webapp, [
         (pattern, _handler_class(FormgraderPages(config=serverapp.config).render_seconds)),
-        (assignment_api, _assignment_handler_class())])))
+        (assignment_api, _assignment_handler_class()),
+        (url_path_join(webapp.settings["base_url"], r"/formgrader/api/students/?"), students),
+        (url_path_join(webapp.settings["base_url"], r"/formgrader/api/student/([^/]+)/?"), student)])))
     serverapp.log.info("rlhf_course: the Formgrader's grading pages render in a bounded child process")
