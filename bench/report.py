@@ -46,7 +46,7 @@ def write_class(course, students: int, seed: int = 300) -> dict[str, int]:
     ability = {s: rng.uniform(0.4, 1.0) for s in ids}
     policy = course.late_policy()
     groups: dict[str, list[str]] = {}
-    for edition in editions.editions(course.root):
+    for edition in editions.editions(course):
         groups.setdefault(edition.base, [edition.base]).append(edition.assignment)
     counts = {}
     with Gradebook(course.db_url) as gb:

@@ -14,6 +14,7 @@ from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeRelease
 from traitlets import DottedObjectName
 from traitlets.utils.importstring import import_item
 
+from rlhf_course.course.settings import Course
 from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
 
@@ -34,8 +35,8 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         super().copy_files()
         from rlhf_course.exchange.deadlines import PublishError, publish
         try:
-            said = publish(self.coursedir.root, self.coursedir.db_url, self.root, self.coursedir.course_id,
-                           [self.coursedir.assignment_id], self.log)
+            said = publish(Course.at(Path(self.coursedir.root), self.coursedir.config), self.root,
+                           self.coursedir.course_id, [self.coursedir.assignment_id], self.log)
         except PublishError as exc:  # the assignment is released all the same; students see no due date
             self.log.warning("The deadline is not in the exchange: %s", exc)
             return

@@ -117,7 +117,7 @@ class ExportCommand(CourseCommand):
         from rlhf_course.grading.gradebook import lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
-            table = lms_export.grade_table(gb, self.course.root)
+            table = lms_export.grade_table(gb, self.course)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "

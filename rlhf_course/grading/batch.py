@@ -183,7 +183,7 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
             results.append(result)
         write_report(course.root / REPORT, results)
         try:  # the scores are in: a damaged record is said, and stops nothing
-            misconception_record.record(course.root, results, stamps, grading.name_misconceptions)
+            misconception_record.record(course, results, stamps, grading.name_misconceptions)
         except (OSError, ValueError) as exc:
             print(f"misconceptions not recorded for the class report: {exc}", file=sys.stderr, flush=True)
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)

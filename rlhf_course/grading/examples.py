@@ -61,7 +61,7 @@ def answers_for(course: Course | Path, wrong_names: tuple[str, ...] | None) -> d
     if wrong_names is None:
         return {}
     course = Course.of(course)
-    catalogue = instructor.load_module(course.root, "answer_catalogue")
+    catalogue = instructor.load_module(course, "answer_catalogue")
     source = course.folder("source", assignment=ASSIGNMENT) / NOTEBOOK
     answers = notebooks.solution_answers(notebooks.read(source))
     for name in wrong_names:
@@ -171,7 +171,7 @@ def grade_examples(course: Course | Path) -> str:
     from nbgrader.utils import parse_utc
 
     course = Course.of(course)
-    catalogue = instructor.load_module(course.root, "answer_catalogue")
+    catalogue = instructor.load_module(course, "answer_catalogue")
     generate_release(course)
     due = due_date_for(course, ASSIGNMENT)
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None

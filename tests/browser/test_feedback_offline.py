@@ -41,7 +41,7 @@ def _inline_math(nb) -> list[str]:
 
 
 def _page(course, assignment, language):
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     points = cell_points(ASSIGNMENT)
     cells = {c.id: CellResult(c.id, points[c.id], points[c.id], c.message) for c in checks.values()}
     result = SubmissionResult("ada", results.GRADED, assignment, NOTEBOOK, cells=cells, language=language)

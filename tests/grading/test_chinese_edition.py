@@ -14,6 +14,7 @@ from tests.support.course import cell_points, copy_course, gradebook_url, needs_
 
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import grade_in_process
+from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 
@@ -61,7 +62,7 @@ def test_every_submission_gets_the_same_state_and_cell_scores_in_both_editions(g
 
 def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
     _, results = graded
-    messages = editions.edition_of(graded[0], ZH).table()["messages"]
+    messages = editions.edition_of(Course.at(graded[0]), ZH).table()["messages"]
     wrong = results[(ZH, GUIDE_BUG)]
     failed = [c for c in wrong.cells.values() if c.score < c.points]
     assert failed

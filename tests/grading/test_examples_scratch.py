@@ -10,6 +10,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, instructor, release
 from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
+from rlhf_course.course.settings import Course
 
 REAL_STUDENT = "real_student"
 
@@ -35,7 +36,7 @@ def test_the_example_class_never_touches_the_course_it_runs_in(tmp_path):
     assert f"nothing in {course} changes" in proc.stdout
     assert snapshot(course) == before
 
-    catalogue = instructor.load_module(course, "answer_catalogue")
+    catalogue = instructor.load_module(Course.at(course), "answer_catalogue")
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(copy)) as gradebook:
         assert sorted(s.id for s in gradebook.students) == sorted(catalogue.EXAMPLE_SUBMISSIONS)

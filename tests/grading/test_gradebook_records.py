@@ -43,7 +43,7 @@ def _record(course, result):
 
 
 def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     _record(course, _full_marks(checks))
     assert sum(c.score for c in examples.cell_scores(gradebook_url(course), "ada").values()) == 44
 
@@ -65,7 +65,7 @@ def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course,
 
 def test_regrading_keeps_a_manual_score(course):
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     _record(course, _full_marks(checks))
     with Gradebook(gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
@@ -84,7 +84,7 @@ def test_regrading_keeps_a_manual_score(course):
 
 def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.flags = ["ppo_answer: imports os", "extra cell 61: uses get_ipython"]
     _record(course, result)
@@ -100,7 +100,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     import nbformat
 
     from rlhf_course.course import notebooks
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_gradient"].score = 0.0
     result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
@@ -117,7 +117,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
 def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, monkeypatch):
     """The Formgrader's Autograde button and `nbgrader autograde` run student code next to the hidden
     tests: the course refuses them with a message naming the trusted command."""
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_values"].score = 0.0
     _record(course, result)
@@ -165,7 +165,7 @@ def test_written_answers_need_a_person_and_keep_the_students_text(course):
     assert "lab_question_2: nbgrader metadata points was edited" in flags[0]
     assert notebooks.cells_by_grade_id(shown)["lab_question_2"].metadata["nbgrader"]["points"] == 2
 
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks, "bea")
     result.written = {gid: {"answered": answered} for gid, answered in intake.written_answers(nb, release).items()}
     _record(course, result)
@@ -187,7 +187,7 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
     text = "It gave up variety: a few positive words, over and over."
     nb = _answer_in_writing(course, "cy", {"lab_question_2": text})
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
 
     def grade_again():
         result = _full_marks(checks, "cy")
@@ -249,7 +249,7 @@ def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
     import datetime as dt
 
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     url = gradebook_url(course)
     with Gradebook(url) as gb:
         due = gb.find_assignment(ASSIGNMENT).duedate

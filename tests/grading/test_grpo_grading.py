@@ -8,12 +8,13 @@ from rlhf_course.course import notebooks
 from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
+from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, one stock autograde
 
 GRPO, GRPO_NOTEBOOK = "grpo", "grpo.ipynb"
-checks = instructor.load_module(REPO, instructor.checks_module_name(GRPO))
-catalogue = instructor.load_module(REPO, "grpo_catalogue")
+checks = instructor.load_module(repo_course(), instructor.checks_module_name(GRPO))
+catalogue = instructor.load_module(repo_course(), "grpo_catalogue")
 POINTS = cell_points(GRPO)  # what each grade cell is worth (the notebook's nbgrader.points)
 TOTAL = sum(POINTS[gid] for gid in checks.CHECKS)
 WRITTEN = {"grpo_question_1", "grpo_question_2"}

@@ -34,6 +34,7 @@ EXFILTRATING_ANSWER = f'''
 import hashlib
 
 import torch
+from tests.support.course import repo_course
 
 class _SaysItInBackward(torch.autograd.Function):
     @staticmethod
@@ -73,7 +74,7 @@ def _hash(args) -> str:
 
 def _secrets(base: str) -> dict[str, set[str]]:
     """What would give a hidden case away, by channel: its hash, its hash as a shape, its values to 6 digits."""
-    checks = instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS.values()
+    checks = instructor.load_module(repo_course(), instructor.checks_module_name(base)).CHECKS.values()
     visible = {_hash(case.args) for check in checks if check.visible for case in check.cases()}
     hidden = [case for check in checks if not check.visible for case in check.cases() if _hash(case.args) not in visible]
     hashes = {_hash(case.args) for case in hidden}

@@ -9,10 +9,11 @@ from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support.course import REPO
 from tests.support import answers
+from tests.support.course import repo_course
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
-checks = load_instructor_module(REPO, "kl_penalty_hidden_checks")
-catalogue = load_instructor_module(REPO, "kl_penalty_catalogue")
+checks = load_instructor_module(repo_course(), "kl_penalty_hidden_checks")
+catalogue = load_instructor_module(repo_course(), "kl_penalty_catalogue")
 
 
 function_from, lost_by = answers.for_assignment(checks.CHECKS, "kl_estimator_k3")

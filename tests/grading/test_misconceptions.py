@@ -27,14 +27,16 @@ from rlhf_course.i18n import CHINESE, ENGLISH
 from tests.support.course import REPO, copy_course, needs_sandbox, release_course
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
+from rlhf_course.course.settings import Course
+from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow  # one release (cached per run), then about 130 submissions graded in-process
 
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "grpo": "grpo.ipynb", "kl_penalty": "kl_penalty.ipynb"}
 EDITIONS = {base: (base, f"{base}_zh") for base in BASES}
 LANGUAGE = {**{base: ENGLISH for base in BASES}, **{f"{base}_zh": CHINESE for base in BASES}}
-CATALOGUES = {base: instructor.load_module(REPO, misconceptions.catalogue_module_name(base)) for base in BASES}
-CHECKS = {base: instructor.checks_of(REPO, base) for base in BASES}
+CATALOGUES = {base: instructor.load_module(repo_course(), misconceptions.catalogue_module_name(base)) for base in BASES}
+CHECKS = {base: instructor.checks_of(repo_course(), base) for base in BASES}
 FUNCTION_OF_CELL = {"ppo_answer": "ppo_clipped_objective", "dpo_answer": "dpo_loss", "gae_answer": "compute_gae",
                     "grpo_answer": "group_relative_advantages", "kl_answer": "kl_estimator_k3"}
 CELL_OF_FUNCTION = {function: cell for cell, function in FUNCTION_OF_CELL.items()}
@@ -408,7 +410,7 @@ def test_each_section_is_a_heading_of_that_language_s_notebook(base):
 
 
 def test_the_chinese_texts_are_chinese_and_use_the_glossary_s_terms():
-    terms = editions.glossary(REPO, CHINESE)
+    terms = editions.glossary(repo_course(), CHINESE)
     assert terms
     for base in BASES:
         for name, m in CATALOGUES[base].MISCONCEPTIONS.items():
@@ -505,8 +507,8 @@ def test_a_submission_that_was_not_scored_names_nothing(graded, course):
     checks = resolve(settings.Course.at(course), "grpo").checks
     stopped = copy.deepcopy(result)
     stopped.state = TIMED_OUT  # the same lost cells, but a time-out's zeros
-    assert misconceptions.name_misconceptions(stopped, course, "grpo", checks) == []
-    assert misconceptions.name_misconceptions(copy.deepcopy(result), course, "grpo", checks) == result.misconceptions
+    assert misconceptions.name_misconceptions(stopped, Course.at(course), "grpo", checks) == []
+    assert misconceptions.name_misconceptions(copy.deepcopy(result), Course.at(course), "grpo", checks) == result.misconceptions
 
 
 def test_a_malformed_submission_names_nothing(course):

@@ -16,6 +16,7 @@ from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, examples, instructor, release
 from rlhf_course.course import notebooks
 from tests.support.course import copy_course, needs_sandbox
+from rlhf_course.course.settings import Course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None) if Path("/usr/lib/postgresql").exists() else None
@@ -113,7 +114,7 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
             answer_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
     # the second assignment too, in the same command and gradebook
     kl_source = notebooks.read(course / "source" / "kl_penalty" / "kl_penalty.ipynb")
-    naive = instructor.load_module(course, "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
+    naive = instructor.load_module(Course.at(course), "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
     for student, answers in (("pg_correct_1", notebooks.solution_answers(kl_source)),
                              ("pg_wrong", {"kl_answer": naive.source})):
         examples.write_submission(course, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")

@@ -11,13 +11,14 @@ from rlhf_course.course import notebooks
 from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
+from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignments, one stock autograde
 
 KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"
 RLHF = "rlhf"
-kl_checks = instructor.load_module(REPO, instructor.checks_module_name(KL))
-kl_catalogue = instructor.load_module(REPO, "kl_penalty_catalogue")
+kl_checks = instructor.load_module(repo_course(), instructor.checks_module_name(KL))
+kl_catalogue = instructor.load_module(repo_course(), "kl_penalty_catalogue")
 KL_TOTAL = sum(cell_points(KL)[gid] for gid in kl_checks.CHECKS)
 WRONG = kl_catalogue.WRONG_ANSWERS[0]
 

@@ -3,6 +3,7 @@ and what the sandbox needs (the marker for tests that need one; the processes a 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -28,6 +29,14 @@ def cell_points(assignment: str, root: Path = REPO, folder: str = "source") -> d
         graded = [notebooks.grade_id(cell) for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
         points.update(notebooks.points_of(nb, graded))
     return points
+
+
+@functools.cache
+def repo_course():
+    """This repository's course (a :class:`~rlhf_course.course.settings.Course`, read once): what tests that only
+    read the course's inputs (its checks, catalogues, translations) hand to the package."""
+    from rlhf_course.course.settings import Course
+    return Course.at(REPO)
 
 
 def gradebook_url(course: Path) -> str:

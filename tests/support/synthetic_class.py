@@ -137,7 +137,7 @@ def write_directly(course: Course, found: list[Plan]) -> None:
 
     from rlhf_course.grading import misconceptions
     points = cell_points(ASSIGNMENT, course.root)
-    _, named = misconceptions.catalogue(course.root, ASSIGNMENT)
+    _, named = misconceptions.catalogue(course, ASSIGNMENT)
     policy = course.late_policy()
     by_student = {p.student: p for p in found}
     results, stamps = [], {}
@@ -179,7 +179,7 @@ def write_directly(course: Course, found: list[Plan]) -> None:
                 results.append(result)
                 stamps[(plan.edition, plan.student)] = plan.submitted.isoformat()
         gb.db.commit()
-    misconception_record.record(course.root, results, stamps, named_by_course=True)
+    misconception_record.record(course, results, stamps, named_by_course=True)
 
 
 def expected_penalty(plan: Plan, points: dict[str, float]) -> float:
