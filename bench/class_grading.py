@@ -54,6 +54,7 @@ from rlhf_course import copy_course_files  # noqa: E402
 from rlhf_course.grading import instructor
 from rlhf_course.course import notebooks  # noqa: E402
 from tests.support.course import repo_course
+from rlhf_course.course.settings import Course
 
 ACCOUNT_PREFIX = "rlhfcb_"
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
@@ -253,7 +254,8 @@ def course_template(scratch: Path) -> Path:
     course = scratch / "template"
     course.mkdir(parents=True)
     copy_course_files(course, REPO)
-    release.generate_release(course)
+    course_handle = Course.at(course)
+    release.generate_release(course_handle)
     return course
 
 

@@ -106,8 +106,8 @@ def main() -> int:
     try:
         root = copy_course(scratch / "course")
         print(f"cores {os.cpu_count()}, load average {load()}: releasing ...", flush=True)
-        release.generate_release(Course.at(root))
         course = Course.at(root)
+        release.generate_release(course)
         start = time.perf_counter()
         counts = write_class(course, args.students)
         print(f"gradebook written in {time.perf_counter() - start:.1f} s: {counts} (load {load()})", flush=True)

@@ -45,7 +45,8 @@ class Edition:
         return source_folder(course, self.assignment) / english.name
 
 
-def _all_editions(course: Course) -> list[Edition]:
+def all_editions(course: Course) -> list[Edition]:
+    """Every translation file's edition: the assignments' and the companion notebooks'."""
     found = []
     for path in sorted((course.root / I18N_FOLDER).glob("*.json")):
         if path.name.startswith("glossary."):
@@ -57,12 +58,12 @@ def _all_editions(course: Course) -> list[Edition]:
 
 def editions(course: Course) -> list[Edition]:
     """Every assignment's edition of the course (the translation files of source/ assignments)."""
-    return [edition for edition in _all_editions(course) if edition.notebook is None]
+    return [edition for edition in all_editions(course) if edition.notebook is None]
 
 
 def companions(course: Course) -> list[Edition]:
     """The editions of the ungraded companion notebooks (translation files naming a ``"notebook"``)."""
-    return [edition for edition in _all_editions(course) if edition.notebook is not None]
+    return [edition for edition in all_editions(course) if edition.notebook is not None]
 
 
 def edition_of(course: Course, assignment: str) -> Edition | None:

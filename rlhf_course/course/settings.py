@@ -81,13 +81,13 @@ def _trusted_grading_class():
 TrustedGrading = _trusted_grading_class()
 
 
-def course_config(course_root: Path) -> Config:
+def course_config(root: Path) -> Config:
     """The course's configuration, loaded as nbgrader's commands load it from the course root."""
     from jupyter_core.paths import jupyter_config_path
     from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 
     config = Config()
-    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
+    for folder in [*reversed(jupyter_config_path()), str(root)]:
         for loader, name in ((JSONFileConfigLoader, "nbgrader_config.json"), (PyFileConfigLoader, "nbgrader_config.py")):
             if os.path.isfile(os.path.join(folder, name)):
                 config.merge(loader(name, path=folder).load_config())
@@ -113,12 +113,6 @@ class Course:
             config.CourseDirectory.root = str(root)
         from nbgrader.coursedir import CourseDirectory
         return cls(Path(CourseDirectory(config=config).root).resolve(), config)
-
-    @classmethod
-    def of(cls, course: "Course | Path | str") -> "Course":
-        """``course`` itself, or the course in that folder with its configuration files (for callers
-        that hold a path: the tests, the benchmarks)."""
-        return course if isinstance(course, Course) else cls.at(Path(course))
 
     def with_config(self, **sections: dict) -> "Course":
         """This course with some settings changed (``with_config(TrustedGradingOnly={"allow": True})``)."""

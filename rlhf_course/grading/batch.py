@@ -135,20 +135,19 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
             yield result_from_dict(future.result())
 
 
-def grade_all(course: Course | Path, workers: int | None = None, students: list[str] | None = None,
+def grade_all(course: Course, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits | None = None, export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None,
               sandbox: type = Sandbox, class_reports: bool = True) -> list[SubmissionResult]:
     """Grade every notebook of ``assignments`` (default: each released one with submissions) for
     ``students`` (default: everyone who submitted it); record, write feedback, report and export.
-    ``course``: the :class:`Course` the command built (a folder: its configuration files are read).
+    ``course``: the :class:`Course` the command built.
     ``workers``, ``dask_address``, ``limits``: the course's ``TrustedGrading`` settings unless given.
     ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`).
     ``class_reports``: write the class report of each assignment graded (with ``export``; :mod:`class_report`)."""
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
-    course = Course.of(course)
     grading = course.grading
     limits = grading.limits() if limits is None else limits
     workers = workers or grading.workers or os.cpu_count() or 1

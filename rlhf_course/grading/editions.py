@@ -44,7 +44,7 @@ import nbformat
 from rlhf_course.course.errors import CourseError
 from rlhf_course.grading import instructor
 from rlhf_course.course import notebooks
-from rlhf_course.course.editions import (I18N_FOLDER, Edition, base_of, companions, edition_of, editions,
+from rlhf_course.course.editions import (I18N_FOLDER, Edition, all_editions, base_of, companions, edition_of, editions,
                                          source_folder)
 from rlhf_course.course.settings import Course
 
@@ -497,7 +497,7 @@ def status(course: Course) -> tuple[int, str]:
     """``editions status``: each translation file (assignments' and companion notebooks'), up to date or what
     to revisit; 1 when any needs revisiting."""
     lines, code = [], 0
-    for edition in _all_editions(course):
+    for edition in all_editions(course):
         found = problems(course, edition, None if edition.notebook else instructor.checks_of(course, edition.base))
         lines.append(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
         lines += ["  " + line for line in found]

@@ -45,13 +45,12 @@ def source_assignments(course: Course) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def generate_release(course: Course | Path, assignments: list[str] | None = None) -> list[Path]:
+def generate_release(course: Course, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of the source directory): record it in the gradebook, with its
     configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
-    each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
+    each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration.
     Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
     companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
-    course = Course.of(course)
     # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
     for base in sorted({editions.base_of(course, name) for name in assignments or source_assignments(course)}):
         try:

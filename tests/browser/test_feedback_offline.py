@@ -26,8 +26,9 @@ def course(tmp_path_factory):
     from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("offline") / "course")
     release_course(root)
+    root_course = Course.at(root)
     for assignment, _ in EDITIONS:
-        examples.write_submission(root, "ada", examples.answers_for(root, ()), assignment=assignment)
+        examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()), assignment=assignment)
     return root
 
 

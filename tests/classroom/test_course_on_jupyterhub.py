@@ -461,6 +461,7 @@ def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
 
 THREADS = """import os, torch
 from rlhf_course.lab import notebook_setting, shared_stages, threads, train
+from tests.support.course import repo_course
 print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"], notebook_setting(),
       shared_stages.cache_file(train.LabConfig.setting(notebook_setting()), threads.lab_threads()))
 """  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, her lab's setting, its cache file
@@ -498,8 +499,8 @@ class Scenario:
         self.course = Path(hub["course"])
         source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
         written = solutions.written_solutions(source)
-        self.answers = {self.alice: {**examples.answers_for(repo, ()), **written},  # a written answer may be Chinese:
-                        self.bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
+        self.answers = {self.alice: {**examples.answers_for(repo_course(), ()), **written},  # a written answer may be Chinese:
+                        self.bob: {**examples.answers_for(repo_course(), ("ppo_clip_without_min",)), **written,
                                    "lab_question_2": "多样性：它反复说同几个正面的词。"}}
         # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
         self.edition = {self.alice: ASSIGNMENT, self.bob: ZH}

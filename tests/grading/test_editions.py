@@ -171,8 +171,9 @@ def test_an_english_edit_is_caught_until_its_translation_is_revisited(course, ca
     assert len(found) == 1 and f"cell {cell.id}: its English changed" in found[0]
     with pytest.raises(editions.StaleTranslation, match=cell.id):
         editions.build_source(Course.at(course), edition, checks)
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match=cell.id):
-        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+        release.generate_release(course_handle, ["rlhf_xx"])  # `make release` refuses too
     capsys.readouterr()
     assert app.main(["release", "--course-root", str(course), "rlhf_xx"]) == 2  # one line, no traceback
     said = capsys.readouterr().err
@@ -433,8 +434,9 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
         "write '微型语言模型'",
         f"cell {cell}: 'nat' is not the glossary's word for 'nats (unit of information)': write 'nats'",
     ] or sorted(found)
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match=f"cell {cell}: '替代目标'"):
-        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses
+        release.generate_release(course_handle, ["rlhf_xx"])  # `make release` refuses
 
 
 def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(course):
@@ -453,8 +455,9 @@ def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(cours
         "'value head (the critic), never value network': write '价值头'",
         "README.zh-CN.md: '滑块演示' is not the glossary's word for "
         "'explorer (the interactive plot with sliders under an exercise)': write '交互图'"]
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match="catalogue gae_forward_recursion"):
-        release.generate_release(course, ["rlhf_zh"])  # `make release` refuses
+        release.generate_release(course_handle, ["rlhf_zh"])  # `make release` refuses
 
 
 def test_a_short_form_needs_its_definition_in_the_edition(course):
@@ -583,8 +586,9 @@ def test_a_stale_companion_translation_stops_the_release(course):
     cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id == "38e5d36a")
     cell.source += " A sentence the instructor added."
     nbformat.write(nb, str(path))
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match="cell 38e5d36a: its English changed"):
-        release.generate_release(course)
+        release.generate_release(course_handle)
     editions.revisit(edition.path, "38e5d36a", Course.at(course))
     assert editions.problems(Course.at(course), edition) == []
     assert editions.build_companions(Course.at(course)) == [path.with_name("reward_hacking_frontier_zh.ipynb")]
@@ -644,3 +648,12 @@ def test_the_chinese_notebooks_read_as_chinese_prose():
                 if sentence.count("：") > 1:
                     chains.append((path.name, cell.id, sentence[:60]))
     assert long == [] and chains == [], (long, chains)
+
+
+def test_editions_status_names_every_translation_file_of_the_course(course, capsys):
+    from rlhf_course.grading import app
+    _course_with_notebooks(course)
+    assert app.main(["editions", "status", "--course-root", str(course)]) == 0, capsys.readouterr()
+    said = capsys.readouterr().out
+    assert [line.split(" ")[0] for line in said.splitlines() if not line.startswith(" ")] == sorted(
+        path.name for path in (course / editions.I18N_FOLDER).glob("*.json") if not path.name.startswith("glossary."))

@@ -24,8 +24,9 @@ def snapshot(course: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_the_example_class_never_touches_the_course_it_runs_in(tmp_path):
     course = release_course(copy_course(tmp_path / "course"))
-    examples.write_submission(course, REAL_STUDENT, examples.answers_for(course, ("dpo_missing_beta",)))
-    grade_in_process(course)  # the course's own grading: gradebook, autograded/, feedback/, grades.csv
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, REAL_STUDENT, examples.answers_for(course_handle, ("dpo_missing_beta",)))
+    grade_in_process(course_handle)  # the course's own grading: gradebook, autograded/, feedback/, grades.csv
     for made in ("grades.csv", "gradebook.db", f"autograded/{REAL_STUDENT}/{ASSIGNMENT}/{NOTEBOOK}"):
         assert (course / made).is_file(), made
     before = snapshot(course)

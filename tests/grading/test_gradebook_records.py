@@ -26,7 +26,8 @@ def course(tmp_path_factory):
     from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("records") / "course")
     release_course(root)
-    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    root_course = Course.at(root)
+    examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     return root
 
 
@@ -136,7 +137,8 @@ WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")
 def _answer_in_writing(course, student, texts):
     """A correct submission with written answers typed into Part 4's answer cells."""
     import nbformat
-    examples.write_submission(course, student, examples.answers_for(course, ()))
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
 
     from rlhf_course.course import notebooks
     path = course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb"
@@ -208,7 +210,8 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         assert grade.manual_score == 1.5 and grade.score == 1.5
         assert gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy").manual_comment
-    exported = examples.export_grades(course, course / "export.csv")
+    course_handle = Course.at(course)
+    exported = examples.export_grades(course_handle, course / "export.csv")
     with open(exported) as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "cy" and r["assignment"] == ASSIGNMENT)
     assert float(row["raw_score"]) == 44 + 1.5 and float(row["max_score"]) == 50
@@ -226,7 +229,8 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     from tests.support.course import copy_course
     root = copy_course(tmp_path / "fresh")
     shutil.copytree(repo / "release", root / "release")
-    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    root_course = Course.at(root)
+    examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     with pytest.raises(NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
         gradebook.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}", [ASSIGNMENT])
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))

@@ -9,6 +9,7 @@ from tests.support.course import REPO, cell_points, copy_course, gradebook_url, 
 
 from tests.support.in_process_sandbox import grade_in_process
 from tests.support.course import repo_course
+from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, one stock autograde
 
@@ -37,9 +38,10 @@ def make_class(folder, students) -> object:
     release_course(course)
     sources = {"reference": None, **{w.name: w.source for w in catalogue.WRONG_ANSWERS},
                **{v.name: v.source for v in catalogue.CORRECT_VARIANTS}}
+    course_handle = Course.at(course)
     for student in students:
         written = {grade_id: "The group mean is (G - 1) / G times the leave-one-out baseline." for grade_id in WRITTEN}
-        examples.write_submission(course, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
+        examples.write_submission(course_handle, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
                                   notebook=GRPO_NOTEBOOK)
     return course
 
@@ -51,7 +53,8 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(course):
-    results = grade_in_process(course, assignments=[GRPO])
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle, assignments=[GRPO])
     return {r.student: r for r in results}
 
 
@@ -80,7 +83,8 @@ def test_stock_autograde_agrees_with_the_checks(tmp_path):
     # mistake of the catalogue through trusted grading above, whose checks are these cells' checks)
     sample = ("reference", "grpo_population_std")
     course = make_class(tmp_path, sample)
-    examples.autograde(course, assignment=GRPO)
+    course_handle = Course.at(course)
+    examples.autograde(course_handle, assignment=GRPO)
     url = gradebook_url(course)
     for student in sample:
         cells = examples.cell_scores(url, student, GRPO, GRPO_NOTEBOOK)

@@ -35,6 +35,7 @@ import hashlib
 
 import torch
 from tests.support.course import repo_course
+from rlhf_course.course.settings import Course
 
 class _SaysItInBackward(torch.autograd.Function):
     @staticmethod
@@ -99,11 +100,12 @@ def _student_files(course: Path, assignment: str) -> str:
 @pytest.fixture(scope="module")
 def exfiltrated(tmp_path_factory):
     course = release_course(copy_course(tmp_path_factory.mktemp("exfiltration") / "course"))
+    course_handle = Course.at(course)
     for assignment, base, notebook in EDITIONS:
         answers = notebooks.solution_answers(notebooks.read(course / "source" / base / notebook))
         answers = {gid: EXFILTRATING_ANSWER if "def " in source else source for gid, source in answers.items()}
-        examples.write_submission(course, STUDENT, answers, assignment=assignment, notebook=notebook)
-    results = {r.assignment: r for r in grade_in_process(course)}
+        examples.write_submission(course_handle, STUDENT, answers, assignment=assignment, notebook=notebook)
+    results = {r.assignment: r for r in grade_in_process(course_handle)}
     return course, results
 
 
@@ -153,8 +155,9 @@ class _DiesSayingTheInputs(InProcessSandbox):
 
 def test_a_dying_process_says_nothing_of_its_log_to_the_student(tmp_path):
     course = release_course(copy_course(tmp_path / "course"))
-    examples.write_submission(course, STUDENT, examples.answers_for(course, ()))
-    result, = grade_in_process(course, sandbox=_DiesSayingTheInputs)
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, STUDENT, examples.answers_for(course_handle, ()))
+    result, = grade_in_process(course_handle, sandbox=_DiesSayingTheInputs)
     assert result.state == "crashed"
     assert "LEAK" in result.detail  # the instructor reads the log
     page = _student_files(course, "rlhf")

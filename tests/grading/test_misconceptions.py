@@ -340,17 +340,19 @@ def answers(course: Path, base: str, group: dict) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     course = release_course(copy_course(tmp_path_factory.mktemp("misconceptions") / "course"))
+    course_handle = Course.at(course)
     for base, students in PLAN.items():
         for assignment in EDITIONS[base]:
             for student, (_, group) in students.items():
-                examples.write_submission(course, student, answers(course, base, group), assignment=assignment,
+                examples.write_submission(course_handle, student, answers(course, base, group), assignment=assignment,
                                           notebook=BASES[base])
     return course
 
 
 @pytest.fixture(scope="module")
 def graded(course):
-    results = grade_in_process(course, assignments=[a for base in BASES for a in EDITIONS[base]])
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle, assignments=[a for base in BASES for a in EDITIONS[base]])
     return {(r.assignment, r.student): r for r in results}
 
 
@@ -512,7 +514,8 @@ def test_a_submission_that_was_not_scored_names_nothing(graded, course):
 
 
 def test_a_malformed_submission_names_nothing(course):
-    folder = examples.write_submission(course, "half_a_notebook", answers(course, "kl_penalty", {}), assignment="kl_penalty",
+    course_handle = Course.at(course)
+    folder = examples.write_submission(course_handle, "half_a_notebook", answers(course, "kl_penalty", {}), assignment="kl_penalty",
                                        notebook=BASES["kl_penalty"])
     path = folder / BASES["kl_penalty"]
     path.write_text(path.read_text()[: len(path.read_text()) // 2])
@@ -594,13 +597,14 @@ def test_one_per_assignment_through_the_real_sandbox(course):
     """A catalogued answer of each assignment (one in the Chinese edition), graded by `batch.grade_all` with the
     real sandbox: named as through the double."""
     picks = {"rlhf": "ppo_clip_without_min", "grpo_zh": "grpo_eps_hard_coded", "kl_penalty": "kl_mean_over_tokens"}
+    course_handle = Course.at(course)
     for assignment, name in picks.items():
         base = assignment.removesuffix("_zh")
         wrong = next(w for w in CATALOGUES[base].WRONG_ANSWERS if w.name == name)
         group = {FUNCTION_OF_CELL[wrong.answer_cell]: (wrong.source, name)}
-        examples.write_submission(course, f"sandboxed_{base}", answers(course, base, group), assignment=assignment,
+        examples.write_submission(course_handle, f"sandboxed_{base}", answers(course, base, group), assignment=assignment,
                                   notebook=BASES[base])
-    results = batch.grade_all(course, workers=1, show_progress=False, export=False,
+    results = batch.grade_all(course_handle, workers=1, show_progress=False, export=False,
                               students=[f"sandboxed_{a.removesuffix('_zh')}" for a in picks],
                               assignments=list(picks), limits=Limits(call_seconds=10.0, feedback_seconds=30.0))
     got = {r.assignment: [m.entry for m in r.misconceptions] for r in results if r.student.startswith("sandboxed_")}

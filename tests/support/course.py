@@ -72,9 +72,10 @@ def release_course(course: Path) -> Path:
     test run for given inputs and copied: nbgrader generate_assignment for every assignment costs about
     20 s of CPU, and a dozen test files need the same release.  A gradebook outside the course
     (RLHF_GRADEBOOK_URL) is generated for."""
+    from rlhf_course.course.settings import Course
     from rlhf_course.grading import release
     if os.environ.get("RLHF_GRADEBOOK_URL"):
-        release.generate_release(course)
+        release.generate_release(Course.at(course))
         return course
     RELEASE_CACHE.mkdir(exist_ok=True)
     for stale in RELEASE_CACHE.iterdir():  # earlier test runs'
@@ -88,7 +89,7 @@ def release_course(course: Path) -> Path:
             shutil.rmtree(RELEASE_CACHE / key, ignore_errors=True)
             generated.mkdir(parents=True)
             copy_course_files(generated, course)  # the inputs only: anything else a test added stays its own
-            release.generate_release(generated)
+            release.generate_release(Course.at(generated))
             (RELEASE_CACHE / key / ".complete").touch()
     shutil.copytree(generated, course, dirs_exist_ok=True)
     return course

@@ -17,6 +17,7 @@ from tests.support.in_process_sandbox import grade_in_process
 COURSE_ID = "rlhf-course"
 STUDENT_CONFIG = """\
 from rlhf_course import exchange
+from rlhf_course.course.settings import Course
 exchange.configure(get_config(), {root!r}, {course!r})
 """
 ANSWER = "The policy gave up variety: a few positive words, over and over."
@@ -37,12 +38,13 @@ def loop(tmp_path_factory):
     nbgrader(course, "release_assignment", ASSIGNMENT, extra_env=env)
     nbgrader(student_home, "fetch_assignment", ASSIGNMENT, extra_env=env)
     fetched = student_home / ASSIGNMENT / NOTEBOOK
-    answers = {**examples.answers_for(course, ()), "lab_question_1": ANSWER}
+    course_handle = Course.at(course)
+    answers = {**examples.answers_for(course_handle, ()), "lab_question_1": ANSWER}
     nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
     nbgrader(student_home, "submit", ASSIGNMENT, extra_env=env)
     nbgrader(course, "collect", ASSIGNMENT, extra_env=env)
     student = getpass.getuser()
-    [result] = grade_in_process(course, students=[student], export=False)
+    [result] = grade_in_process(course_handle, students=[student], export=False)
     assert result.written["lab_question_1"]["answered"] is True
     return {"course": course, "home": student_home, "env": env, "student": student}
 

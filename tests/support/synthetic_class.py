@@ -109,10 +109,11 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
         found = [p for p in found if not p.real]
     write_directly(the_course, [p for p in found if not p.real])
     write_collect_report(course)
+    course_handle = Course.at(course)
     if real:
         graded = [p for p in found if p.real]
         for plan in graded:
-            examples.write_submission(course, plan.student, examples.answers_for(course, plan.wrong),
+            examples.write_submission(course_handle, plan.student, examples.answers_for(course_handle, plan.wrong),
                                       timestamp=plan.submitted, assignment=plan.edition)
             if plan.extension_hours:
                 with Gradebook(the_course.db_url) as gb:
@@ -120,7 +121,7 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
                 deadlines.grant_extension(the_course, plan.student, plan.edition, hours=plan.extension_hours,
                                           now=DUE - dt.timedelta(days=1))
         # as `make grade` does: the gradebook, feedback pages, grades.csv, the class report (of the whole class)
-        grade_in_process(course, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
+        grade_in_process(course_handle, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
     return found
 
 

@@ -594,12 +594,11 @@ class Written:
     students: int
 
 
-def write_reports(course: Course | Path, assignments: list[str] | None = None,
+def write_reports(course: Course, assignments: list[str] | None = None,
                   language: str | None = None) -> list[Written]:
     """The page and CSV of each named assignment (a base assignment or one of its editions: its base's;
     default: every assignment of the gradebook with a submission), in ``class_report/``; the page in ``language``
     (default: ``c.ClassReportSettings.language``; the CSV's names are identifiers, the same in every language)."""
-    course = Course.of(course)
     language = language or ClassReportSettings(config=course.config).language
     if language != ENGLISH and language not in TABLES:
         raise ReportError(f"no class report in {language!r}: {ENGLISH} or {CHINESE}")
