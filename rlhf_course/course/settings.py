@@ -48,37 +48,52 @@ class RlhfCourse(Configurable):
                           "stays).").tag(config=True)
 
 
-def _limit_trait(limit: dataclasses.Field):
+LIMIT_FIELDS = {limit.name: limit for limit in dataclasses.fields(Limits)}
+
+
+def limit_setting(name: str):
+    """The setting of one limit: its type, default and help are the :class:`Limits` field's, their one source."""
+    limit = LIMIT_FIELDS[name]
     trait = Integer if limit.type in ("int", int) else Float
     return trait(limit.default, help=limit.metadata["help"]).tag(config=True)
 
 
-def _trusted_grading_class():
-    """TrustedGrading: its own settings, then one setting per limit, built from the limits' fields
-    (their defaults and help), so a new limit is configurable the moment it exists."""
+class TrustedGrading(Configurable):
+    """`sudo make grade`: each submission in a fresh sandbox, scores decided outside it."""
+
+    workers = Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True)
+    dask_address = Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
+                                    "tasks to; empty: grade on this machine.").tag(config=True)
+    cache_directory = Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
+                                       "font list); empty: ~/.cache/rlhf-course of the user who grades.").tag(config=True)
+    name_misconceptions = Bool(True, help="Feedback names the catalogued misconception a scored submission's lost "
+                                          "cells match exactly (instructor/*catalogue.py; docs/grading.md); False: "
+                                          "never.").tag(config=True)
+
+    # One setting per field of Limits, in its order (tests/grading/test_settings.py holds the two to the same names)
+    memory_bytes = limit_setting("memory_bytes")
+    cgroup_memory_bytes = limit_setting("cgroup_memory_bytes")
+    cpus = limit_setting("cpus")
+    cpu_seconds = limit_setting("cpu_seconds")
+    file_bytes = limit_setting("file_bytes")
+    workspace_bytes = limit_setting("workspace_bytes")
+    processes = limit_setting("processes")
+    startup_seconds = limit_setting("startup_seconds")
+    call_seconds = limit_setting("call_seconds")
+    feedback_seconds = limit_setting("feedback_seconds")
+    submission_seconds = limit_setting("submission_seconds")
+    slow_calls = limit_setting("slow_calls")
+    render_seconds = limit_setting("render_seconds")
+    min_render_seconds = limit_setting("min_render_seconds")
+    submitted_notebook_bytes = limit_setting("submitted_notebook_bytes")
+    cells = limit_setting("cells")
+    reply_bytes = limit_setting("reply_bytes")
+    notebook_bytes = limit_setting("notebook_bytes")
+    log_bytes = limit_setting("log_bytes")
 
     def limits(self) -> Limits:
-        return Limits(**{limit.name: getattr(self, limit.name) for limit in dataclasses.fields(Limits)})
-
-    namespace = {
-        "__doc__": "`sudo make grade`: each submission in a fresh sandbox, scores decided outside it.",
-        "__module__": __name__,
-        "workers": Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True),
-        "dask_address": Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
-                                         "tasks to; empty: grade on this machine.").tag(config=True),
-        "cache_directory": Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
-                                            "font list); empty: ~/.cache/rlhf-course of the user who grades."
-                                   ).tag(config=True),
-        "name_misconceptions": Bool(True, help="Feedback names the catalogued misconception a scored submission's "
-                                               "lost cells match exactly (instructor/*catalogue.py; "
-                                               "docs/grading.md); False: never.").tag(config=True),
-        **{limit.name: _limit_trait(limit) for limit in dataclasses.fields(Limits)},
-        "limits": limits,
-    }
-    return type(Configurable)("TrustedGrading", (Configurable,), namespace)
-
-
-TrustedGrading = _trusted_grading_class()
+        """The limits these settings give, as one value for every sandbox."""
+        return Limits(**{name: getattr(self, name) for name in LIMIT_FIELDS})
 
 
 def course_config(root: Path) -> Config:
