@@ -12,16 +12,18 @@ class DeadlineError(CourseError, ValueError):
     """A deadline command that cannot be done as asked; nothing was written."""
 
 
-def parse_when(text: str) -> dt.datetime:
+def parse_when(text: str, setting: str = "") -> dt.datetime:
     """A date as an instructor types it (nbgrader's formats: '2026-12-20 18:00 UTC', ISO 8601, a zone or
-    none: UTC), as a naive UTC datetime, the gradebook's way; a clear error otherwise."""
+    none: UTC), as a naive UTC datetime, the gradebook's way; a clear error otherwise, naming the ``setting``
+    it was given in (e.g. ``c.RlhfCourse.due_date``) when there is one."""
     from dateutil.parser import ParserError
 
     from nbgrader.utils import parse_utc
     try:
         return parse_utc(text)
     except (ParserError, ValueError, OverflowError, TypeError) as exc:
-        raise DeadlineError(f"not a date: {text!r} ({exc}); write it as '2026-12-20 18:00 UTC'") from None
+        said = f"{setting} is not a date" if setting else "not a date"
+        raise DeadlineError(f"{said}: {text!r} ({exc}); write it as '2026-12-20 18:00 UTC'") from None
 
 
 def due_date_for(course: Course, assignment: str) -> str:
@@ -42,7 +44,7 @@ def record_due_date(gradebook, assignment: str, due: str) -> None:
     if existing is not None and (existing.duedate is not None or not due):
         return
     if due:
-        parse_when(due)  # a malformed configured date stops the release with a clear message
+        parse_when(due)  # (RlhfCourse refused a malformed configured date as the configuration loaded)
         gradebook.update_or_create_assignment(assignment, duedate=due)
     else:
         gradebook.update_or_create_assignment(assignment)

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Dict, Float, Integer, Unicode, validate
 from traitlets.config import Config, Configurable
 
 from rlhf_course.course.errors import CourseError
@@ -46,6 +46,26 @@ class RlhfCourse(Configurable):
                      help="Due dates per assignment, e.g. {'rlhf': '2026-12-18 23:59 UTC', 'grpo': ...}: recorded "
                           "by `make release` only where the gradebook has none (a date set in the Formgrader "
                           "stays).").tag(config=True)
+
+    # A date that is no date is refused as the configuration loads, naming the setting: every command that reads
+    # the configuration stops there, before it writes anything (not at the release that would record it).
+    @validate("due_date")
+    def _due_date_is_a_date(self, proposal):
+        if proposal["value"]:
+            _checked_date(proposal["value"], "c.RlhfCourse.due_date")
+        return proposal["value"]
+
+    @validate("due_dates")
+    def _due_dates_are_dates(self, proposal):
+        for assignment, text in proposal["value"].items():
+            if text:
+                _checked_date(text, f"c.RlhfCourse.due_dates[{assignment!r}]")
+        return proposal["value"]
+
+
+def _checked_date(text: str, setting: str) -> None:
+    from rlhf_course.course.due_dates import parse_when  # (which imports this module)
+    parse_when(text, setting)
 
 
 LIMIT_FIELDS = {limit.name: limit for limit in dataclasses.fields(Limits)}
@@ -121,11 +141,13 @@ class Course:
     def at(cls, root: Path, config: Config | None = None) -> "Course":
         """The course in ``root`` (its configuration read from there unless given, e.g. by an app).
         Its root is ``CourseDirectory.root`` when the configuration sets one (nbgrader's own rule: the
-        course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course)."""
+        course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course).
+        The course's own settings are checked here (a due date that is no date: DeadlineError, naming it)."""
         root = Path(root).resolve()
         config = copy.deepcopy(config) if config is not None else course_config(root)  # the caller's stays as it is
         if "root" not in config.get("CourseDirectory", {}):
             config.CourseDirectory.root = str(root)
+        RlhfCourse(config=config)
         from nbgrader.coursedir import CourseDirectory
         return cls(Path(CourseDirectory(config=config).root).resolve(), config)
 
@@ -133,6 +155,7 @@ class Course:
         """This course with some settings changed (``with_config(TrustedGradingOnly={"allow": True})``)."""
         config = copy.deepcopy(self.config)  # Config(...) would share (and merge() change) its sections
         config.merge(Config(sections))
+        RlhfCourse(config=config)
         return Course(self.root, config)
 
     @property
