@@ -51,6 +51,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files  # noqa: E402
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from rlhf_course.course import settings  # noqa: E402
+from rlhf_course.course.settings import Course
 
 MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer: 44 s on this (x3.3 per two more characters)
 STATUS_LIMIT = 1.0  # seconds: the most /api/status may take while any page renders
@@ -60,7 +61,6 @@ WRITTEN = ("Clipping keeps $r_t$ inside $[1-\\epsilon, 1+\\epsilon]$ only where 
            "$$L^{\\mathrm{CLIP}} \\le L^{\\mathrm{IS}}$$")
 HOSTILE_OUTPUTS = '''
 from IPython.display import HTML, Javascript, SVG, display
-from rlhf_course.course.settings import Course
 display(HTML("<b>" * 87000))
 print("x" * (2 * 2**20))
 display(SVG('<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=1"><circle r="5"/></svg>'))

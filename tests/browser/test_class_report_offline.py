@@ -8,8 +8,8 @@ import pytest
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading.pages import class_report
 from rlhf_course.i18n import CHINESE, ENGLISH
-from tests.support import browser as browser_support, synthetic_class
 from rlhf_course.course.settings import Course
+from tests.support import browser as browser_support, synthetic_class
 
 HEADINGS = {ENGLISH: ["Students by score, lowest first", "Score distribution", "Manual grading still to do",
                       "Hidden tests", "Misconceptions named", "Lateness", "Students"],

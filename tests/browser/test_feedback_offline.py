@@ -12,8 +12,8 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, instructor, results
 from rlhf_course.grading.pages import feedback
 from rlhf_course.grading.results import CellResult, SubmissionResult
-from rlhf_course.course.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH
+from rlhf_course.course.settings import Course
 from tests.support import browser as browser_support
 from tests.support.course import cell_points
 from tests.support.submissions import canonical_json

@@ -16,10 +16,10 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import canonical_copy
+from rlhf_course.course.settings import Course
 from tests.support.browser import LabServer
 from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # a JupyterLab server, seconds of rendering
 BUDGET = 2.0

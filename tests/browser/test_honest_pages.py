@@ -22,10 +22,10 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples
 from rlhf_course.course import settings
 from rlhf_course.grading.sandbox.sandbox import sandbox_available
+from rlhf_course.course.settings import Course
 from tests.support.browser import InstructorServers, LabServer
 from tests.support.course import copy_course, needs_sandbox, release_course
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # Jupyter servers and five page loads
 

@@ -17,12 +17,12 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.grading.pages import feedback
 from rlhf_course.course import notebooks, settings
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
 from tests.support.browser import InstructorServers, LabServer
 from tests.support.submissions import ran_with_outputs
-from rlhf_course.course.settings import Course
 
 # Marks itself, then (once the Formgrader has loaded the grades) fills every score box on the page with
 # 99, as a grader would, so that the Formgrader's own script saves the scores through its API.

@@ -14,11 +14,11 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, i18n
 from rlhf_course.exchange.local import NOTHING_RELEASED, STUDENT_FOLDER
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 from tests.support import solutions
 from tests.support.browser import LabServer
 from tests.support.course import REPO, copy_course, gradebook_url, release_course, repo_course
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 COURSE_ID = "rlhf-course"
 TYPED = "# typed in the lab by the student"

@@ -66,6 +66,7 @@ from rlhf_course.course import notebooks
 from rlhf_course.classroom.server_env import ServerEnv
 from tests.support import solutions
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
+from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
@@ -461,7 +462,6 @@ def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
 
 THREADS = """import os, torch
 from rlhf_course.lab import notebook_setting, shared_stages, threads, train
-from tests.support.course import repo_course
 print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"], notebook_setting(),
       shared_stages.cache_file(train.LabConfig.setting(notebook_setting()), threads.lab_threads()))
 """  # torch's own thread count (from OMP_NUM_THREADS), the lab's, the wait policy, her lab's setting, its cache file

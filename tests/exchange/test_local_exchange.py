@@ -7,8 +7,8 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, i18n
 from rlhf_course.exchange import local
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
-from tests.support.course import copy_course, release_course, repo_course
 from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, release_course, repo_course
 
 
 def test_lab_release_releases_what_is_missing_and_names_what_it_refuses(tmp_path, repo):

@@ -22,12 +22,12 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, release
 from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import GRADED
+from rlhf_course.course.settings import Course
 from tests.support.submissions import tree_digest
 from tests.support.course import cell_points, copy_course, gradebook_url, leftover_sandbox_processes, release_course
 
 from tests.support.course import needs_sandbox
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 

@@ -10,11 +10,11 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, examples
+from rlhf_course.course.settings import Course
 from tests.support.course import cell_points, copy_course, gradebook_url, needs_sandbox, release_course
 
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sandbox
 

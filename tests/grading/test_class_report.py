@@ -16,10 +16,10 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import app
 from rlhf_course.grading.pages import class_report
+from rlhf_course.course.settings import Course
 from tests.support import synthetic_class
 from tests.support.course import cell_points, copy_course, release_course
 from tests.support.synthetic_class import DUE, EDITIONS, HOSTILE_ID, WRITTEN, expected_penalty
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # the shared release, then four submissions graded in-process
 

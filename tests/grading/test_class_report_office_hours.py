@@ -13,6 +13,7 @@ import pytest
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading.pages import class_report
 from rlhf_course.grading.pages.class_report import HiddenTest, StudentRow, hidden_test
+from rlhf_course.course.settings import Course
 from tests.support import synthetic_class
 from tests.support.course import copy_course, gradebook_url, release_course
 
@@ -82,7 +83,6 @@ def test_each_student_is_a_link_to_their_formgrader_submission(course, english):
 
 
 def test_the_formgrader_address_is_a_setting(course):
-    from rlhf_course.course.settings import Course
     root, _ = course
     hub = Course.at(root).with_config(ClassReportSettings={"formgrader_url": "https://hub.example/user/prof/formgrader"})
     page = class_report.write_reports(hub, [ASSIGNMENT])[0].html.read_text()

@@ -15,9 +15,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
+from rlhf_course.course.settings import Course
 from tests.support.course import REPO, copy_course, needs_sandbox, release_course
 from tests.support.submissions import PACKAGE_PROBE, add_cells
-from rlhf_course.course.settings import Course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 

@@ -39,7 +39,7 @@ def course(tmp_path_factory):
 def _gradebook_state(root):
     """Every assignment's due date and every submission's extension: what a refused command must not change."""
     from nbgrader.api import Gradebook
-    with Gradebook(root_course.db_url) as gb:
+    with Gradebook(Course.at(root).db_url) as gb:
         return {a.name: (a.duedate, sorted((s.student.id, s.extension) for s in a.submissions))
                 for a in gb.assignments}
 

@@ -11,10 +11,9 @@ import torch
 from rlhf_course.grading import app, checks as checks_module, editions, instructor, release
 from rlhf_course.course import notebooks, settings
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
-from tests.support.course import REPO
-from tests.support.english import english_phrases
 from rlhf_course.course.settings import Course
-from tests.support.course import repo_course
+from tests.support.course import REPO, repo_course
+from tests.support.english import english_phrases
 
 COURSE_EDITIONS = editions.editions(repo_course())
 # Inline math and code spans may wrap a line (Chinese prose keeps a paragraph on one line): compare

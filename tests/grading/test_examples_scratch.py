@@ -8,9 +8,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, instructor, release
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
-from rlhf_course.course.settings import Course
 
 REAL_STUDENT = "real_student"
 

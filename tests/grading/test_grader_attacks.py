@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from rlhf_course.course.settings import Course
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
+from rlhf_course.course.settings import Course
 
 from tests.support.course import (cell_points, copy_course, gradebook_url, leftover_sandbox_processes, needs_sandbox,
                                   release_course)

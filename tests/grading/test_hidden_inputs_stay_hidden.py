@@ -19,7 +19,8 @@ import torch
 from rlhf_course.grading import examples, instructor
 from rlhf_course.course import notebooks
 from rlhf_course.grading.sandbox.sandbox import SandboxDied
-from tests.support.course import REPO, copy_course, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, release_course, repo_course
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
 ASSIGNMENTS = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
@@ -34,8 +35,6 @@ EXFILTRATING_ANSWER = f'''
 import hashlib
 
 import torch
-from tests.support.course import repo_course
-from rlhf_course.course.settings import Course
 
 class _SaysItInBackward(torch.autograd.Function):
     @staticmethod

@@ -7,9 +7,8 @@ import torch
 from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
-from tests.support.course import REPO
+from tests.support.course import REPO, repo_course
 from tests.support import answers
-from tests.support.course import repo_course
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
 checks = load_instructor_module(repo_course(), "kl_penalty_hidden_checks")

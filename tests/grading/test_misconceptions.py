@@ -24,11 +24,10 @@ from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import TIMED_OUT, result_from_dict
 from rlhf_course.grading.trusted import grade_submission
 from rlhf_course.i18n import CHINESE, ENGLISH
-from tests.support.course import REPO, copy_course, needs_sandbox, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import REPO, copy_course, needs_sandbox, release_course, repo_course
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
-from rlhf_course.course.settings import Course
-from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow  # one release (cached per run), then about 130 submissions graded in-process
 

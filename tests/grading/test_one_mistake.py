@@ -13,8 +13,7 @@ from rlhf_course import i18n
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
-from tests.support.course import REPO, cell_points
-from tests.support.course import repo_course
+from tests.support.course import cell_points, repo_course
 
 
 @dataclass(frozen=True)

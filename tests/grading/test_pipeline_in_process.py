@@ -12,10 +12,10 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples
+from rlhf_course.course.settings import Course
 from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # one nbgrader generate_assignment (about 10 s), then seconds
 

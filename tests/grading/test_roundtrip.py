@@ -21,8 +21,8 @@ import answer_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import examples
-from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 from rlhf_course.course.settings import Course
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 POINTS = cell_points(ASSIGNMENT)  # what each grade cell is worth (the notebook's nbgrader.points)

@@ -15,8 +15,8 @@ import answer_catalogue
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, examples, instructor, release
 from rlhf_course.course import notebooks
-from tests.support.course import copy_course, needs_sandbox
 from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None) if Path("/usr/lib/postgresql").exists() else None

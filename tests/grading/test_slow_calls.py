@@ -6,8 +6,8 @@ import pytest
 
 from rlhf_course.grading import batch, examples
 from rlhf_course.course.limits import Limits
-from tests.support.course import copy_course, needs_sandbox, release_course
 from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, needs_sandbox, release_course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
 

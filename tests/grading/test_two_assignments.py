@@ -8,11 +8,10 @@ import pytest
 
 from rlhf_course.grading import batch, examples, instructor
 from rlhf_course.course import notebooks
-from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course, repo_course
 
 from tests.support.in_process_sandbox import grade_in_process
-from tests.support.course import repo_course
-from rlhf_course.course.settings import Course
 
 pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignments, one stock autograde
 

@@ -14,6 +14,7 @@ import pytest
 
 from rlhf_course.grading import batch, examples, trusted
 from rlhf_course.grading.sandbox import sandbox
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
 
 pytestmark = needs_sandbox
@@ -47,7 +48,6 @@ threading.Thread(target=time.sleep, args=({MARK},)).start()
 INSPECT = f'''
 
 import builtins as _builtins, ctypes as _ctypes, os as _os, sys as _sys, threading as _threading
-from rlhf_course.course.settings import Course
 _seen = [p for p in ("/tmp/polluted", "/submission/polluted", "/dev/shm/polluted",
                      "/submission/.ipython/profile_default/startup/00-polluted.py") if _os.path.exists(p)]
 _seen += ["sys.modules"] if "polluted_marker" in _sys.modules else []

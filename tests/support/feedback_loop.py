@@ -11,13 +11,13 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.grading.release import nbgrader
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
 COURSE_ID = "rlhf-course"
 STUDENT_CONFIG = """\
 from rlhf_course import exchange
-from rlhf_course.course.settings import Course
 exchange.configure(get_config(), {root!r}, {course!r})
 """
 ANSWER = "The policy gave up variety: a few positive words, over and over."

@@ -16,11 +16,11 @@ import json
 
 from rlhf_course.grading.sandbox.observe import Case, Observation, decode_call, encode_call, observe, to_wire
 from rlhf_course.course.limits import Limits
-from rlhf_course.course.settings import Course
 from rlhf_course.grading.sandbox.sandbox import SandboxDied
 from rlhf_course import i18n
 from rlhf_course.i18n import t
 from rlhf_course.grading.sandbox.sandbox_runner import define_functions
+from rlhf_course.course.settings import Course
 
 
 class _Process:
