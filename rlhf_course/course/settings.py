@@ -24,6 +24,7 @@ from pathlib import Path
 from traitlets import Bool, Dict, Float, Integer, Unicode, validate
 from traitlets.config import Config, Configurable
 
+from rlhf_course.course.dates import parse_when
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.limits import Limits
 
@@ -48,24 +49,19 @@ class RlhfCourse(Configurable):
                           "stays).").tag(config=True)
 
     # A date that is no date is refused as the configuration loads, naming the setting: every command that reads
-    # the configuration stops there, before it writes anything (not at the release that would record it).
+    # the configuration stops there, before it writes anything, rather than at the release that would record it.
     @validate("due_date")
     def _due_date_is_a_date(self, proposal):
         if proposal["value"]:
-            _checked_date(proposal["value"], "c.RlhfCourse.due_date")
+            parse_when(proposal["value"], "c.RlhfCourse.due_date")
         return proposal["value"]
 
     @validate("due_dates")
     def _due_dates_are_dates(self, proposal):
         for assignment, text in proposal["value"].items():
             if text:
-                _checked_date(text, f"c.RlhfCourse.due_dates[{assignment!r}]")
+                parse_when(text, f"c.RlhfCourse.due_dates[{assignment!r}]")
         return proposal["value"]
-
-
-def _checked_date(text: str, setting: str) -> None:
-    from rlhf_course.course.due_dates import parse_when  # (which imports this module)
-    parse_when(text, setting)
 
 
 LIMIT_FIELDS = {limit.name: limit for limit in dataclasses.fields(Limits)}
@@ -142,7 +138,8 @@ class Course:
         """The course in ``root`` (its configuration read from there unless given, e.g. by an app).
         Its root is ``CourseDirectory.root`` when the configuration sets one (nbgrader's own rule: the
         course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course).
-        The course's own settings are checked here (a due date that is no date: DeadlineError, naming it)."""
+        The course's own settings are checked here (a due date that is no date:
+        :class:`~rlhf_course.course.dates.DeadlineError`, naming the setting)."""
         root = Path(root).resolve()
         config = copy.deepcopy(config) if config is not None else course_config(root)  # the caller's stays as it is
         if "root" not in config.get("CourseDirectory", {}):

@@ -205,7 +205,7 @@ class ExtendCommand(CourseCommand):
 
 def _publish(command: CourseCommand, failing: bool = True) -> None:
     """The gradebook's deadlines into the exchange, where students read them; said, or why not (a
-    :class:`~rlhf_course.course.due_dates.DeadlineError` when ``failing``)."""
+    :class:`~rlhf_course.course.dates.DeadlineError` when ``failing``)."""
     try:
         for line in deadlines.publish_for(command.course, log=command.log):
             print(line)

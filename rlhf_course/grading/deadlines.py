@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from rlhf_course.course.due_dates import DeadlineError, parse_when
+from rlhf_course.course.dates import DeadlineError, parse_when
 from rlhf_course.course.settings import Course
 
 

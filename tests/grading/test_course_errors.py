@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlhf_course.course.due_dates import DeadlineError
+from rlhf_course.course.dates import DeadlineError
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import NotReady
 from rlhf_course.exchange.collect import Refused
