@@ -13,7 +13,7 @@ LABEXTENSION := jupyter/labextension/rlhf-course-deadlines
 $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json $(LABEXTENSION)/source-sha256.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # with rlhf-grader, rlhf-classroom
 	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d  # the course's server extension (Formgrader pages)
 	cp jupyter/server/rlhf_course.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	rm -rf $(VENV)/share/jupyter/labextensions/rlhf-course-deadlines  # the Assignment List's deadlines (prebuilt)

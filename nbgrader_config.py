@@ -11,6 +11,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     SaveAutoGrades)
 
 from rlhf_course import exchange
+from rlhf_course.classroom import config
 from rlhf_course.grading import pages
 from rlhf_course.grading.nbgrader_ext import EditionAnswerStubs, StderrIsNotFailure, TrustedGradingOnly
 
@@ -20,10 +21,12 @@ COURSE_ROOT = Path(__file__).resolve().parent
 
 c.CourseDirectory.root = str(COURSE_ROOT)
 
-# The exchange: course-local by default (works on one machine without editing); a JupyterHub
-# server sets RLHF_EXCHANGE_ROOT (e.g. /srv/nbgrader/exchange) here and in the students'
-# system-wide config.  Submissions are private to their student and the instructors' group.
-exchange.configure_from_environment(c, COURSE_ROOT)
+# The students' settings (rlhf_course/classroom/config.py), the same here: the exchange, course-local by default
+# (works on one machine without editing); a JupyterHub server sets RLHF_EXCHANGE_ROOT (e.g. /srv/nbgrader/exchange)
+# here and in the students' system-wide config.  Submissions are private to their student and the instructors'
+# group.  And Validate's (autograde's) limits: 120 s a cell (nbgrader's own default is 30 s; generate_config shows
+# nbconvert's instead); the slowest cell here takes a few seconds.
+config.student(c, *exchange.from_environment(COURSE_ROOT))
 
 # Due date and late policy, in one place: `make release` records the due date in the gradebook;
 # autograde (stock or ours) applies the penalty, and `nbgrader export` shows it per student.
@@ -46,10 +49,6 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # its default: python -m rlhf_course.grading grade --help-all
 c.TrustedGrading.workers = 0  # sandboxes at a time on this machine; 0: one per CPU
 c.TrustedGrading.submission_seconds = 300.0  # all calls plus the feedback run of one submission
-
-# Seconds a single cell may run under autograde/validate.  nbgrader's own default is 30 s
-# (generate_config shows nbconvert's instead); the slowest cell here takes a few seconds.
-c.Execute.timeout = 120
 
 # Hidden test cells import the instructor-only checks; the kernels nbgrader starts inherit this.
 # nbgrader loads this file several times in one process: add each folder once.

@@ -2,7 +2,7 @@
 
     python bench/catalogue.py [--stock-only | --sandbox-only]
 
-The suite sends a representative few of instructor/answer_catalogue.py's submissions through stock autograde
+The suite sends a representative few of instructor/rlhf_catalogue.py's submissions through stock autograde
 (tests/grading/test_roundtrip.py: the reference with written answers, the untouched release, a correct answer
 printing a warning, two correct-variant submissions that tamper with the notebook, one mistake of each function)
 and through the real sandbox (tests/grading/test_batch.py: one correct-variant submission and one mistake of each

@@ -58,7 +58,7 @@ from rlhf_course.course.settings import Course
 
 ACCOUNT_PREFIX = "rlhfcb_"
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
-CATALOGUES = {"rlhf": "answer_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
+CATALOGUES = {"rlhf": "rlhf_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
 LATE_PENALTY = 2.0  # PenaltyPerHour: 2 points for the first started hour (nbgrader_config.py)
 
 # The class's mix (each drawn per student and assignment).

@@ -132,8 +132,9 @@ class StudentFigures:
 
 
 def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_training: float,
-              collected: int, loads: list[tuple[float, float, float]]) -> dict:
-    """The run's figures from each student's (JSON-ready; nan where nothing was measured)."""
+              collected: int, loads: list[tuple[float, float, float]], slots: int = 2) -> dict:
+    """The run's figures from each student's (JSON-ready; nan where nothing was measured).  ``slots``: trainings the
+    queue runs at once (the machine's cores without a queue), for the queue's own bound beside the measured p95."""
     cells = [c for s in students for c in s.cells]
     spawn = [s.spawn for s in students if not math.isnan(s.spawn)]
     training = [s.training for s in students if not math.isnan(s.training)]
@@ -153,6 +154,7 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
                        "p95_over_alone": percentile(training, 95) / alone_training if alone_training else math.nan,
                        "waiting_p50": percentile(waits, 50), "waiting_p95": percentile(waits, 95),
                        "training_p50": percentile(trained, 50), "training_p95": percentile(trained, 95)},
+        "training_bound": queue_bound(students, alone_training, slots),
         "validate_s": {"p50": percentile(validate, 50), "max": max(validate, default=math.nan)},
         "validate_failures": sum(1 for s in students if not s.validate_ok),
         "cpu_s_per_notebook": {"p50": percentile(cpu, 50), "max": max(cpu, default=math.nan)},
@@ -165,6 +167,21 @@ def summarise(students: list[StudentFigures], hub_latencies: list[float], alone_
         "load": {"start": loads[0] if loads else None, "peak_1min": max((l[0] for l in loads), default=math.nan),
                  "end": loads[-1] if loads else None},
     }
+
+
+def queue_bound(students: list[StudentFigures], alone_training: float, slots: int) -> dict:
+    """What a perfect queue gives these arrivals: each training ``alone_training`` seconds on a core of its own,
+    ``slots`` at a time, first come first served (bench/training_bound.py's replay), p50 / p95 over alone; and the
+    measured p95 over that bound (the goal: within 1.5x)."""
+    from bench.training_bound import replay  # that module reads this one's percentile
+    arrivals = [s.training_at for s in students if not math.isnan(s.training_at)]
+    measured = [s.training for s in students if not math.isnan(s.training)]
+    if not arrivals or not alone_training or not slots:
+        return {"slots": slots, "p50_over_alone": math.nan, "p95_over_alone": math.nan, "measured_over_bound": math.nan}
+    ideal = [t / alone_training for t in replay(arrivals, alone_training, cores=slots)]
+    bound_p95 = percentile(ideal, 95)
+    return {"slots": slots, "p50_over_alone": percentile(ideal, 50), "p95_over_alone": bound_p95,
+            "measured_over_bound": percentile(measured, 95) / alone_training / bound_p95}
 
 
 def failures_seen(students: list[StudentFigures]) -> dict[str, str]:
@@ -200,6 +217,9 @@ def table(name: str, f: dict) -> str:
         ("training s (alone / p50 / p95 / max; p50, p95 over alone)",
          f"{s(f['training_s']['alone'])} / {s(f['training_s']['p50'])} / {s(f['training_s']['p95'])} / "
          f"{s(f['training_s']['max'])}; {s(f['training_s']['p50_over_alone'])}x, {s(f['training_s']['p95_over_alone'])}x"),
+        ("the queue's own bound: a perfect queue of K, p50 / p95 over alone; measured p95 over it",
+         f"K={f['training_bound']['slots']}: {s(f['training_bound']['p50_over_alone'])}x / "
+         f"{s(f['training_bound']['p95_over_alone'])}x; {s(f['training_bound']['measured_over_bound'])}x (goal <= 1.5x)"),
         ("of it, waiting for a slot / training (p50, p95)",
          f"{s(f['training_s']['waiting_p50'])}, {s(f['training_s']['waiting_p95'])} / "
          f"{s(f['training_s']['training_p50'])}, {s(f['training_s']['training_p95'])}"),
@@ -773,7 +793,10 @@ def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_
     # Validate's and Submit's nbgrader run in the servers' cgroups too; anything else on the machine).
     cpu = {"machine_busy_s": busy - machine_before[0], "machine_idle_s": idle - machine_before[1],
            "simulated_students_client_s": driver, "class_servers_and_kernels_s": class_cpu}
-    return summarise(figures, latencies, alone_training, collected(accounts, names), loads) | {
+    from rlhf_course.classroom.training_broker import default_slots
+    slots = args.training_slots if args.training_slots is not None else default_slots(os.cpu_count(), 1.0)
+    return summarise(figures, latencies, alone_training, collected(accounts, names), loads,
+                     slots=slots or os.cpu_count()) | {
         "cpu": cpu, "per_student": [vars(f) for f in figures]}
 
 
@@ -967,8 +990,9 @@ def main() -> int:
 
 def course_id_of(accounts: dict) -> str:
     """The course id the students' nbgrader config names (the hub wrote it)."""
-    config = (Path(accounts["exchange"]).parent / "jupyter" / "student" / "nbgrader_config.py").read_text()
-    return re.search(r"configure\(get_config\(\), '[^']*', '([^']*)'\)", config).group(1)
+    from traitlets.config.loader import PyFileConfigLoader
+    folder = Path(accounts["exchange"]).parent / "jupyter" / "student"
+    return PyFileConfigLoader("nbgrader_config.py", path=str(folder)).load_config().CourseDirectory.course_id
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Everything is measured in one run on the same machine (others may share its CPU: compare the
 figures of one run, and read the load averages printed with them):
 
-    honest mix   correct answers, every wrong-answer style of ``instructor/answer_catalogue.py``,
+    honest mix   correct answers, every wrong-answer style of ``instructor/rlhf_catalogue.py``,
                  a partly wrong and an untouched (empty) notebook; no hostile code
       stock      nbgrader autograde; then + generate_feedback + export        (one at a time, as nbgrader does)
       trusted    python -m rlhf_course.grading grade --workers N              (sandboxed, parallel;
@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "instructor"))
 
-import answer_catalogue  # noqa: E402
+import rlhf_catalogue  # noqa: E402
 from rlhf_course import NOTEBOOK  # noqa: E402
 from rlhf_course.grading import examples, release
 from rlhf_course.course import settings
@@ -85,7 +85,7 @@ def new_course(course: Path) -> None:
 def honest_plan(size: int) -> list[tuple[str, tuple[str, ...] | None]]:
     """(label, wrong answers) per submission: every wrong-answer style once, one partly wrong, one
     untouched release, the rest correct (so ``size`` is at least the number of styles + 2)."""
-    styles = [(w.name, (w.name,)) for w in answer_catalogue.WRONG_ANSWERS]
+    styles = [(w.name, (w.name,)) for w in rlhf_catalogue.WRONG_ANSWERS]
     styles += [("partly_wrong", ("ppo_clip_without_min", "dpo_naive_log_sigmoid")), ("empty", None)]
     return styles + [("correct", ())] * max(0, size - len(styles))
 
@@ -105,10 +105,10 @@ def build_hostile(course: Path) -> list[str]:
     new_course(course)
     students = []
     course_handle = Course.at(course)
-    for attack in answer_catalogue.ADVERSARIAL:
+    for attack in rlhf_catalogue.ADVERSARIAL:
         folder = examples.write_submission(course_handle, attack.name, {**examples.answers_for(course_handle, ()), **attack.answers})
         if attack.tamper:
-            answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+            rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
         students.append(attack.name)
     return students
 
@@ -162,7 +162,7 @@ def build_shaped(course: Path, base: int, shaped: bool) -> list[str]:
             shape_lexer_bomb(folder / NOTEBOOK, pairs)
         shape_clobbering(examples.write_submission(course_handle, "clobbering_ids", answers) / NOTEBOOK)
         examples.write_submission(course_handle, "nested_87000_tags",
-                                  {**answers, answer_catalogue.PPO_CELL: answers[answer_catalogue.PPO_CELL] + BIG_OUTPUT})
+                                  {**answers, rlhf_catalogue.PPO_CELL: answers[rlhf_catalogue.PPO_CELL] + BIG_OUTPUT})
         students += list(SHAPED)
     return students
 
@@ -270,7 +270,7 @@ def honest(args, scratch: Path, nbgrader: list[str]) -> None:
         states[row["state"]] = states.get(row["state"], 0) + 1
 
     stock_all = sum(stock.values())
-    wrong = len(answer_catalogue.WRONG_ANSWERS)
+    wrong = len(rlhf_catalogue.WRONG_ANSWERS)
     print(f"\nhonest mix: {size} submissions of the real assignment ({wrong} wrong-answer styles, 1 partly wrong, "
           f"1 empty, {size - wrong - 2} correct); trusted outcomes: "
           + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
@@ -297,7 +297,7 @@ def hostile(args, scratch: Path, nbgrader: list[str]) -> None:
     build_hostile(scratch / "hostile-stock")
     ours_hostile = trusted_batch(scratch / "hostile-ours", args.workers)
     per_student = {r["student"]: r for r in report_rows(scratch / "hostile-ours")}
-    print(f"\nhostile: {len(hostile)} submissions (answer_catalogue.ADVERSARIAL); trusted batch, {args.workers} workers: "
+    print(f"\nhostile: {len(hostile)} submissions (rlhf_catalogue.ADVERSARIAL); trusted batch, {args.workers} workers: "
           f"{ours_hostile:.1f} s ({load()} load)")
     print(f"{'submission':<36}{'trusted s':>10}  {'state':<20}{'stock s':>9}  (stock: one autograde --student, "
           f"cell timeout of nbgrader_config.py)")

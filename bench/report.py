@@ -100,11 +100,11 @@ def main() -> int:
     from rlhf_course.grading import release
     from rlhf_course.grading.pages import class_report
     from rlhf_course.course.settings import Course
-    from tests.support.course import copy_course
+    from rlhf_course import copy_course_files
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-report-"))
     try:
-        root = copy_course(scratch / "course")
+        root = copy_course_files(scratch / "course", REPO)
         print(f"cores {os.cpu_count()}, load average {load()}: releasing ...", flush=True)
         course = Course.at(root)
         release.generate_release(course)

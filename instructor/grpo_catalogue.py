@@ -7,8 +7,7 @@ group of one.  A wrong answer loses exactly ``loses``,
 a correct variant nothing (tests/grading/test_grpo_checks.py)."""
 from __future__ import annotations
 
-from answer_catalogue import CorrectVariant, WrongAnswer
-from rlhf_course.grading.misconceptions import Misconception
+from rlhf_course.grading.catalogue import CorrectVariant, Misconception, WrongAnswer, by_name, said
 
 GRPO_CELL = "grpo_answer"
 
@@ -73,7 +72,7 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    return rewards / (std + eps) if scale_by_std else rewards\n"),
         frozenset({"grpo_visible_tests", "grpo_inputs_unmodified"})),
 ]
-WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
+WRONG_BY_NAME = by_name(WRONG_ANSWERS)
 
 # What each wrong answer gets wrong, for the student's feedback (rlhf_course/grading/misconceptions.py).  One pair
 # loses the same cell (eps inside the root / eps ignored): the check's details tell them apart.
@@ -82,56 +81,52 @@ _SCALING = {"en": "Dividing by the group's spread, and where $\\epsilon$ sits", 
 _CONTRACT = {"en": "Your task: `group_relative_advantages`", "zh-CN": "你的任务：`group_relative_advantages`"}
 
 
-def _said(section: dict, en: tuple[str, str], zh: tuple[str, str]) -> Misconception:
-    return Misconception({"en": en[0], "zh-CN": zh[0]}, {"en": en[1], "zh-CN": zh[1]}, section)
-
-
 MISCONCEPTIONS: dict[str, Misconception] = {
-    "grpo_population_std": _said(_SCALING, (
+    "grpo_population_std": said(_SCALING, (
         "Population std instead of torch.std's",
         "The contract's std is Bessel-corrected (it divides by G - 1), as torch.std computes it and TRL's "
         "GRPOTrainer uses; unbiased=False divides by G and makes every scaled advantage too large."), (
         "用了总体标准差，而不是 torch.std 的标准差",
         "约定中的标准差经过贝塞尔校正（除以 G - 1），与 torch.std 的默认算法和 TRL 的 GRPOTrainer 一致；"
         "unbiased=False 除以 G，会让每个缩放后的优势都偏大。")),
-    "grpo_eps_inside_sqrt": _said(_SCALING, (
+    "grpo_eps_inside_sqrt": said(_SCALING, (
         "eps inside the square root",
         "eps is added to the std, outside the square root: sqrt(var + eps) and std + eps differ most when a "
         "group's rewards are close together, exactly where eps matters."), (
         "把 eps 放进了平方根",
         "eps 要加在标准差上，在平方根之外：组内奖励彼此很接近时，sqrt(var + eps) 与 std + eps 相差最大，而那正是 eps 起作用的地方。")),
-    "grpo_eps_hard_coded": _said(_CONTRACT, (
+    "grpo_eps_hard_coded": said(_CONTRACT, (
         "eps ignored",
         "Writing 1e-4 instead of using the eps argument is right only for the default; the argument must reach "
         "the denominator."), (
         "忽略了 eps 参数",
         "把 1e-4 写死而不用参数 eps，只在默认值下才对；参数必须用到分母里。")),
-    "grpo_batch_mean": _said(_BASELINE, (
+    "grpo_batch_mean": said(_BASELINE, (
         "The batch's mean instead of each group's",
         "Each response is compared with the other responses to the same prompt: the baseline is its own group's "
         "mean (dim 1), not one mean over every prompt, which would favour every response to an easy prompt."), (
         "用了整个批次的均值，而不是各组自己的均值",
         "每个回答要与同一提示的其他回答比较：基线是它所在组的均值（dim 1），而不是所有提示共用的一个均值，"
         "否则简单提示的每个回答都会被偏爱。")),
-    "grpo_leave_one_out": _said(_BASELINE, (
+    "grpo_leave_one_out": said(_BASELINE, (
         "Leave-one-out baseline (RLOO)",
         "The contract's baseline is the group mean with the response itself included; RLOO's mean of the other "
         "responses multiplies every centred reward by G / (G - 1), another estimator."), (
         "用了留一基线（RLOO）",
         "约定中的基线是包含该回答本身的组均值；RLOO 用其他回答的均值，相当于把每个中心化后的奖励乘以 G / (G - 1)，是另一个估计量。")),
-    "grpo_scales_when_told_not_to": _said(_SCALING, (
+    "grpo_scales_when_told_not_to": said(_SCALING, (
         "Scales when told not to",
         "With scale_by_std=False the advantages are r - group mean, unscaled (Dr. GRPO); dividing by the std "
         "anyway ignores the argument."), (
         "不该缩放时也缩放了",
         "scale_by_std=False 时，优势就是 r - 组均值，不缩放（Dr. GRPO）；照样除以标准差就忽略了这个参数。")),
-    "grpo_nan_for_one_response": _said(_CONTRACT, (
+    "grpo_nan_for_one_response": said(_CONTRACT, (
         "NaN for a group of one",
         "The std of a single reward is undefined (torch.std gives NaN), so a group of one response must give 0 "
         "explicitly: with nothing to compare it with, its advantage is 0."), (
         "只有一个回答的组得到了 NaN",
         "单个奖励的标准差没有定义（torch.std 返回 NaN），所以只有一个回答的组必须明确返回 0：没有可比较的回答，它的优势就是 0。")),
-    "grpo_in_place": _said(_CONTRACT, (
+    "grpo_in_place": said(_CONTRACT, (
         "Changes the rewards in place",
         "rewards -= ... overwrites the caller's tensor, whose rewards the trainer still needs; rewards - mean "
         "makes a new tensor instead."), (

@@ -4,8 +4,7 @@ Used by tests/grading/test_kl_penalty_checks.py (in-process) and test_two_assign
 grading and stock nbgrader autograde): a wrong answer loses exactly ``loses``, a correct variant nothing."""
 from __future__ import annotations
 
-from answer_catalogue import CorrectVariant, WrongAnswer
-from rlhf_course.grading.misconceptions import Misconception
+from rlhf_course.grading.catalogue import CorrectVariant, Misconception, WrongAnswer, by_name, said
 
 KL_CELL = "kl_answer"
 
@@ -42,7 +41,7 @@ WRONG_ANSWERS: list[WrongAnswer] = [
         "    d = ref_log_p.sub_(log_p)  # overwrites the caller's ref_log_p\n    return torch.expm1(d) - d\n"),
         frozenset({"kl_visible_tests", "kl_inputs_unmodified"})),
 ]
-WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
+WRONG_BY_NAME = by_name(WRONG_ANSWERS)
 
 # What each wrong answer gets wrong, for the student's feedback (rlhf_course/grading/misconceptions.py).  Two pairs
 # lose the same cells (k1 / the mean over tokens; k2 / the ratio the wrong way round): the checks' details tell each
@@ -51,12 +50,8 @@ _INTRO = {"en": "The KL penalty, one token at a time", "zh-CN": "KL 惩罚：逐
 _FLOAT = {"en": "Computing $k_3$ in floating point", "zh-CN": "在浮点数中计算 $k_3$"}
 
 
-def _said(section: dict, en: tuple[str, str], zh: tuple[str, str]) -> Misconception:
-    return Misconception({"en": en[0], "zh-CN": zh[0]}, {"en": en[1], "zh-CN": zh[1]}, section)
-
-
 MISCONCEPTIONS: dict[str, Misconception] = {
-    "kl_naive_exp_minus_one": _said(_FLOAT, (
+    "kl_naive_exp_minus_one": said(_FLOAT, (
         "exp(d) - 1 instead of expm1(d)",
         "Near the reference exp(d) is rounded to float32 before 1 is subtracted, an error of a few 1e-8 "
         "whatever d is, against k3 of about d^2 / 2: typically as large as k3 at |d| = 2e-4 (larger below) "
@@ -68,20 +63,20 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "在 |d| = 1e-3 处仍约为 k3 的 4%，"
         "超过 kl_stable_when_close 对其抽取的大多数 token（|d| 在 1e-4 与 3e-3 之间）所允许的 1%；"
         "torch.expm1(d) 计算 exp(d) - 1 时没有这个误差。")),
-    "kl_k1_instead_of_k3": _said(_INTRO, (
+    "kl_k1_instead_of_k3": said(_INTRO, (
         "k1 instead of k3",
         "log_p - ref_log_p is the k1 estimator, unbiased but negative on many tokens; the penalty asks for "
         "k3 = (r - 1) - log r, never negative and exactly 0 where the policy and the reference agree."), (
         "用了 k1 而不是 k3",
         "log_p - ref_log_p 是 k1 估计量，无偏，但在许多 token 上为负；这里要求的是 k3 = (r - 1) - log r，"
         "它从不为负，并且在策略与参考策略一致的地方恰好为 0。")),
-    "kl_k2_instead_of_k3": _said(_INTRO, (
+    "kl_k2_instead_of_k3": said(_INTRO, (
         "k2 instead of k3",
         "0.5 * d^2 is the k2 estimator, never negative but biased; k3 = (r - 1) - log r adds the zero-mean term "
         "r - 1 to -log r and stays unbiased."), (
         "用了 k2 而不是 k3",
         "0.5 * d^2 是 k2 估计量，从不为负，但有偏；k3 = (r - 1) - log r 在 -log r 上加了均值为零的 r - 1，仍然无偏。")),
-    "kl_ratio_the_wrong_way": _said(_INTRO, (
+    "kl_ratio_the_wrong_way": said(_INTRO, (
         "The ratio the wrong way round",
         "r is reference over policy, r = exp(ref_log_p - log_p); with d = log(pi / pi_ref) instead, expm1(d) "
         "- d is (1/r - 1) - log(1/r), whose mean over tokens drawn from pi is chi^2(pi || pi_ref) - KL(pi || "
@@ -92,19 +87,19 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "expm1(d) - d 就成了 (1/r - 1) - log(1/r)，"
         "它在从 pi 采样的 token 上的均值是 chi^2(pi || pi_ref) - KL(pi || pi_ref)，"
         "它不是任何一个方向的 KL（只有在从 pi_ref 采样的 token 上，它才估计 KL(pi_ref || pi)）。")),
-    "kl_mean_over_tokens": _said(_INTRO, (
+    "kl_mean_over_tokens": said(_INTRO, (
         "Reduced over the tokens",
         "The KL penalty is per token, one value for each token, subtracted from that token's reward; averaging "
         "(or summing) it over the tokens loses which token drifted."), (
         "对 token 做了归约",
         "KL 惩罚是逐个 token 的：每个 token 一个值，从该 token 的奖励中减去；对 token 取平均（或求和）就丢失了是哪个 token 偏离了参考策略。")),
-    "kl_detached": _said(_INTRO, (
+    "kl_detached": said(_INTRO, (
         "Detached from the graph",
         "k3 must let a gradient reach log_p (1 - r per token, for a loss such as GRPO's); .detach() cuts the "
         "graph."), (
         "从计算图中分离了（detach）",
         "k3 必须让梯度传到 log_p（每个 token 上为 1 - r，用于 GRPO 这样的损失）；.detach() 切断了计算图。")),
-    "kl_in_place": _said(_INTRO, (
+    "kl_in_place": said(_INTRO, (
         "Changes ref_log_p in place",
         "ref_log_p.sub_(log_p) overwrites the caller's reference log-probs; ref_log_p - log_p makes a new tensor "
         "instead."), (

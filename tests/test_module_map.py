@@ -23,10 +23,10 @@ def lint(config: Path, root: Path) -> tuple[int, str]:
 
 def test_the_package_keeps_its_import_contracts():
     """pyproject.toml's contracts: the floors, grading's layers, the wings apart, the exchange and the labs without
-    the grader, no cycle (imports inside functions count)."""
+    the grader, no cycle (imports inside functions count), the students' config without the launcher."""
     code, report = lint(REPO / "pyproject.toml", REPO)
     assert code == 0, report
-    assert "5 kept, 0 broken" in report, report
+    assert "6 kept, 0 broken" in report, report
 
 
 def test_the_contracts_catch_an_upward_import_and_a_cycle(tmp_path):
@@ -71,3 +71,22 @@ def test_no_test_imports_conftest_or_another_test_file():
                 if last == "conftest" or last.startswith("test_"):
                     offenders.append(f"{path.relative_to(REPO)}: {name}")
     assert offenders == []
+
+
+def _imported_names(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return names
+
+
+def test_no_script_and_no_module_of_the_package_imports_the_tests():
+    """What ships or is run by hand (the package, the deploy and bench scripts) stands without tests/: what tests
+    alone use lives in tests/support."""
+    scripts = [p for folder in ("rlhf_course", "deploy", "bench") for p in (REPO / folder).rglob("*.py")]
+    offenders = [f"{path.relative_to(REPO)}: {name}" for path in scripts for name in _imported_names(path)
+                 if name == "tests" or name.startswith("tests.")]
+    assert len(scripts) > 100 and offenders == []

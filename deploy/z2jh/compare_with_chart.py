@@ -1,4 +1,4 @@
-"""Compares tests/classroom/z2jh_chart.py (the test's reproduction of the chart's hub configuration) with
+"""Compares deploy/z2jh/z2jh_chart.py (the reproduction of the chart's hub configuration the tests use) with
 the chart's own `files/hub/jupyterhub_config.py`, run on deploy/z2jh/config.yaml: run it when the chart's
 version changes, with a checkout of the chart's source at that version (the machine needs no cluster):
 
@@ -24,8 +24,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from tests.classroom import z2jh_chart  # noqa: E402
-from tests.classroom.test_z2jh_recipe import render  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import z2jh_chart  # noqa: E402
+from z2jh_chart import render  # noqa: E402
 
 # what the reproduction leaves out on purpose (no assertion of the test reads them)
 NOT_REPRODUCED = {"metadata.labels", "spec.tolerations", "spec.affinity", "spec.initContainers", "spec.schedulerName"}

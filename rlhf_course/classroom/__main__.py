@@ -1,11 +1,18 @@
-"""``python -m rlhf_course.classroom`` (`make hub`): see :mod:`rlhf_course.classroom.hub`;
-``python -m rlhf_course.classroom prestart``: see :mod:`rlhf_course.classroom.prestart`."""
+"""``python -m rlhf_course.classroom`` and the console script ``rlhf-classroom`` (pyproject.toml), :func:`main`:
+`make hub` (:mod:`rlhf_course.classroom.hub`), or with ``prestart`` first, :mod:`rlhf_course.classroom.prestart`."""
 import sys
 
-if sys.argv[1:2] == ["prestart"]:
-    from rlhf_course.classroom.prestart import main as prestart
-    raise SystemExit(prestart(sys.argv[2:]))
 
-from rlhf_course.classroom.hub import main
+def main(argv: list[str] | None = None) -> int:
+    """Run the classroom (or ``prestart``) with ``argv`` (default: the command line's); its exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["prestart"]:
+        from rlhf_course.classroom.prestart import main as prestart
+        return prestart(argv[1:])
+    from rlhf_course.classroom.hub import main as hub
+    hub(argv)
+    return 0
 
-main(sys.argv[1:])
+
+if __name__ == "__main__":
+    raise SystemExit(main())

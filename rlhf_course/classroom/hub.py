@@ -17,8 +17,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   and nbgrader_config.py, every kernel over Unix sockets in its user's private runtime folder
   (rlhf_course/classroom/spawner.py, rlhf_course/classroom/private_kernels.py);
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
-  nbgrader_config.py (the exchange), labconfig/ (jupyter/student/labconfig: no instructor plugins) and
-  jupyter_server_config.json (the Formgrader's and course list's server extensions disabled);
+  nbgrader_config.py (the exchange and Validate's limits: rlhf_course/classroom/config.py), labconfig/
+  (jupyter/student/labconfig: no instructor plugins) and jupyter_server_config.json (the Formgrader's and course
+  list's server extensions disabled);
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
 * `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
   that grants K slots, one per user at most, each for `--training-hold` seconds at most
@@ -150,28 +151,22 @@ def check_checkout_private(repo: Path, make_private: bool = False) -> None:
         f"which does it), then make hub again.")
 
 
-# Every user's nbgrader (Validate; the instructor's Formgrader too).  nbgrader's kernels' sockets; and
-# Validate waits for a busy machine.  The Validate button (the course's server extension,
-# rlhf_course/classroom/validate_extension.py) limits a cell by the kernel's own CPU-seconds and by the time it
-# is blocked on something other than a CPU, never by wall-clock time: on a machine a whole class loads, a
-# correct cell may wait minutes for a CPU (rlhf_course/classroom/patient_validate.py).  nbgrader's own Execute
-# (`nbgrader validate` in a terminal, the Formgrader) keeps wall-clock limits: after a cell's reply, nbclient
-# waits `iopub_timeout` seconds (4 by default) for the rest of its output and fails the cell ("Timeout waiting
-# for IOPub output") when it is late, as it is when a class loads the machine (the set-up cell's
-# `import torch`): the output always comes (the kernel has replied), so it waits as long as a cell may run.
-VALIDATE_SECONDS = 120  # nbgrader's Execute: a cell's run, and the wait for its output after its reply
-VALIDATE_CPU_SECONDS = 120  # the course's Validate: CPU-seconds one cell may compute (an endless loop: stopped)
-VALIDATE_BLOCKED_SECONDS = 600  # ... and seconds it may wait for neither a CPU nor its own computing (input())
-EVERYONE_NBGRADER_CONFIG = f"""\
+# Every user's nbgrader (Validate; the instructor's Formgrader too): nbgrader's kernels' sockets, and Validate's
+# limits, which wait for a busy machine (rlhf_course/classroom/config.py).
+EVERYONE_NBGRADER_CONFIG = """\
+from rlhf_course.classroom import config
 from rlhf_course.classroom.private_kernels import ipc_prefix
 c = get_config()
 c.KernelManager.ip = ipc_prefix()  # nbgrader's Execute: its kernels' sockets
-c.Execute.timeout = {VALIDATE_SECONDS}
-c.Execute.iopub_timeout = {VALIDATE_SECONDS}
-c.Execute.startup_timeout = {VALIDATE_SECONDS}  # a kernel's start, on the same busy machine
-c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}
-c.PatientExecute.blocked_seconds = {VALIDATE_BLOCKED_SECONDS}
+config.validate_limits(c)
 """
+
+
+def students_nbgrader_config(exchange_root: Path, course_id: str) -> str:
+    """The students' nbgrader_config.py (``<base>/jupyter/student``): every student's settings, for this exchange
+    and course (rlhf_course/classroom/config.py)."""
+    return ("from rlhf_course.classroom import config\n"
+            f"config.student(get_config(), {str(exchange_root)!r}, {course_id!r})\n")
 
 
 def write_everyone_config(folder: Path, repo: Path) -> None:
@@ -286,9 +281,7 @@ class Classroom:
 
         write_everyone_config(self.everyone_config, self.repo)
         self.student_config.mkdir(parents=True)
-        (self.student_config / "nbgrader_config.py").write_text(
-            "from rlhf_course import exchange\n"
-            f"exchange.configure(get_config(), {str(self.exchange)!r}, {self.course_id!r})\n")
+        (self.student_config / "nbgrader_config.py").write_text(students_nbgrader_config(self.exchange, self.course_id))
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
         server_app = {"jpserver_extensions": {name: False for name in STUDENT_SERVER_EXTENSIONS_OFF}}
         # a kernel that imports torch while the class does may take minutes to answer: jupyter_server's default
@@ -655,9 +648,20 @@ def _processes() -> list[tuple[int, list[str]]]:
     return found
 
 
+EXAMPLES = """\
+examples (rlhf-classroom is python -m rlhf_course.classroom; as root, from the checkout: sudo's PATH has no .venv/bin):
+  sudo make hub                                # the Makefile's way: its proxy, port 8000, alice, bob and carol
+  sudo .venv/bin/rlhf-classroom --proxy .cache/hub-proxy/node_modules/.bin/configurable-http-proxy --students ann ben
+  sudo .venv/bin/rlhf-classroom --proxy PROXY --class burst   # a class that runs everything at once: no boost
+  sudo .venv/bin/rlhf-classroom --proxy PROXY --memory 2G --cpus 0.5 --idle-timeout 0   # small servers, never stopped
+  sudo .venv/bin/rlhf-classroom prestart --hold-until 14:00   # the running hub's students' servers, before the class
+"""
+
+
 def argument_parser() -> argparse.ArgumentParser:
-    """make hub's options (`python -m rlhf_course.classroom --help`)."""
-    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0])
+    """make hub's options (`python -m rlhf_course.classroom --help`), with :data:`EXAMPLES` after them."""
+    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom", description=__doc__.split("\n\n")[0],
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--base", type=Path, default=Path("/srv/rlhf-classroom"))
     parser.add_argument("--prefix", default="rlhf_", help="prefix of the account names")

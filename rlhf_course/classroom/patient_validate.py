@@ -42,6 +42,7 @@ from nbgrader.validator import Validator
 from nbgrader.apps.validateapp import ValidateApp
 from traitlets import Float, default, validate
 
+from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS
 from rlhf_course.i18n import ENGLISH, t
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's CPU times are in these, per second
@@ -150,10 +151,12 @@ class KernelStartStopped(RuntimeError):
 
 
 class PatientExecute(Execute):
-    cpu_seconds = Float(120, help="CPU-seconds (the kernel's processes and threads) one cell may use before it "
-                                  "is stopped; a busy machine does not count").tag(config=True)
-    blocked_seconds = Float(600, help="seconds one cell (or the kernel's start) may spend with no process of the "
-                                      "kernel's running or waiting for a CPU").tag(config=True)
+    cpu_seconds = Float(VALIDATE_CPU_SECONDS, help="CPU-seconds (the kernel's processes and threads) one cell may "
+                                                   "use before it is stopped; a busy machine does not count"
+                        ).tag(config=True)
+    blocked_seconds = Float(VALIDATE_BLOCKED_SECONDS, help="seconds one cell (or the kernel's start) may spend with "
+                                                           "no process of the kernel's running or waiting for a CPU"
+                            ).tag(config=True)
     notice_seconds = Float(20, help="every so many seconds of a wait, a notice that Validate is still waiting"
                            ).tag(config=True)
     poll_seconds = Float(0.5, help="seconds between two samples of the kernel's processes").tag(config=True)

@@ -206,9 +206,18 @@ def report(outcomes: list[Outcome]) -> str:
                               f"{counts['failed']} failed"])
 
 
+EXAMPLES = """\
+examples (rlhf-classroom is python -m rlhf_course.classroom; as root, while make hub runs):
+  sudo .venv/bin/rlhf-classroom prestart                         # every student's server of /srv/rlhf-classroom
+  sudo .venv/bin/rlhf-classroom prestart alice bob --parallel 1  # two students' (with or without the prefix)
+  sudo .venv/bin/rlhf-classroom prestart --roster today.txt --hold-until 14:00   # kept from the idle culler till 14:00
+"""
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom prestart",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=__doc__.split("\n\n")[0], epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="students (account names, or without the classroom's prefix); "
                         "default: every student of the classroom")
     parser.add_argument("--roster", type=Path, help="a file of students, one a line (with the names above)")

@@ -108,28 +108,12 @@ class TrainingBoost:
             _write_quota(cgroup, own)
 
 
-def cpu_weight(cgroup: Path) -> int | None:
-    """The cgroup's CPU weight on v2's scale (v1's cpu.shares / 10.24), or None (no such cgroup)."""
-    with contextlib.suppress(OSError):
-        return int((cgroup / "cpu.weight").read_text())
-    with contextlib.suppress(OSError):
-        return round(int((cgroup / "cpu.shares").read_text()) * DEFAULT_WEIGHT / 1024)
-    return None
-
-
 def _set_weight(cgroup: Path, weight: int) -> None:
     with contextlib.suppress(OSError):  # the user's server stopped meanwhile: its cgroup is gone
         if (cgroup / "cpu.weight").exists():
             (cgroup / "cpu.weight").write_text(str(weight))
         else:
             (cgroup / "cpu.shares").write_text(str(weight * 1024 // DEFAULT_WEIGHT))
-
-
-def cpu_quota(cgroup: Path) -> float | None:
-    """The cgroup's CPU quota in cores (v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over its period), or None
-    (no quota, or no such cgroup)."""
-    text = _read_quota(cgroup)
-    return None if text is None else _cores(text)
 
 
 def _cores(quota_text: str) -> float | None:

@@ -28,8 +28,8 @@ DEFAULT_COURSE_ID = "rlhf-course"
 
 
 def configure(c, exchange_root: str, course_id: str) -> None:
-    """The exchange settings a course needs, for nbgrader_config.py (instructor) and for the
-    system-wide /etc/jupyter/nbgrader_config.py of a JupyterHub (students).  Imports nothing:
+    """The exchange settings a course needs, for nbgrader_config.py (instructor) and for the students'
+    (:func:`rlhf_course.classroom.config.student`, which calls this).  Imports nothing:
     nbgrader imports each class when its command runs."""
     # Every app's console handler prints through one rule (base.PrintableRecords): names a student made reach
     # nbgrader's own messages (an inbound entry's name in `nbgrader list --inbound`).
@@ -46,9 +46,10 @@ def configure(c, exchange_root: str, course_id: str) -> None:
     c.ExchangeFactory.collect = "rlhf_course.exchange.collect.StrictExchangeCollect"
 
 
-def configure_from_environment(c, course_root) -> None:
-    """:func:`configure` with the exchange ``RLHF_EXCHANGE_ROOT`` names (a JupyterHub's, e.g.
-    /srv/nbgrader/exchange), else the course's own ``exchange/`` folder, and the course id ``RLHF_COURSE_ID`` or
-    rlhf-course: the course's nbgrader_config.py and `make lab`'s (jupyter/student/nbgrader_config.py) alike."""
-    configure(c, os.environ.get("RLHF_EXCHANGE_ROOT", str(Path(course_root) / LOCAL_FOLDER)),
-              os.environ.get("RLHF_COURSE_ID", DEFAULT_COURSE_ID))
+def from_environment(course_root) -> tuple[str, str]:
+    """(exchange root, course id) for :func:`configure`: the exchange ``RLHF_EXCHANGE_ROOT`` names (a JupyterHub's,
+    e.g. /srv/nbgrader/exchange), else the course's own ``exchange/`` folder in ``course_root``, and the course id
+    ``RLHF_COURSE_ID`` or rlhf-course: the course's nbgrader_config.py and `make lab`'s
+    (jupyter/student/nbgrader_config.py) alike."""
+    return (os.environ.get("RLHF_EXCHANGE_ROOT", str(Path(course_root) / LOCAL_FOLDER)),
+            os.environ.get("RLHF_COURSE_ID", DEFAULT_COURSE_ID))

@@ -11,7 +11,8 @@ Imports run one way, top to bottom (pyproject.toml's import contracts say so, an
 * two wings that write what people read: ``pages/`` (the feedback page, the class report, the Formgrader's pages,
   and every template) above ``gradebook/`` (the gradebook, grades.csv, the LMS's CSV, grading_report.csv, the late
   penalty);
-* the words they share: ``results`` (what grading produces, no torch), ``checks``, ``misconceptions``,
+* the words they share: ``results`` (what grading produces, no torch), ``checks``, ``misconceptions`` (and
+  ``catalogue``, what the instructor's catalogues of answers are written with),
   ``editions``, ``canonical``, ``instructor``;
 * the ``sandbox/`` wing, which imports nothing of the rest;
 

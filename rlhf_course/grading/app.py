@@ -26,6 +26,7 @@ import os
 import resource
 import sys
 from pathlib import Path
+from textwrap import dedent
 
 from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool, Float, List, Unicode
@@ -61,6 +62,12 @@ class GradeCommand(CourseCommand):
                    "submissions) in sandboxes, judged outside the student's process; record the scores in "
                    "nbgrader's gradebook and write feedback, grading_report.csv, grades.csv and the class report "
                    "(class_report/).  Runs as root.")
+    examples = dedent("""
+        sudo .venv/bin/rlhf-grader grade          # every released assignment with submissions, every student
+        sudo .venv/bin/rlhf-grader grade rlhf --student=alice --workers=2
+        sudo .venv/bin/rlhf-grader grade --call-seconds=5   # a setting for this run (any TrustedGrading setting)
+        rlhf-grader grade --help-all              # every setting, with its default
+    """)
     students = List(Unicode(), help="Grade only these students.").tag(config=True)
     aliases = {**CourseCommand.aliases, "workers": "TrustedGrading.workers", "dask": "TrustedGrading.dask_address",
                "student": "GradeCommand.students",
@@ -86,6 +93,11 @@ class ReportCommand(CourseCommand):
                    "hidden test's pass rate and discrimination, misconceptions, lateness, each student's feedback), "
                    "and class_report/<assignment>.csv, the same numbers.  A language edition is reported with its "
                    "assignment.  `grade` writes them too.  --language=zh-CN: in Chinese.")
+    examples = dedent("""
+        rlhf-grader report                        # each assignment with submissions
+        rlhf-grader report rlhf --language=zh-CN  # one assignment, in Chinese
+        rlhf-grader report rlhf --course-root=outputs/example_class   # the example class's (make demo)
+    """)
 
     aliases = {**CourseCommand.aliases, "language": "ClassReportSettings.language"}
 
@@ -107,6 +119,11 @@ class ExportCommand(CourseCommand):
                    "student of the roster, a column per assignment (its language editions folded in), each score "
                    "after the late penalty, a missing submission blank (never 0).  Default file: "
                    "grades-<format>.csv in the course root (--to=PATH).")
+    examples = dedent("""
+        rlhf-grader export                        # grades-canvas.csv in the course root
+        rlhf-grader export --format=moodle --to=/tmp/moodle.csv
+        rlhf-grader export --format=long          # one row per student and assignment
+    """)
     format = Unicode("canvas", help="canvas, moodle or long.").tag(config=True)
     to = Unicode("", help="The file to write (default: grades-<format>.csv in the course root).").tag(config=True)
     aliases = {**CourseCommand.aliases, "format": "ExportCommand.format", "to": "ExportCommand.to"}
@@ -128,6 +145,11 @@ class ReleaseCommand(CourseCommand):
     name = "rlhf-grader release"
     description = ("Build the language editions' sources (i18n/), then record each assignment (or the named ones) "
                    "and its due date in the gradebook and generate its student version in release/.")
+    examples = dedent("""
+        rlhf-grader release                       # every assignment of source/ (and its language editions)
+        rlhf-grader release rlhf                  # one assignment
+        RLHF_DUE_DATE="2026-12-20 23:59:00 UTC" rlhf-grader release   # another due date (nbgrader_config.py)
+    """)
 
     def start(self):
         for path in release.generate_release(self.course, self.extra_args or None):
@@ -139,6 +161,10 @@ class ExamplesCommand(CourseCommand):
     description = ("In a copy of the course's inputs (--into, default outputs/example_class; the course itself is "
                    "never touched): release, then grade the bundled example class with stock nbgrader and print a "
                    "summary.  `report --course-root=FOLDER` writes its class report.")
+    examples = dedent("""
+        rlhf-grader examples                      # into outputs/example_class (make demo)
+        rlhf-grader examples --into=/tmp/class    # elsewhere
+    """)
     into = Unicode("", help="The example class's folder (default: outputs/example_class in the course); a folder "
                             "an earlier run made is replaced, any other non-empty folder refused.").tag(config=True)
     aliases = {**CourseCommand.aliases, "into": "ExamplesCommand.into"}
@@ -158,6 +184,9 @@ class EditionsStatusCommand(CourseCommand):
     name = "rlhf-grader editions status"
     description = ("Each translation file of i18n/: up to date, or each cell, message and detail to revisit "
                    "(exits 1 when any needs revisiting).")
+    examples = dedent("""
+        rlhf-grader editions status
+    """)
 
     def start(self):
         code, text = editions.status(self.course)
@@ -169,6 +198,9 @@ class EditionsRevisitCommand(CourseCommand):
     name = "rlhf-grader editions revisit"
     description = ("Mark entries of a translation file revisited (FILE ID [ID ...]: its name in i18n/, then cell or "
                    "grade ids), after updating their translation.")
+    examples = dedent("""
+        rlhf-grader editions revisit rlhf.zh-CN.json intro ppo-derivation   # after updating their Chinese
+    """)
 
     def start(self):
         if len(self.extra_args) < 2:
@@ -182,6 +214,11 @@ class ExtendCommand(CourseCommand):
     name = "rlhf-grader extend"
     description = ("Give a student more time on an assignment (STUDENT ASSIGNMENT --hours N, or --until DATE), stored "
                    "as the gradebook's extension, which the late penalty honours; --list shows every extension.")
+    examples = dedent("""
+        rlhf-grader extend alice rlhf --hours 48
+        rlhf-grader extend bob rlhf --until '2026-12-20 18:00 UTC'
+        rlhf-grader extend --list
+    """)
     hours = Float(0.0, help="Hours added to the assignment's due date.").tag(config=True)
     until = Unicode("", help="The student's new deadline (e.g. '2026-12-20 18:00 UTC').").tag(config=True)
     list_them = Bool(False, help="List every extension granted.").tag(config=True)
@@ -220,6 +257,9 @@ class PublishDeadlinesCommand(CourseCommand):
     description = ("Put the gradebook's due dates (each released assignment's) and every student's extensions into "
                    "the exchange, where students see them (nbgrader list, submit, the Assignment List): after a due "
                    "date is changed in the Formgrader.  Release and extend do it themselves.")
+    examples = dedent("""
+        rlhf-grader publish-deadlines
+    """)
 
     def start(self):
         _publish(self)
@@ -230,6 +270,9 @@ class LabReleaseCommand(CourseCommand):
     description = ("`make lab`'s first step: release each assignment of release/ the course's exchange does not hold "
                    "yet (through the course's release, which refuses what `make release` did not generate), then say, "
                    "in English and Chinese, what the student's Assignment List offers and where the student works.")
+    examples = dedent("""
+        rlhf-grader lab-release                   # make lab's first step
+    """)
 
     def start(self):
         from rlhf_course.exchange.local import release_for_lab
@@ -245,6 +288,10 @@ def _fresh(command: type[Application]):
 class EditionsCommand(Application):
     name = "rlhf-grader editions"
     description = "The language editions' translation files (i18n/): what needs revisiting, and marking it revisited."
+    examples = dedent("""
+        rlhf-grader editions status
+        rlhf-grader editions revisit rlhf.zh-CN.json intro
+    """)
     subcommands = {
         "status": (_fresh(EditionsStatusCommand), EditionsStatusCommand.description),
         "revisit": (_fresh(EditionsRevisitCommand), EditionsRevisitCommand.description),
@@ -260,6 +307,14 @@ class EditionsCommand(Application):
 class RlhfGrader(Application):
     name = "rlhf-grader"
     description = __doc__.split("\n\n")[0]
+    examples = dedent("""
+        rlhf-grader release                       # make release (rlhf-grader is python -m rlhf_course.grading)
+        sudo .venv/bin/rlhf-grader grade          # make grade: trusted grading of every submission
+        rlhf-grader report --language=zh-CN       # the class report, in Chinese
+        rlhf-grader export --format=canvas        # grades an LMS imports
+        rlhf-grader extend alice rlhf --hours 48  # an extension
+        rlhf-grader COMMAND --help                # one command's options and examples
+    """)
     subcommands = {
         "release": (_fresh(ReleaseCommand), ReleaseCommand.description),
         "grade": (_fresh(GradeCommand), GradeCommand.description),

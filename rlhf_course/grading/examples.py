@@ -1,5 +1,5 @@
 """The bundled example class: submissions made from the reference solution with known mistakes swapped
-in (``instructor/answer_catalogue.py``), graded by stock nbgrader and summarised.  Used by the demo,
+in (``instructor/rlhf_catalogue.py``), graded by stock nbgrader and summarised.  Used by the demo,
 the comparisons between stock and trusted grading, and the tests.  The demo's class lives in a copy of the
 course's inputs (:func:`scratch_course`), never in the course itself: a course's students, gradebook and
 grades stay as they are.
@@ -59,7 +59,7 @@ def answers_for(course: Course, wrong_names: tuple[str, ...] | None) -> dict[str
     mistakes swapped in.  ``None`` means an untouched release notebook (no answers at all)."""
     if wrong_names is None:
         return {}
-    catalogue = instructor.load_module(course, "answer_catalogue")
+    catalogue = instructor.load_module(course, "rlhf_catalogue")
     source = course.folder("source", assignment=ASSIGNMENT) / NOTEBOOK
     answers = notebooks.solution_answers(notebooks.read(source))
     for name in wrong_names:
@@ -166,7 +166,7 @@ def grade_examples(course: Course) -> str:
     and export them; the summary table."""
     from nbgrader.utils import parse_utc
 
-    catalogue = instructor.load_module(course, "answer_catalogue")
+    catalogue = instructor.load_module(course, "rlhf_catalogue")
     generate_release(course)
     due = due_date_for(course, ASSIGNMENT)
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None

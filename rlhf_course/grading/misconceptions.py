@@ -2,9 +2,10 @@
 catalogued wrong answer gets wrong, its feedback page says which mistake that looks like, why it is
 wrong and which section of the notebook to re-read, in the student's language.
 
-The catalogue is the instructor's (``instructor/<base>_catalogue.py``; the first assignment's is
-``instructor/answer_catalogue.py``; never released): its ``WRONG_ANSWERS`` (each with its source and
-the grade cells it ``loses``) and its ``MISCONCEPTIONS``, a :class:`Misconception` for each by name.
+The catalogue is the instructor's (``instructor/<base>_catalogue.py``, written with
+:mod:`rlhf_course.grading.catalogue`; never released): its ``WRONG_ANSWERS`` (each with its source and
+the grade cells it ``loses``) and its ``MISCONCEPTIONS``, a
+:class:`~rlhf_course.grading.catalogue.Misconception` for each by name.
 
 **The rule.**  Nothing is named unless the submission was scored (state ``graded`` or ``failed
 tests``: one that timed out, crashed, ran out of memory, was malformed or too large, or met a grader
@@ -39,36 +40,19 @@ from __future__ import annotations
 import math
 import re
 import threading
-from dataclasses import dataclass
 from typing import Callable
 
 from rlhf_course.course.settings import Course
 from rlhf_course.grading.results import SCORED_STATES, NamedMisconception, SubmissionResult, one_line
-from rlhf_course.i18n import ENGLISH, t
+from rlhf_course.i18n import t
 
-CATALOGUE_MODULES = {"rlhf": "answer_catalogue"}  # the first assignment's catalogue keeps its first name
 INSTRUCTOR_FOLDER = "instructor"
 RELATIVE_TOLERANCE = 1e-4  # numbers in two messages agree to 4 significant digits
 
 
 def catalogue_module_name(base: str) -> str:
     """``instructor/<this>.py`` holds the wrong answers of the assignment written in ``source/<base>/``."""
-    return CATALOGUE_MODULES.get(base, f"{base}_catalogue")
-
-
-@dataclass(frozen=True)
-class Misconception:
-    """What a catalogued wrong answer gets wrong, for the student: each text by language ("en", "zh-CN").
-    ``section`` is the heading of the notebook section to re-read, as the edition of that language has it."""
-
-    name: dict
-    explanation: dict
-    section: dict
-
-    def named(self, entry: str, function: str, language: str) -> NamedMisconception:
-        def say(texts: dict) -> str:
-            return texts.get(language) or texts[ENGLISH]
-        return NamedMisconception(entry, function, say(self.name), say(self.explanation), say(self.section))
+    return f"{base}_catalogue"
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -88,12 +72,9 @@ def catalogue(course: Course, base: str) -> tuple[list, dict] | None:
     path = folder / f"{name}.py"
     if not path.is_file():
         return None
-    shared = folder / f"{CATALOGUE_MODULES['rlhf']}.py"  # every catalogue imports its WrongAnswer from it
-    key = (str(path), path.stat().st_mtime_ns, shared.stat().st_mtime_ns if shared.is_file() else 0)
+    key = (str(path), path.stat().st_mtime_ns)
     with _LOCK:
         if key not in _CATALOGUES:
-            if name != CATALOGUE_MODULES["rlhf"] and shared.is_file():
-                instructor.load_module(course, CATALOGUE_MODULES["rlhf"])
             module = instructor.load_module(course, name)
             _CATALOGUES[key] = (list(module.WRONG_ANSWERS), dict(getattr(module, "MISCONCEPTIONS", {})))
         return _CATALOGUES[key]

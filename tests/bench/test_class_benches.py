@@ -147,10 +147,21 @@ def test_a_run_is_summarised_and_item_3_judged():
     assert f["failures"] == {"b": "RuntimeError: boom"} and (f["submitted"], f["collected"]) == (1, 1)
     assert f["load"]["peak_1min"] == 3.0 and f["spawn_s"]["max"] == 4.0
     assert "submitted / collected" in cr.table("lab", f)
+    assert math.isnan(f["training_bound"]["measured_over_bound"])  # nobody's training start was recorded
     calm = dict(f, failures={}, students=1, cell_latency_s={"p95": 0.3})
     assert cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.42}))["ok"]
     assert not cr.isolation(calm, dict(calm, cell_latency_s={"p95": 0.48}))["within_1_5x"]
     assert cr.isolation(calm, dict(calm, collected=0))["lost_submissions"] == 1
+
+
+def test_the_training_p95_is_set_beside_what_a_perfect_queue_gives_the_same_arrivals():
+    # four trainings of 10 s alone, arriving together, two at a time: the perfect queue ends them at 10, 10, 20, 20 s
+    students = [cr.StudentFigures(n, training=t, training_at=0.0) for n, t in zip("abcd", (12.0, 12.0, 30.0, 30.0))]
+    f = cr.summarise(students, [], 10.0, 4, [(1.0, 1.0, 1.0)], slots=2)
+    bound = f["training_bound"]
+    assert bound["p50_over_alone"] == pytest.approx(1.5) and bound["p95_over_alone"] == pytest.approx(2.0)
+    assert bound["measured_over_bound"] == pytest.approx(1.5)  # measured p95 3.0x alone over the bound's 2.0x
+    assert "K=2: 1.50x / 2.00x; 1.50x (goal <= 1.5x)" in cr.table("lab", f)
 
 
 def test_a_failed_validate_is_a_failure_the_student_saw_even_if_they_submitted():

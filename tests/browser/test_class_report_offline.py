@@ -18,12 +18,12 @@ HEADINGS = {ENGLISH: ["Students by score, lowest first", "Score distribution", "
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    import answer_catalogue
+    import rlhf_catalogue
 
     from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("class-offline") / "course")
     release_course(root)
-    synthetic_class.build(root, answer_catalogue, real=False)
+    synthetic_class.build(root, rlhf_catalogue, real=False)
     return root
 
 

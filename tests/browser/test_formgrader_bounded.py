@@ -22,7 +22,9 @@ from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # a JupyterLab server, seconds of rendering
-BUDGET = 2.0
+# Between the honest page (about 1 s; 3.5 s at load 17 in a slow hour) and the slowest page the bounds allow
+# (19-32 s of sanitising, bench/sanitisers.py): the honest one renders, the slowest is stopped, whatever the hour.
+BUDGET = 6.0
 
 
 def _slowest_copy(course):

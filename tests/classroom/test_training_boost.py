@@ -12,7 +12,8 @@ import pytest
 
 from rlhf_course.classroom import training_boost
 from rlhf_course.classroom.spawner import CGROUP_ROOT
-from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, cpu_weight
+from rlhf_course.classroom.training_boost import BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost
+from tests.support.cgroups import cpu_quota, cpu_weight
 
 
 def test_a_weight_outside_the_schedulers_range_is_refused():
@@ -99,12 +100,12 @@ def test_a_holders_quota_is_lowered_while_it_holds_its_slot_and_given_back(class
     a, b = (p.pid for p in processes)
     try:
         assert boost.hold({a, b}) == {alice, bob}
-        assert (cpu_weight(alice), training_boost.cpu_quota(alice)) == (10000, 0.85)
-        assert (cpu_weight(bob), training_boost.cpu_quota(bob)) == (10000, 0.5)
+        assert (cpu_weight(alice), cpu_quota(alice)) == (10000, 0.85)
+        assert (cpu_weight(bob), cpu_quota(bob)) == (10000, 0.5)
         assert boost.hold({b}) == {bob}
-        assert (cpu_weight(alice), training_boost.cpu_quota(alice)) == (DEFAULT_WEIGHT, 1.0)
+        assert (cpu_weight(alice), cpu_quota(alice)) == (DEFAULT_WEIGHT, 1.0)
         boost.restore()
-        assert (cpu_weight(bob), training_boost.cpu_quota(bob)) == (DEFAULT_WEIGHT, 0.5)
+        assert (cpu_weight(bob), cpu_quota(bob)) == (DEFAULT_WEIGHT, 0.5)
     finally:
         for process in processes:
             process.kill()

@@ -18,9 +18,10 @@ from types import SimpleNamespace
 import pytest
 
 from rlhf_course.classroom import accounts, spawner
-from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT, TrainingBoost, cpu_weight, user_cgroup
+from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT, TrainingBoost, user_cgroup
 from rlhf_course.classroom.training_broker import TrainingBroker
 from tests.support.accounts import PREFIX
+from tests.support.cgroups import cpu_weight
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"  # every account can run it, unlike the checkout's .venv

@@ -1,25 +1,23 @@
 """The course on Zero to JupyterHub (deploy/z2jh), checked as far as a machine without a cluster allows:
-the values file loaded as the chart's hub loads it (tests/classroom/z2jh_chart.py reproduces the chart's
+the values file loaded as the chart's hub loads it (deploy/z2jh/z2jh_chart.py reproduces the chart's
 mapping for the keys config.yaml uses), a KubeSpawner (the pinned one, the hub image's) configured from
 it, and the pods it would create for a student and for the instructor rendered by KubeSpawner's own
 `get_pod_manifest` (no Kubernetes API is contacted); the culler's command line parsed by the pinned
 jupyterhub-idle-culler; the Dockerfiles read against requirements.txt.  Never run here: Helm, Docker,
 a cluster, an NFS server (docs/classroom.md says what that leaves unchecked)."""
-import asyncio
-import concurrent.futures
 import json
 import re
 import shlex
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from packaging.requirements import Requirement
 
-from tests.classroom import z2jh_chart
-from tests.support.course import REPO
+from tests.support.course import REPO, deploy_module
 
 DEPLOY = REPO / "deploy" / "z2jh"
+z2jh_chart = deploy_module("z2jh_chart")  # the chart's hub, reproduced
+render = z2jh_chart.render
 # Measured per student on the local hub (`make hub`, issue #37's figures): after the lab's training cell
 # (server + kernel; docs/classroom.md, "On Kubernetes").
 MEASURED_PEAK_BYTES = 520e6
@@ -49,37 +47,6 @@ def values():
 @pytest.fixture(scope="module")
 def hub_config(values):
     return z2jh_chart.hub_config(values)
-
-
-def render(hub_config, names, kubeconfig: Path) -> dict:
-    """Each user's pod manifest (Kubernetes JSON) as the hub's KubeSpawner makes it before creating it:
-    the pre-spawn hook, then get_pod_manifest.  KubeSpawner loads a kubeconfig when made; the one given
-    names an address nobody listens on, and nothing here calls the API."""
-    from jupyterhub.utils import maybe_future
-    from kubernetes_asyncio.client import ApiClient
-    from kubernetes_asyncio.config import kube_config
-    from kubespawner import KubeSpawner
-
-    async def one(name):
-        user = SimpleNamespace(name=name, id=1, url=f"/user/{name}/", escaped_name=name, server=None)
-        hub = SimpleNamespace(api_url="http://hub:8081/hub/api", base_url="/hub/", public_host="",
-                              url="http://hub:8081/hub/")
-        spawner = KubeSpawner(config=hub_config, user=user, hub=hub, api_token="token",
-                              oauth_client_id=f"jupyterhub-user-{name}")
-        await maybe_future(spawner.run_pre_spawn_hook())
-        pod = await spawner.get_pod_manifest()
-        async with ApiClient() as api:
-            return api.sanitize_for_serialization(pod)
-
-    async def all_of_them():
-        return {name: await one(name) for name in names}
-
-    saved, kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kube_config.KUBE_CONFIG_DEFAULT_LOCATION, str(kubeconfig)
-    try:  # in a thread of its own: a browser test's event loop may hold this thread's
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, all_of_them()).result()
-    finally:
-        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = saved
 
 
 @pytest.fixture(scope="module")
@@ -210,21 +177,23 @@ def test_a_students_server_gets_the_exchange_and_one_thread(pods):
     assert found["JUPYTERHUB_USER"] == "alice"
 
 
-def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub():
-    from traitlets.config import Config
+def test_a_students_validate_waits_for_a_busy_kernel_as_on_the_local_hub(tmp_path, monkeypatch):
+    from traitlets.config.loader import PyFileConfigLoader
 
-    from rlhf_course.classroom.hub import (EVERYONE_NBGRADER_CONFIG, VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS,
-                                           VALIDATE_SECONDS)
-    config = Config()
-    path = DEPLOY / "jupyter" / "student" / "nbgrader_config.py"
-    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config})
+    from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS, VALIDATE_SECONDS
+    from rlhf_course.classroom.hub import EVERYONE_NBGRADER_CONFIG
+    monkeypatch.delenv("RLHF_EXCHANGE_ROOT", raising=False)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(DEPLOY / "jupyter" / "student")).load_config()
     assert VALIDATE_SECONDS >= 60
     for wait in ("timeout", "iopub_timeout", "startup_timeout"):
         assert config.Execute[wait] == VALIDATE_SECONDS, wait
     assert config.PatientExecute.cpu_seconds == VALIDATE_CPU_SECONDS  # the Validate button's, as on the local hub
     assert config.PatientExecute.blocked_seconds == VALIDATE_BLOCKED_SECONDS
-    assert f"c.PatientExecute.cpu_seconds = {VALIDATE_CPU_SECONDS}" in EVERYONE_NBGRADER_CONFIG
     assert config.Exchange.root == "/srv/nbgrader/exchange"
+    (tmp_path / "nbgrader_config.py").write_text(EVERYONE_NBGRADER_CONFIG)  # every user's on the local hub
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # where its kernels' sockets go
+    on_the_hub = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+    assert (on_the_hub.Execute, on_the_hub.PatientExecute) == (config.Execute, config.PatientExecute)
 
 
 def test_the_instructors_pod_has_the_course_and_the_formgrader(pods, values):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import answer_catalogue
+import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, release
@@ -32,10 +32,10 @@ from tests.support.in_process_sandbox import grade_in_process
 pytestmark = [pytest.mark.slow, needs_sandbox]
 
 CORRECT = ("ada_correct", "zoe_correct")
-CORRECT_CLASSES = answer_catalogue.correct_variant_classes()  # every correct style, a few per submission
-MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
-GUIDE_BUG = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]  # the feedback page's example
-ADVERSARIAL = answer_catalogue.ADVERSARIAL
+CORRECT_CLASSES = rlhf_catalogue.correct_variant_classes()  # every correct style, a few per submission
+MISTAKE_CLASSES = rlhf_catalogue.wrong_answer_classes()  # every mistake, at most one per function
+GUIDE_BUG = rlhf_catalogue.class_of_mistake()["ppo_clip_without_min"]  # the feedback page's example
+ADVERSARIAL = rlhf_catalogue.ADVERSARIAL
 if not os.environ.get("RLHF_WHOLE_CATALOGUE"):  # a representative few
     CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:1])
     MISTAKE_CLASSES = {GUIDE_BUG: MISTAKE_CLASSES[GUIDE_BUG]}
@@ -43,7 +43,7 @@ if not os.environ.get("RLHF_WHOLE_CATALOGUE"):  # a representative few
     # the release's cells and points back): each is graded through the same pipeline in-process, its state, score
     # and flag checked (test_pipeline_in_process.py).  Here the one that never reaches a sandbox.
     ADVERSARIAL = [attack for attack in ADVERSARIAL if attack.answers or attack.tamper == "invalid_json"]
-MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
+MISTAKES = [rlhf_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # the test cells; manually graded cells are a person's
 AUTOGRADED_TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
 # Small on purpose: the looping submissions wait out the feedback limit, then one call's.  3 s is 6x the slowest
@@ -117,7 +117,7 @@ def graded(tmp_path_factory):
         answers = {**examples.answers_for(course_handle, ()), **attack.answers}
         folder = examples.write_submission(course_handle, attack.name, answers)
         if attack.tamper:
-            answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+            rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     before = tree_digest(course)
     listener = Listener()
     try:
@@ -167,18 +167,18 @@ def test_every_correct_variant_gets_full_marks(graded, student):
 
 
 def test_the_representative_few_hold_a_mistake_of_every_function():
-    assert {wrong.answer_cell for wrong in MISTAKES} == set(answer_catalogue.FUNCTION_OF_CELL)
+    assert {wrong.answer_cell for wrong in MISTAKES} == set(rlhf_catalogue.FUNCTION_OF_CELL)
 
 
 @pytest.mark.parametrize("wrong", MISTAKES, ids=lambda w: w.name)
 def test_trusted_scores_agree_with_the_catalogue(graded, wrong):
     """Its submission loses exactly its mistakes' cells; among its function's cells, this mistake's."""
     _, results, _, _ = graded
-    student = answer_catalogue.class_of_mistake()[wrong.name]
+    student = rlhf_catalogue.class_of_mistake()[wrong.name]
     result = results[student]
     assert result.state == "failed tests", result.detail
-    assert lost(result) == answer_catalogue.cells_lost_by(MISTAKE_CLASSES[student]), MISTAKE_CLASSES[student]
-    function = answer_catalogue.FUNCTION_OF_CELL[wrong.answer_cell]
+    assert lost(result) == rlhf_catalogue.cells_lost_by(MISTAKE_CLASSES[student]), MISTAKE_CLASSES[student]
+    function = rlhf_catalogue.FUNCTION_OF_CELL[wrong.answer_cell]
     assert {g for g in lost(result) if rlhf_hidden_checks.CHECKS[g].function == function} == set(wrong.loses)
 
 

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-import answer_catalogue
+import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, examples
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.slow  # stock autograde of both editions, the real sand
 
 EN, ZH = "rlhf", "rlhf_zh"
 POINTS = cell_points("rlhf")  # what each grade cell is worth (the notebook's nbgrader.points)
-TAMPERED = [a for a in answer_catalogue.ADVERSARIAL if a.tamper and not a.answers]
+TAMPERED = [a for a in rlhf_catalogue.ADVERSARIAL if a.tamper and not a.answers]
 # Every catalogued mistake, at most one of each function a submission (a grade cell tests one function: each cell's
 # score is its function's mistake's, and the editions are compared cell by cell), 10 submissions, not 23
-STUDENTS = {"correct": (), **answer_catalogue.wrong_answer_classes()}
-GUIDE_BUG = answer_catalogue.class_of_mistake()["ppo_clip_without_min"]  # holds the guide's PPO slip, among others
+STUDENTS = {"correct": (), **rlhf_catalogue.wrong_answer_classes()}
+GUIDE_BUG = rlhf_catalogue.class_of_mistake()["ppo_clip_without_min"]  # holds the guide's PPO slip, among others
 
 
 def hand_in(course, assignment):
@@ -33,7 +33,7 @@ def hand_in(course, assignment):
         examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong), assignment=assignment)
     for attack in TAMPERED:
         folder = examples.write_submission(course_handle, attack.name, examples.answers_for(course_handle, ()), assignment=assignment)
-        answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+        rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     examples.write_submission(course_handle, "empty", examples.answers_for(course_handle, None), assignment=assignment)
 
 
@@ -135,7 +135,7 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
         zh = {g: s.score for g, s in examples.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
         assert set(zh) == set(rlhf_hidden_checks.CHECKS), student
         lost = {g for g, score in zh.items() if score < POINTS[g]}
-        assert lost == answer_catalogue.cells_lost_by(chosen[student]), student
+        assert lost == rlhf_catalogue.cells_lost_by(chosen[student]), student
         assert all(zh[g] == 0 for g in lost), student
     assert lost and set(zh) - lost  # some cells lost, the others scored in full
     autograded = (course / "autograded" / "one_mistake" / ZH / NOTEBOOK).read_text()
@@ -155,6 +155,6 @@ def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(
     wrong = results["ppo_clip_without_min"]
     assert wrong.state == "failed tests"
     lost = {c.grade_id for c in wrong.cells.values() if c.score < c.points}
-    assert lost == set(answer_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].loses)
+    assert lost == set(rlhf_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].loses)
     page = (course / "feedback" / "ppo_clip_without_min" / ZH / "rlhf_building_blocks.html").read_text()
     assert "测试得分" in page and "（nbgrader 运行本笔记本时跳过交互图）" in page  # the explorers spoke Chinese

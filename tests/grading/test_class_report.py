@@ -27,10 +27,10 @@ pytestmark = pytest.mark.slow  # the shared release, then four submissions grade
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
     """The class, whose report is the one the batch grading the four real students wrote (as `make grade`)."""
-    import answer_catalogue
+    import rlhf_catalogue
     root = copy_course(tmp_path_factory.mktemp("class") / "course")
     release_course(root)
-    plans = synthetic_class.build(root, answer_catalogue)
+    plans = synthetic_class.build(root, rlhf_catalogue)
     folder = root / class_report.FOLDER
     written = class_report.Written(ASSIGNMENT, folder / f"{ASSIGNMENT}.html", folder / f"{ASSIGNMENT}.csv", len(plans))
     by_the_batch = written.csv.read_text()

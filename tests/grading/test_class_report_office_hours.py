@@ -24,10 +24,10 @@ ABSENT = ("x_absent_1", "x_absent_2")
 def course(tmp_path_factory):
     """The synthetic class (56 students written into the gradebook, nobody graded for real) and two students of
     the roster who submitted nothing."""
-    import answer_catalogue
+    import rlhf_catalogue
     from nbgrader.api import Gradebook
     root = release_course(copy_course(tmp_path_factory.mktemp("office_hours") / "course"))
-    plans = synthetic_class.build(root, answer_catalogue, real=False)
+    plans = synthetic_class.build(root, rlhf_catalogue, real=False)
     with Gradebook(gradebook_url(root)) as gb:
         for student in ABSENT:
             gb.update_or_create_student(student)
@@ -103,9 +103,9 @@ def test_flags_have_severities(english):
 
 
 def test_too_few_submissions_are_not_flagged_and_the_page_says_so(tmp_path):
-    import answer_catalogue
+    import rlhf_catalogue
     root = release_course(copy_course(tmp_path / "course"))
-    plans = synthetic_class.build(root, answer_catalogue, students=8, real=False)
+    plans = synthetic_class.build(root, rlhf_catalogue, students=8, real=False)
     assert len(plans) < class_report.MIN_STUDENTS
     root_course = Course.at(root)
     for language, sentence in (("en", f"Too few submissions to flag: {len(plans)}, flags need "

@@ -237,7 +237,7 @@ def test_a_failure_reads_in_chinese_down_to_the_case_note():
         "advantages has shape (7,), expected (6,) (segment of 6 steps cut before the episode ends, next_value=2.5)")
 
 
-CATALOGUES = {"rlhf": "answer_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
+CATALOGUES = {"rlhf": "rlhf_catalogue", "kl_penalty": "kl_penalty_catalogue", "grpo": "grpo_catalogue"}
 
 
 @pytest.mark.parametrize("base", sorted(CATALOGUES))
@@ -443,7 +443,7 @@ def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(cours
     checked as the cells are: a variant there, or a short form the edition never defines, stops `make release`."""
     edition = editions.edition_of(Course.at(course), "rlhf_zh")
     assert editions.problems(Course.at(course), edition, base_checks(edition)) == []
-    catalogue = course / "instructor" / "answer_catalogue.py"
+    catalogue = course / "instructor" / "rlhf_catalogue.py"
     text = catalogue.read_text(encoding="utf-8")
     catalogue.write_text(text.replace("往前走；", "往前走，不需要价值网络；", 1), encoding="utf-8")
     readme = (REPO / "README.zh-CN.md").read_text(encoding="utf-8")  # (a course copy has none)

@@ -37,7 +37,7 @@ def test_the_example_class_never_touches_the_course_it_runs_in(tmp_path):
     assert f"nothing in {course} changes" in proc.stdout
     assert snapshot(course) == before
 
-    catalogue = instructor.load_module(Course.at(course), "answer_catalogue")
+    catalogue = instructor.load_module(Course.at(course), "rlhf_catalogue")
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(copy)) as gradebook:
         assert sorted(s.id for s in gradebook.students) == sorted(catalogue.EXAMPLE_SUBMISSIONS)

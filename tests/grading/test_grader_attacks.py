@@ -297,11 +297,11 @@ def test_grader_memory_stays_bounded(attacked):
 
 def _points(repo, function=None, wrong=None) -> float:
     sys.path.insert(0, str(repo / "instructor"))
-    import answer_catalogue
+    import rlhf_catalogue
     import rlhf_hidden_checks as checks
     points = cell_points(ASSIGNMENT, repo)
     if wrong:
-        return sum(points[g] for g in answer_catalogue.WRONG_BY_NAME[wrong].loses)
+        return sum(points[g] for g in rlhf_catalogue.WRONG_BY_NAME[wrong].loses)
     return sum(points[c.id] for c in checks.CHECKS.values() if c.function == function)
 
 

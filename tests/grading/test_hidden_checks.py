@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import answer_catalogue
+import rlhf_catalogue
 import rlhf_hidden_checks as checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS
 from rlhf_course.course import notebooks
@@ -45,7 +45,7 @@ def test_reference_solution_passes_every_check(reference):
     assert failing_checks(reference) == {}
 
 
-@pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+@pytest.mark.parametrize("wrong", rlhf_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
 def test_each_mistake_fails_exactly_its_properties(wrong, source_nb):
     answers = notebooks.solution_answers(source_nb)
     answers[wrong.answer_cell] = wrong.source
@@ -53,7 +53,7 @@ def test_each_mistake_fails_exactly_its_properties(wrong, source_nb):
     assert set(failed) == set(wrong.loses), failed
 
 
-@pytest.mark.parametrize("variant", answer_catalogue.CORRECT_VARIANTS, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", rlhf_catalogue.CORRECT_VARIANTS, ids=lambda v: v.name)
 def test_each_correct_variant_gets_full_marks(variant, source_nb):
     answers = notebooks.solution_answers(source_nb)
     answers[variant.answer_cell] = variant.source
@@ -61,17 +61,17 @@ def test_each_correct_variant_gets_full_marks(variant, source_nb):
 
 
 def test_correct_variants_cover_three_styles_per_function():
-    cells = [v.answer_cell for v in answer_catalogue.CORRECT_VARIANTS]
+    cells = [v.answer_cell for v in rlhf_catalogue.CORRECT_VARIANTS]
     for cell in ("ppo_answer", "dpo_answer", "gae_answer"):
         assert cells.count(cell) >= 3, cell
-    sources = {v.name: v.source for v in answer_catalogue.CORRECT_VARIANTS}
+    sources = {v.name: v.source for v in rlhf_catalogue.CORRECT_VARIANTS}
     assert any("torch.no_grad()" in s for s in sources.values())  # the reference as a trainer computes it
     assert any(".detach()" in s for s in sources.values())
     loops = {n: any(isinstance(node, (ast.For, ast.While)) for node in ast.walk(ast.parse(s)))
              for n, s in sources.items()}
     assert any(not loops[n] for n in sources if n.startswith("gae")), loops  # a vectorised GAE
     # the submissions built from them use each variant exactly once
-    used = [src for answers in answer_catalogue.correct_variant_classes().values() for src in answers.values()]
+    used = [src for answers in rlhf_catalogue.correct_variant_classes().values() for src in answers.values()]
     assert sorted(used) == sorted(sources.values())
 
 
@@ -133,11 +133,11 @@ def test_gamma_lambda_zero_is_exercised_only_where_it_is_the_property():
     exercising = {check.id for check in checks.checks_for("compute_gae", hidden_only=False)
                   if any(case.args[3] * case.args[4] == 0 for case in check.cases())}
     assert exercising == {"gae_lambda_zero_is_td_residual", "gae_gamma_zero"}
-    assert answer_catalogue.WRONG_BY_NAME["gae_vectorised_powers_nan"].loses == exercising
+    assert rlhf_catalogue.WRONG_BY_NAME["gae_vectorised_powers_nan"].loses == exercising
 
 
 def test_clamp_without_min_gives_1_08_on_the_visible_example():
-    namespace = load_answers({"ppo_answer": answer_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].source})
+    namespace = load_answers({"ppo_answer": rlhf_catalogue.WRONG_BY_NAME["ppo_clip_without_min"].source})
     ratio = torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0])
     value = namespace["ppo_clipped_objective"](ratio, torch.ones(5), 0.2).item()
     assert value == pytest.approx(1.08, abs=1e-6)
@@ -151,9 +151,9 @@ def test_next_value_message_tells_when_it_is_v_s_t_and_when_0():
 
 
 def test_catalogue_is_large_and_covers_every_function():
-    assert len(answer_catalogue.WRONG_ANSWERS) >= 8
-    assert {w.answer_cell for w in answer_catalogue.WRONG_ANSWERS} == {"ppo_answer", "dpo_answer", "gae_answer"}
-    for wrong in answer_catalogue.WRONG_ANSWERS:
+    assert len(rlhf_catalogue.WRONG_ANSWERS) >= 8
+    assert {w.answer_cell for w in rlhf_catalogue.WRONG_ANSWERS} == {"ppo_answer", "dpo_answer", "gae_answer"}
+    for wrong in rlhf_catalogue.WRONG_ANSWERS:
         assert wrong.loses, f"{wrong.name} must lose something"
 
 
@@ -174,7 +174,7 @@ def test_hidden_cells_match_checks(source_nb):
 
 
 def test_failure_message_names_the_property(source_nb):
-    wrong = answer_catalogue.WRONG_BY_NAME["ppo_clip_without_min"]
+    wrong = rlhf_catalogue.WRONG_BY_NAME["ppo_clip_without_min"]
     namespace = load_answers({"ppo_answer": wrong.source})
     with pytest.raises(AssertionError, match="clipping must not apply to r < 1 - eps when A > 0"):
         checks.run_check("ppo_positive_advantage_keeps_downside", namespace["ppo_clipped_objective"])

@@ -16,7 +16,7 @@ from tests.support.course import REPO, repo_course
 
 KL_CATALOGUE = load_instructor_module(repo_course(), "kl_penalty_catalogue")
 KL_CHECKS = load_instructor_module(repo_course(), "kl_penalty_hidden_checks")
-RLHF_CATALOGUE = load_instructor_module(repo_course(), "answer_catalogue")
+RLHF_CATALOGUE = load_instructor_module(repo_course(), "rlhf_catalogue")
 GRPO_CATALOGUE = load_instructor_module(repo_course(), "grpo_catalogue")
 GRPO_CHECKS = load_instructor_module(repo_course(), "grpo_hidden_checks")
 

@@ -571,7 +571,7 @@ def test_pages_that_name_a_misconception_show_nothing_of_the_hidden_tests(graded
     for result, _ in pages:
         raw = (course / "feedback" / result.student / result.assignment
                / result.notebook.replace(".ipynb", ".html")).read_text()
-        for secret in ("run_check", "_hidden_checks", "BEGIN HIDDEN", "BEGIN SOLUTION", "answer_catalogue",
+        for secret in ("run_check", "_hidden_checks", "BEGIN HIDDEN", "BEGIN SOLUTION",
                        "_catalogue", "MISCONCEPTIONS"):
             assert secret not in raw, (result.assignment, result.student, secret)
     said = " ".join(f"{m.name} {m.explanation} {m.section}" for r, _ in pages for m in r.misconceptions)

@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-import answer_catalogue
+import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # one nbgrader generate_assignment (about 10 s), 
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)
 TOTAL = sum(cell_points(ASSIGNMENT)[gid] for gid in rlhf_hidden_checks.CHECKS)
-TAMPERED = {attack.name: attack for attack in answer_catalogue.ADVERSARIAL if attack.tamper and not attack.answers}
+TAMPERED = {attack.name: attack for attack in rlhf_catalogue.ADVERSARIAL if attack.tamper and not attack.answers}
 EMPTY = "eve_left_it_as_released"
 CONFIGURED_GRADEBOOK = "class_of_2026.db"
 
@@ -35,13 +35,13 @@ def graded(tmp_path_factory):
     course_handle = Course.at(course)
     examples.write_submission(course_handle, "ada_correct", {
         **examples.answers_for(course_handle, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
-    for student, variants in answer_catalogue.correct_variant_classes().items():
+    for student, variants in rlhf_catalogue.correct_variant_classes().items():
         examples.write_submission(course_handle, student, {**examples.answers_for(course_handle, ()), **variants})
-    for wrong in answer_catalogue.WRONG_ANSWERS:
+    for wrong in rlhf_catalogue.WRONG_ANSWERS:
         examples.write_submission(course_handle, wrong.name, examples.answers_for(course_handle, (wrong.name,)))
     for attack in TAMPERED.values():
         folder = examples.write_submission(course_handle, attack.name, examples.answers_for(course_handle, ()))
-        answer_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
+        rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     examples.write_submission(course_handle, EMPTY, examples.answers_for(course_handle, None))
 
     results = grade_in_process(course_handle)
@@ -54,21 +54,21 @@ def lost(result):
 
 def test_every_submission_was_graded_through_the_double(graded):
     _, results = graded
-    students = {"ada_correct", EMPTY, *answer_catalogue.correct_variant_classes(), *TAMPERED,
-                *(w.name for w in answer_catalogue.WRONG_ANSWERS)}
+    students = {"ada_correct", EMPTY, *rlhf_catalogue.correct_variant_classes(), *TAMPERED,
+                *(w.name for w in rlhf_catalogue.WRONG_ANSWERS)}
     assert set(results) == students
     assert InProcessSandbox.started >= len(students) - 3  # the three unreadable ones never reach a sandbox
 
 
 def test_correct_answers_of_every_style_get_full_marks_and_no_flag(graded):
     _, results = graded
-    for student in ["ada_correct", *answer_catalogue.correct_variant_classes()]:
+    for student in ["ada_correct", *rlhf_catalogue.correct_variant_classes()]:
         result = results[student]
         assert (result.state, lost(result), result.flags) == ("graded", set(), []), (student, result.detail)
         assert sum(c.score for c in result.cells.values()) == TOTAL
 
 
-@pytest.mark.parametrize("wrong", answer_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
+@pytest.mark.parametrize("wrong", rlhf_catalogue.WRONG_ANSWERS, ids=lambda w: w.name)
 def test_each_wrong_answer_loses_exactly_its_cells(graded, wrong):
     _, results = graded
     assert results[wrong.name].state == "failed tests"

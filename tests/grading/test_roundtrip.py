@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-import answer_catalogue
+import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import examples
@@ -28,14 +28,14 @@ AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
 POINTS = cell_points(ASSIGNMENT)  # what each grade cell is worth (the notebook's nbgrader.points)
 AUTOGRADED_TOTAL = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
 WHOLE_CATALOGUE = bool(os.environ.get("RLHF_WHOLE_CATALOGUE"))
-CORRECT_CLASSES = answer_catalogue.correct_variant_classes()
-MISTAKE_CLASSES = answer_catalogue.wrong_answer_classes()  # every mistake, at most one per function
+CORRECT_CLASSES = rlhf_catalogue.correct_variant_classes()
+MISTAKE_CLASSES = rlhf_catalogue.wrong_answer_classes()  # every mistake, at most one per function
 if not WHOLE_CATALOGUE:  # a representative few: a correct-variant submission, one mistake of each function
     CORRECT_CLASSES = dict(sorted(CORRECT_CLASSES.items())[:1])
     MISTAKE_CLASSES = {student: names for student, names in MISTAKE_CLASSES.items()
-                       if len(names) == len(answer_catalogue.FUNCTION_OF_CELL)}
+                       if len(names) == len(rlhf_catalogue.FUNCTION_OF_CELL)}
     MISTAKE_CLASSES = dict([next(iter(MISTAKE_CLASSES.items()))])
-MISTAKES = [answer_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
+MISTAKES = [rlhf_catalogue.WRONG_BY_NAME[name] for names in MISTAKE_CLASSES.values() for name in names]
 # The correct-variant submissions also edit what may not be edited (the first both ways, each in a cell of its own):
 # full marks all the same.
 TAMPERED = dict(zip(("raise_points", "edit_locked_cell"), sorted(CORRECT_CLASSES) * 2))
@@ -66,7 +66,7 @@ def graded_class(tmp_path_factory):
     reference["ppo_answer"] = WARNS
     examples.write_submission(course_handle, "reference", reference)
     for tamper, student in TAMPERED.items():  # correct answers that edited what may not be edited
-        answer_catalogue.tamper_notebook(course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb",
+        rlhf_catalogue.tamper_notebook(course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb",
                                          tamper)
     _answer_in_writing(course / "submitted" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb")
     examples.autograde(course_handle)
@@ -143,11 +143,11 @@ def test_stderr_warning_does_not_zero_a_correct_answer(graded_class):
 def test_each_mistake_loses_exactly_its_cells(graded_class, wrong):
     """Its submission loses exactly its mistakes' cells; among its function's cells, this mistake's."""
     course, _ = graded_class
-    student = answer_catalogue.class_of_mistake()[wrong.name]
+    student = rlhf_catalogue.class_of_mistake()[wrong.name]
     cells = scores(course, student)
     lost = {c.grade_id for c in cells.values() if c.score < c.max_score}
-    assert lost == answer_catalogue.cells_lost_by(MISTAKE_CLASSES[student]), MISTAKE_CLASSES[student]
-    function = answer_catalogue.FUNCTION_OF_CELL[wrong.answer_cell]
+    assert lost == rlhf_catalogue.cells_lost_by(MISTAKE_CLASSES[student]), MISTAKE_CLASSES[student]
+    function = rlhf_catalogue.FUNCTION_OF_CELL[wrong.answer_cell]
     assert {g for g in lost if rlhf_hidden_checks.CHECKS[g].function == function} == set(wrong.loses)
     assert all(c.score == 0 for c in cells.values() if c.grade_id in lost)
 
@@ -155,7 +155,7 @@ def test_each_mistake_loses_exactly_its_cells(graded_class, wrong):
 @pytest.mark.slow
 def test_the_representative_few_hold_a_mistake_of_every_function():
     """What the suite sends through stock autograde still covers each function's checks."""
-    assert {wrong.answer_cell for wrong in MISTAKES} == set(answer_catalogue.FUNCTION_OF_CELL)
+    assert {wrong.answer_cell for wrong in MISTAKES} == set(rlhf_catalogue.FUNCTION_OF_CELL)
     assert set(TAMPERED.values()) <= set(CORRECT_CLASSES)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import answer_catalogue
+import rlhf_catalogue
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, examples, instructor, release
 from rlhf_course.course import notebooks
@@ -112,7 +112,7 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
     for student, wrong in plan.items():
         folder = examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong or ()))
         if wrong is None:
-            answer_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
+            rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
     # the second assignment too, in the same command and gradebook
     kl_source = notebooks.read(course / "source" / "kl_penalty" / "kl_penalty.ipynb")
     naive = instructor.load_module(Course.at(course), "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]

@@ -8,6 +8,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+CHECKOUT = Path(__file__).resolve().parents[2]
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
@@ -52,6 +54,8 @@ class LabServer:
         env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                    **(env_extra or {}))
+        # the server runs this checkout's package, whichever checkout the environment was installed from
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(CHECKOUT)]))
         env.pop("MPLBACKEND", None)
         self.log = open(scratch / "jupyterlab.log", "w")
         if make_target:

@@ -50,6 +50,19 @@ def copy_course(destination: Path) -> Path:
     return copy_course_files(destination, REPO)
 
 
+def deploy_module(name: str):
+    """``deploy/z2jh/<name>.py``, imported (the deploy folder is scripts, not a package)."""
+    import importlib.util
+    import sys
+    path = REPO / "deploy" / "z2jh" / f"{name}.py"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 RELEASE_CACHE = Path(tempfile.gettempdir()) / f"rlhf-course-test-releases-{os.getuid()}"  # per user: /tmp is shared
 
 

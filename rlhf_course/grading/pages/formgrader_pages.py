@@ -1,9 +1,10 @@
 """The Formgrader's grading page, rendered off the instructor's Jupyter server: a Jupyter server
-extension that serves ``/formgrader/submissions/<id>/`` in place of nbgrader's handler, which renders
-the autograded copy with nbconvert inside the server's one event loop (a slow page held every other
-request of the server, ``/api/status`` included).
+extension that serves ``/formgrader/submissions/<id>/`` with nbgrader's handler, whose render of the
+autograded copy would otherwise run nbconvert inside the server's one event loop (a slow page held every
+other request of the server, ``/api/status`` included).  Only that render changes: nbgrader's ``get`` runs
+as it is (its checks, redirect, 404 page and resources) and its one call to the exporter is deferred.
 
-Here the page is rendered by the same exporter (nbgrader's, with the course's configuration: the
+The page is rendered by the same exporter (nbgrader's, with the course's configuration: the
 sanitiser, the course's lexer, the course's page additions) in a child process forked from
 :mod:`page_process`'s forkserver (nbconvert loaded); the server awaits it without blocking, and kills it at
 ``c.FormgraderPages.render_seconds``.  Over the budget the instructor gets a short page saying so, with a link to
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import inspect
 import os
 import time
 
@@ -80,43 +82,43 @@ def over_budget_page(resources: dict, seconds: float) -> str:
             f"</body></html>")
 
 
+class _DeferredRender:
+    """Stands in for nbgrader's exporter while nbgrader's handler runs: it keeps what the handler asks to render
+    (the autograded notebook and the page's resources) for :func:`render_bounded`, and hands back an empty page."""
+
+    def __init__(self, exporter):
+        self.exporter = exporter
+        self.asked: tuple[str, dict] | None = None
+
+    def from_filename(self, filename: str, resources: dict | None = None, **kwargs) -> tuple[str, dict]:
+        self.asked = (filename, dict(resources or {}))
+        return "", {}
+
+
 def _handler_class(seconds: float):
-    from nbgrader.api import MissingEntry
     from nbgrader.server_extensions.formgrader import handlers
-    from nbgrader.server_extensions.formgrader.base import check_notebook_dir, check_xsrf
-    from tornado import web
 
     class BoundedSubmissionHandler(handlers.SubmissionHandler):
-        """nbgrader's grading page, rendered in a child process the server awaits."""
+        """nbgrader's grading page (its checks, redirect, 404 page and resources, unchanged), whose render, the one
+        call to its exporter, is deferred to a child process the server awaits."""
 
-        @web.authenticated
-        @check_xsrf
-        @check_notebook_dir
+        @property
+        def exporter(self):
+            if getattr(self, "_deferred", None) is None:
+                self._deferred = _DeferredRender(super().exporter)
+            return self._deferred
+
         async def get(self, submission_id):
-            try:
-                submission = self.gradebook.find_submission_notebook_by_id(submission_id)
-                assignment, notebook = submission.assignment.assignment.name, submission.notebook.name
-                student = submission.student
-            except MissingEntry:
-                raise web.HTTPError(404, f"Invalid submission: {submission_id}")
-            if not self.request.path.endswith("/"):
-                query = f"?{self.request.query}" if self.request.query else ""
-                return self.redirect(self.request.path + "/" + query, permanent=True)
-            folder = self.coursedir.format_path(self.coursedir.autograded_directory, student.id, assignment)
-            filename = os.path.join(os.path.abspath(folder), f"{notebook}.ipynb")
-            indices = self.api.get_notebook_submission_indices(assignment, notebook)
-            resources = {
-                "assignment_id": assignment, "notebook_id": notebook, "submission_id": submission.id,
-                "index": indices.get(submission.id, -2), "total": len(indices), "base_url": self.base_url,
-                "student": student.id, "last_name": student.last_name, "first_name": student.first_name,
-                "notebook_path": self.url_prefix + "/" + os.path.relpath(filename, self.coursedir.root)}
-            if not os.path.exists(filename):
-                resources["filename"] = filename
-                self.set_status(404)
-                return self.write(self.render("formgrade_404.tpl", resources=resources))
+            handled = super().get(submission_id)
+            if inspect.isawaitable(handled):
+                await handled
+            deferred = getattr(self, "_deferred", None)
+            if deferred is None or deferred.asked is None:
+                return  # nbgrader's answer (a redirect, a 404 page, an error) is already written
+            filename, resources = deferred.asked
             start = time.monotonic()
             page = await asyncio.get_running_loop().run_in_executor(
-                None, render_bounded, _exporter_config(self.exporter), filename, resources, seconds)
+                None, render_bounded, _exporter_config(deferred.exporter), filename, resources, seconds)
             if page is None:
                 self.log.warning("formgrader page of submission %s: no page within %.1f s", submission_id,
                                  time.monotonic() - start)

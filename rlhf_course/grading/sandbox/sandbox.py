@@ -403,14 +403,12 @@ class Zygote:
         self._control: socket.socket | None = None
         self._log = None
         self._ready = False
-        self.starts = 0  # how many times a zygote was started (the tests count them)
         self.cache_directory: Path | None = None  # the font cache the running zygote binds
 
     def _launch(self, cache_directory: Path) -> None:
         """Start the zygote's process (bwrap dies with the thread that starts it: call from one that lasts)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile()
-        self.starts += 1
         self._ready = False
         try:
             self.process = subprocess.Popen(zygote_command(sandbox_env(), CGROUPS.parents(), cache_directory), stdin=theirs,

@@ -14,10 +14,13 @@ are given below (CHART_DEFAULTS).
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import re
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -147,3 +150,34 @@ def hub_config(values: dict):
         else:
             sys.modules["z2jh"] = saved
     return c
+
+
+def render(hub_config, names, kubeconfig: Path) -> dict:
+    """Each user's pod manifest (Kubernetes JSON) as the hub's KubeSpawner makes it before creating it:
+    the pre-spawn hook, then get_pod_manifest.  KubeSpawner loads a kubeconfig when made; the one given
+    names an address nobody listens on, and nothing here calls the API."""
+    from jupyterhub.utils import maybe_future
+    from kubernetes_asyncio.client import ApiClient
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner
+
+    async def one(name):
+        user = SimpleNamespace(name=name, id=1, url=f"/user/{name}/", escaped_name=name, server=None)
+        hub = SimpleNamespace(api_url="http://hub:8081/hub/api", base_url="/hub/", public_host="",
+                              url="http://hub:8081/hub/")
+        spawner = KubeSpawner(config=hub_config, user=user, hub=hub, api_token="token",
+                              oauth_client_id=f"jupyterhub-user-{name}")
+        await maybe_future(spawner.run_pre_spawn_hook())
+        pod = await spawner.get_pod_manifest()
+        async with ApiClient() as api:
+            return api.sanitize_for_serialization(pod)
+
+    async def all_of_them():
+        return {name: await one(name) for name in names}
+
+    saved, kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kube_config.KUBE_CONFIG_DEFAULT_LOCATION, str(kubeconfig)
+    try:  # in a thread of its own: a browser test's event loop may hold this thread's
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, all_of_them()).result()
+    finally:
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = saved

@@ -19,15 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlhf_course.grading.misconceptions import Misconception
-
-
-@dataclass(frozen=True)
-class WrongAnswer:
-    name: str
-    answer_cell: str  # grade_id of the answer cell it replaces
-    source: str       # the whole cell, as a student would write it
-    loses: frozenset[str]  # grade_ids of the grade cells that must score 0
+from rlhf_course.grading.catalogue import CorrectVariant, Misconception, WrongAnswer, by_name, said
 
 
 PPO_CELL, DPO_CELL, GAE_CELL = "ppo_answer", "dpo_answer", "gae_answer"
@@ -265,7 +257,7 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
 ''', frozenset({"gae_lambda_one_is_monte_carlo", "gae_lambda_zero_is_td_residual"})),
 ]
 
-WRONG_BY_NAME = {wrong.name: wrong for wrong in WRONG_ANSWERS}
+WRONG_BY_NAME = by_name(WRONG_ANSWERS)
 
 
 # ----------------------------------------------------------------------------- misconceptions
@@ -279,25 +271,20 @@ _GAE_PART = {"en": "Part 3: generalised advantage estimation on a sparse termina
              "zh-CN": "第三部分：稀疏终止奖励下的广义优势估计"}
 
 
-def _said(section: dict, en: tuple[str, str], zh: tuple[str, str]) -> Misconception:
-    """A misconception from its (name, explanation) in English and in Chinese."""
-    return Misconception({"en": en[0], "zh-CN": zh[0]}, {"en": en[1], "zh-CN": zh[1]}, section)
-
-
 MISCONCEPTIONS: dict[str, Misconception] = {
-    "ppo_max_instead_of_min": _said(_PPO_PART, (
+    "ppo_max_instead_of_min": said(_PPO_PART, (
         "max instead of min",
         "Taking the max of the unclipped and clipped terms keeps the more optimistic one, so a large ratio is "
         "rewarded instead of held back; PPO takes the min, the pessimistic bound."), (
         "用 max 代替了 min",
         "取未裁剪项与裁剪项中的较大者，保留的是更乐观的一项，于是过大的概率比反而得到奖励而不是被限制；PPO 取 min，即悲观的下界。")),
-    "ppo_no_clipping": _said(_PPO_PART, (
+    "ppo_no_clipping": said(_PPO_PART, (
         "No clipping",
         "The mean of r * A alone is the plain policy-gradient surrogate: nothing stops the ratio from moving far "
         "outside [1 - eps, 1 + eps], which is what the clipped term is for."), (
         "没有裁剪",
         "只取 r * A 的均值是普通的策略梯度代理目标：没有任何东西阻止概率比远离 [1 - eps, 1 + eps]，而这正是裁剪项的作用。")),
-    "ppo_clip_without_min": _said(_PPO_PART, (
+    "ppo_clip_without_min": said(_PPO_PART, (
         "Clipping without the min",
         "Clamping the ratio alone also clips where the clipped term is the larger one (r < 1 - eps with A > 0, "
         "r > 1 + eps with A < 0); the min with the unclipped r * A leaves those tokens unclipped, so a move that "
@@ -305,50 +292,50 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "只裁剪、没有取 min",
         "只对概率比做 clamp，会在裁剪项较大的那一侧也裁剪（A > 0 时 r < 1 - eps，A < 0 时 r > 1 + eps）；与未裁剪的 "
         "r * A 取 min，才能让这些 token 不被裁剪，使变差的更新仍然受到完整的惩罚。")),
-    "ppo_sum_instead_of_mean": _said(_PPO_PART, (
+    "ppo_sum_instead_of_mean": said(_PPO_PART, (
         "Sum instead of mean",
         "The objective is the mean over the tokens, not the sum: a sum grows with the number of tokens, so the "
         "step size would depend on the batch size."), (
         "用求和代替了平均",
         "目标值是对 token 取平均，而不是求和：求和会随 token 数增长，更新的步长就会依赖于批量大小。")),
-    "ppo_detached_numpy": _said(_PPO_PART, (
+    "ppo_detached_numpy": said(_PPO_PART, (
         "Computed outside the autograd graph",
         "Going through numpy (or .detach()) returns a value with no graph behind it, so no gradient reaches the "
         "ratio and this objective can never update the policy."), (
         "在自动求导的计算图之外计算",
         "经由 numpy（或 .detach()）算出的值背后没有计算图，梯度到不了概率比，这个目标也就永远无法更新策略。")),
-    "ppo_clamps_ratio_in_place": _said(_PPO_PART, (
+    "ppo_clamps_ratio_in_place": said(_PPO_PART, (
         "Clamps the ratio in place",
         "ratio.clamp_ (with the underscore) overwrites the caller's ratio tensor and breaks its gradient; "
         "torch.clamp returns a new tensor and leaves the input as it was."), (
         "原地裁剪了概率比",
         "ratio.clamp_（带下划线）会覆盖调用者传入的 ratio 张量，并破坏它的梯度；torch.clamp 返回一个新张量，输入保持原样。")),
-    "ppo_dual_clip": _said(_PPO_PART, (
+    "ppo_dual_clip": said(_PPO_PART, (
         "Dual-clip PPO",
         "Bounding r * A from below by c * A when A < 0 (dual-clip PPO) is a different objective: the exercise asks "
         "for the standard clipped objective, which leaves r * A unclipped for any large ratio when A < 0."), (
         "双重裁剪（dual-clip）PPO",
         "A < 0 时再用 c * A 给 r * A 设下界（dual-clip PPO）是另一个目标：本练习要求的是标准的裁剪目标，"
         "A < 0 时无论概率比多大，r * A 都不被裁剪。")),
-    "ppo_min_of_ratios": _said(_PPO_PART, (
+    "ppo_min_of_ratios": said(_PPO_PART, (
         "Min over the ratios instead of the weighted terms",
         "The min is taken over the advantage-weighted terms r * A and clip(r) * A; taking it over the ratios "
         "before multiplying by A clips the wrong side whenever A < 0."), (
         "对概率比取 min，而不是对加权后的两项取 min",
         "min 应取在乘上优势之后的两项 r * A 与 clip(r) * A 之间；先对概率比取 min 再乘以 A，在 A < 0 时会裁剪错误的一侧。")),
-    "ppo_returns_the_loss": _said(_PPO_PART, (
+    "ppo_returns_the_loss": said(_PPO_PART, (
         "Returns the loss, not the objective",
         "Libraries minimise the negated objective, but this function returns the objective itself (the quantity "
         "to maximise), so here every sign is flipped."), (
         "返回了损失而不是目标值",
         "常用的库最小化的是取负后的目标，而这个函数要返回目标值本身（要最大化的量），所以这里每个符号都反了。")),
-    "ppo_clip_epsilon_hard_coded": _said(_PPO_PART, (
+    "ppo_clip_epsilon_hard_coded": said(_PPO_PART, (
         "clip_epsilon ignored",
         "Writing 0.8 and 1.2 instead of 1 - clip_epsilon and 1 + clip_epsilon is right only for the default; the "
         "clip range must follow the argument."), (
         "忽略了 clip_epsilon 参数",
         "把 0.8 和 1.2 写死，而不是用 1 - clip_epsilon 和 1 + clip_epsilon，只在默认值下才对；裁剪范围必须随参数变化。")),
-    "dpo_missing_beta": _said(_DPO_PART, (
+    "dpo_missing_beta": said(_DPO_PART, (
         "beta left out",
         "beta multiplies the log-ratio margin inside the sigmoid; left out, the loss is DPO's at beta = 1, a "
         "KL weight ten times the default's: only the first steps push harder (the gradient on the margin is "
@@ -360,7 +347,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "它只在最初几步更新得更快（边际为 0 时，损失对边际的梯度为 0.5，beta = 0.1 时为 0.05），"
         "训练更久之后策略反而离参考策略近得多（单个偏好对的边际，学习率为 1 的 SGD，"
         "10 步后漏掉 beta 时为 2.26，beta = 0.1 时为 0.49；1000 步后分别为 6.91 和 21.78）。")),
-    "dpo_naive_log_sigmoid": _said(_DPO_PART, (
+    "dpo_naive_log_sigmoid": said(_DPO_PART, (
         "An unstable log-sigmoid",
         "For a large negative margin x, log(sigmoid(x)) underflows (sigmoid(x) rounds to 0, whose log is "
         "-inf) and log1p(exp(-x)) overflows (exp(-x) is inf): either way the loss and its gradient are not "
@@ -369,39 +356,39 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "边际 x 是很大的负数时，log(sigmoid(x)) 会下溢（sigmoid(x) 舍入为 0，取对数得 -inf），"
         "log1p(exp(-x)) 会上溢（exp(-x) 为 inf），两种写法的损失和梯度都不再是有限值；"
         "F.logsigmoid（或 F.softplus(-x)）以数值稳定的方式计算同一个函数。")),
-    "dpo_mean_over_pairs": _said(_DPO_PART, (
+    "dpo_mean_over_pairs": said(_DPO_PART, (
         "Mean over the pairs",
         "dpo_loss returns one loss per preference pair, with the inputs' shape; averaging over the batch is the "
         "training loop's job."), (
         "对偏好对取了平均",
         "dpo_loss 要为每个偏好对返回一个损失，形状与输入相同；对整个批次取平均是训练循环的事。")),
-    "dpo_ignores_reference": _said(_DPO_PART, (
+    "dpo_ignores_reference": said(_DPO_PART, (
         "Reference policy ignored",
         "The margin is a difference of log-ratios against the reference, (log_p_w - ref_log_p_w) - (log_p_l - "
         "ref_log_p_l); without the reference nothing anchors the policy to it."), (
         "忽略了参考策略",
         "边际是相对参考策略的对数概率比之差，(log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)；"
         "去掉参考策略，就没有东西把策略约束在它附近了。")),
-    "dpo_no_grad_on_policy": _said(_DPO_PART, (
+    "dpo_no_grad_on_policy": said(_DPO_PART, (
         "The policy under no_grad",
         "Only the reference log-probs need no gradient; with the whole loss under torch.no_grad() the policy gets "
         "no gradient either, so training cannot move it."), (
         "把策略也放进了 no_grad",
         "只有参考策略的对数概率不需要梯度；把整个损失放进 torch.no_grad() 后，策略也得不到梯度，训练就无法改变它。")),
-    "dpo_beta_hard_coded": _said(_DPO_PART, (
+    "dpo_beta_hard_coded": said(_DPO_PART, (
         "beta ignored",
         "Writing 0.1 instead of using the beta argument is right only for the default; beta must scale the margin "
         "for whatever value is passed."), (
         "忽略了 beta 参数",
         "把 0.1 写死而不用参数 beta，只在默认值下才对；无论传入什么值，beta 都必须缩放边际。")),
-    "gae_vectorised_powers_nan": _said(_GAE_PART, (
+    "gae_vectorised_powers_nan": said(_GAE_PART, (
         "Dividing by powers of gamma * lambda",
         "Rescaling by (gamma * lambda)^t divides 0 by 0 when gamma * lambda = 0 (lambda = 0 or gamma = 0) and "
         "gives NaN; the backward recursion A_t = delta_t + gamma * lambda * A_{t+1} needs no division."), (
         "除以 gamma * lambda 的幂",
         "用 (gamma * lambda)^t 重新缩放，在 gamma * lambda = 0（lambda = 0 或 gamma = 0）时会出现 0 / 0，得到 NaN；"
         "从后往前的递推 A_t = delta_t + gamma * lambda * A_{t+1} 不需要除法。")),
-    "gae_forward_recursion": _said(_GAE_PART, (
+    "gae_forward_recursion": said(_GAE_PART, (
         "Recursion run forwards",
         "Each advantage depends on the ones after it, A_t = delta_t + gamma * lambda * A_{t+1}, so the loop runs "
         "from the last step back; run forwards it accumulates the past, and the terminal reward never reaches "
@@ -409,33 +396,33 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "递推的方向反了",
         "每个优势都依赖于它之后的优势，A_t = delta_t + gamma * lambda * A_{t+1}，所以循环要从最后一步往前走；"
         "从前往后算，累积的是过去，终止奖励传不到前面的时间步。")),
-    "gae_ignores_next_value": _said(_GAE_PART, (
+    "gae_ignores_next_value": said(_GAE_PART, (
         "next_value ignored",
         "The last step's TD residual bootstraps from next_value = V(s_T): a rollout segment cut before its episode "
         "ends still has value after its last step, and 0 is right only when the episode really ended."), (
         "忽略了 next_value",
         "最后一步的 TD 误差要用 next_value = V(s_T) 自举：在回合结束前被切断的片段，最后一步之后仍有价值，"
         "只有回合真的结束时那里才是 0。")),
-    "gae_forgets_lambda": _said(_GAE_PART, (
+    "gae_forgets_lambda": said(_GAE_PART, (
         "lambda left out of the recursion",
         "The recursion is A_t = delta_t + gamma * lambda * A_{t+1}: without lambda it weights the TD residuals by "
         "gamma^k alone, the high-variance lambda = 1 estimate whatever lambda is passed."), (
         "递推中漏掉了 lambda",
         "递推式是 A_t = delta_t + gamma * lambda * A_{t+1}：漏掉 lambda，就只用 gamma^k 给 TD 误差加权，"
         "无论传入的 lambda 是多少，得到的都是方差很大的 lambda = 1 估计。")),
-    "gae_overwrites_rewards": _said(_GAE_PART, (
+    "gae_overwrites_rewards": said(_GAE_PART, (
         "Writes into the rewards",
         "advantages = rewards makes both names one tensor, so filling in the advantages overwrites the caller's "
         "rewards; start from torch.zeros_like(rewards) instead."), (
         "把结果写进了 rewards",
         "advantages = rewards 让两个名字指向同一个张量，填写优势时就覆盖了调用者的 rewards；应从 torch.zeros_like(rewards) 开始。")),
-    "gae_gamma_hard_coded": _said(_GAE_PART, (
+    "gae_gamma_hard_coded": said(_GAE_PART, (
         "gamma ignored",
         "Writing 0.99 instead of using the gamma argument is right only for the default; the TD residual and the "
         "recursion must both use gamma."), (
         "忽略了 gamma 参数",
         "把 0.99 写死而不用参数 gamma，只在默认值下才对；TD 误差和递推式都必须使用 gamma。")),
-    "gae_lambda_hard_coded": _said(_GAE_PART, (
+    "gae_lambda_hard_coded": said(_GAE_PART, (
         "gae_lambda ignored",
         "Writing 0.95 instead of using the gae_lambda argument is right only for the default: lambda = 0 must give "
         "the TD residuals, and lambda = 1 the return minus the value."), (
@@ -445,14 +432,6 @@ MISCONCEPTIONS: dict[str, Misconception] = {
 
 
 # ----------------------------------------------------------------------------- correct variants
-
-@dataclass(frozen=True)
-class CorrectVariant:
-    """A correct answer written in another style than the reference: it must get full marks."""
-    name: str
-    answer_cell: str
-    source: str
-
 
 CORRECT_VARIANTS: list[CorrectVariant] = [
     # PPO
@@ -561,7 +540,7 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
 '''),
 ]
 
-CORRECT_BY_NAME = {variant.name: variant for variant in CORRECT_VARIANTS}
+CORRECT_BY_NAME = by_name(CORRECT_VARIANTS)
 
 
 def _kth_of_each_cell(entries: list) -> list[dict[str, object]]:

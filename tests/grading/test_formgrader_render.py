@@ -1,0 +1,51 @@
+"""The Formgrader's grading page is nbgrader's handler with one change (rlhf_course/grading/pages/formgrader_pages.py):
+its render goes to a child process.  Whatever nbgrader's ``SubmissionHandler.get`` does (here a stand-in for a
+newer nbgrader's) runs as it is; only what it asks its exporter to render is rendered elsewhere."""
+from __future__ import annotations
+
+import asyncio
+from unittest import mock
+
+import pytest
+from nbgrader.server_extensions.formgrader import handlers
+from tornado import httputil, web
+
+from rlhf_course.grading.pages import formgrader_pages
+
+
+def _served(nbgrader_get) -> tuple[bytes, web.RequestHandler]:
+    """What the course's handler writes for submission 7 when nbgrader's ``get`` is ``nbgrader_get`` (the child
+    process's render stood in for by a page naming what it was asked)."""
+    app = web.Application(nbgrader_exporter="nbgrader's exporter")
+    start = httputil.RequestStartLine("GET", "/formgrader/submissions/7/", "HTTP/1.1")
+    request = httputil.HTTPServerRequest(start_line=start, headers=httputil.HTTPHeaders({"Host": "localhost"}),
+                                         connection=mock.Mock())
+    with mock.patch.object(handlers.SubmissionHandler, "get", nbgrader_get), \
+            mock.patch.object(formgrader_pages, "_exporter_config", lambda exporter: exporter), \
+            mock.patch.object(formgrader_pages, "render_bounded",
+                              lambda config, filename, resources, seconds: f"<{config}: {filename} {resources}>"):
+        handler = formgrader_pages._handler_class(1.0)(app, request)
+        asyncio.run(handler.get("7"))
+    return b"".join(handler._write_buffer), handler
+
+
+def test_nbgrader_s_handler_runs_and_only_its_render_is_deferred():
+    def newer_get(self, submission_id):
+        html, _ = self.exporter.from_filename(f"/course/autograded/{submission_id}.ipynb",
+                                              resources={"submission_id": submission_id})
+        self.set_header("X-Nbgrader", "a newer handler")
+        self.write(html)
+
+    page, handler = _served(newer_get)
+    assert page == b"<nbgrader's exporter: /course/autograded/7.ipynb {'submission_id': '7'}>"
+    assert handler._headers["X-Nbgrader"] == "a newer handler"
+
+
+@pytest.mark.parametrize("status", [301, 404])
+def test_what_nbgrader_answers_without_a_render_is_the_answer(status):
+    def answers_itself(self, submission_id):
+        self.set_status(status)
+        self.write(f"nbgrader's {status} page")
+
+    page, handler = _served(answers_itself)
+    assert page == f"nbgrader's {status} page".encode() and handler.get_status() == status
