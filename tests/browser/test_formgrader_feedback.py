@@ -11,7 +11,6 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from tests.support.feedback_loop import fetched_page, loop  # noqa: F401  (loop: a fixture)
 from tests.support.browser import LabServer
 from tests.support.course import gradebook_url
-from rlhf_course.grading.release import nbgrader
 
 pytestmark = pytest.mark.slow  # the loop's nbgrader commands and a JupyterLab server
 
@@ -47,7 +46,7 @@ def test_a_score_saved_in_the_formgrader_is_what_the_student_fetches(loop, brows
         context.close()
         server.stop()
     assert _manual_score(course, student) == 1.5
-    nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
-    nbgrader(loop["home"], "fetch_feedback", ASSIGNMENT, extra_env=loop["env"])
+    loop["commands"].nbgrader("release_feedback", ASSIGNMENT, env=loop["env"])
+    loop["commands"].nbgrader("fetch_feedback", ASSIGNMENT, cwd=loop["home"], env=loop["env"])
     fetched = fetched_page(loop)
     assert f"{ASSIGNMENT}: 45.5 / 50" in fetched and "awaiting a person" not in fetched and "1.5 / 2" in fetched

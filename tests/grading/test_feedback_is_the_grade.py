@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading.release import nbgrader
 from tests.support.course import gradebook_url
 from tests.support.feedback_loop import ANSWER, COURSE_ID, fetched_page, loop  # noqa: F401  (loop: a fixture)
 
-pytestmark = pytest.mark.slow  # a handful of nbgrader commands, each its own process
+pytestmark = pytest.mark.slow  # a handful of nbgrader commands
 
 def _grade_written_answer(course, student: str, score: float, comment: str) -> None:
     """What the Formgrader's save does: nbgrader's Gradebook API sets the manual score and comment."""
@@ -33,8 +32,8 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     page = (course / "feedback" / student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
     assert f"{ASSIGNMENT}: 44 / 50" in page and "awaiting a person" in page  # as `make grade` wrote it
     _grade_written_answer(course, student, 1.5, "Right; now say why entropy measures it.")
-    released = nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
-    nbgrader(loop["home"], "fetch_feedback", ASSIGNMENT, extra_env=loop["env"])
+    released = loop["commands"].nbgrader("release_feedback", ASSIGNMENT, env=loop["env"])
+    loop["commands"].nbgrader("fetch_feedback", ASSIGNMENT, cwd=loop["home"], env=loop["env"])
     fetched = fetched_page(loop)
     assert f"{ASSIGNMENT}: 45.5 / 50" in fetched and "awaiting a person" not in fetched
     assert "1.5 / 2" in fetched and "Right; now say why entropy measures it." in fetched
@@ -45,7 +44,7 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     assert f"feedback for {student} on {ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')} rewritten" in said, said
 
     # Released again with nothing changed: the page is not rewritten (it is the grade already).
-    again = nbgrader(course, "release_feedback", ASSIGNMENT, extra_env=loop["env"])
+    again = loop["commands"].nbgrader("release_feedback", ASSIGNMENT, env=loop["env"])
     assert "rewritten" not in again.stdout + again.stderr
 
 
@@ -60,7 +59,7 @@ def test_a_page_that_cannot_be_shown_current_is_not_released_and_the_command_is_
     saved = record.read_bytes()
     record.unlink()
     try:
-        refused = nbgrader(course, "release_feedback", ASSIGNMENT, check=False, extra_env=loop["env"])
+        refused = loop["commands"].nbgrader("release_feedback", ASSIGNMENT, check=False, env=loop["env"])
     finally:
         record.write_bytes(saved)
     said = refused.stdout + refused.stderr
@@ -79,7 +78,7 @@ def test_generate_feedback_renders_the_courses_page(loop):
     """`nbgrader generate_feedback` (the command) writes the course's page, with the gradebook's grades."""
     course, student = loop["course"], loop["student"]
     _grade_written_answer(course, student, 2.0, "Full marks after the office hour.")
-    nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", extra_env=loop["env"])
+    loop["commands"].nbgrader("generate_feedback", ASSIGNMENT, "--force", env=loop["env"])
     page = _course_page_of(course, student)
     assert "Tests: 44 / 44." in page and f"{ASSIGNMENT}: 46 / 50" in page  # the course's page, current
     assert "Full marks after the office hour." in page and "Test cell (Score" not in page  # never stock nbgrader's
@@ -110,7 +109,7 @@ def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept
     saved = record.read_bytes()
     record.unlink()
     try:
-        refused = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force", check=False, extra_env=loop["env"])
+        refused = loop["commands"].nbgrader("generate_feedback", ASSIGNMENT, "--force", check=False, env=loop["env"])
     finally:
         record.write_bytes(saved)
     said = refused.stdout + refused.stderr

@@ -11,9 +11,9 @@ import pytest
 import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
-from rlhf_course.grading import batch, examples
 from rlhf_course.course.settings import Course
-from tests.support.course import cell_points, copy_course, gradebook_url, release_course
+from rlhf_course.grading import batch, examples, release
+from tests.support.course import cell_points, copy_course, gradebook_url
 
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
@@ -31,8 +31,9 @@ def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("in_process") / "course")
     with open(course / "nbgrader_config.py", "a") as config:  # the instructor's gradebook, set the nbgrader way
         config.write(f"\nc.CourseDirectory.db_url = 'sqlite:///' + str(COURSE_ROOT / '{CONFIGURED_GRADEBOOK}')\n")
-    release_course(course)
+    # the one assignment graded, generated here: a configuration of its own has no release to share (release_course)
     course_handle = Course.at(course)
+    release.generate_release(course_handle, [ASSIGNMENT])
     examples.write_submission(course_handle, "ada_correct", {
         **examples.answers_for(course_handle, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
     for student, variants in rlhf_catalogue.correct_variant_classes().items():

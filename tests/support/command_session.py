@@ -9,8 +9,12 @@ students meet them.
 """
 from __future__ import annotations
 
+import dataclasses
+import getpass
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from rlhf_course.classroom.accounts import User
@@ -26,10 +30,13 @@ class CommandSession:
         self.user = user
         self.process: subprocess.Popen | None = None
 
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen(self.user.command(self.user.server.python, "-c", WORKER),
+                                cwd=self.user.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
     def __enter__(self) -> "CommandSession":
-        self.process = subprocess.Popen(self.user.command(self.user.server.python, "-c", WORKER),
-                                        cwd=self.user.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = self._start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -60,3 +67,23 @@ class CommandSession:
                        check: bool = True) -> subprocess.CompletedProcess:
         """``python -m rlhf_course.grading ARGS`` (its ``main``)."""
         return self._run("rlhf_course.grading", args, cwd, env, check)
+
+
+class OwnCommandSession(CommandSession):
+    """A :class:`CommandSession` of this test's own user in this interpreter's environment (as
+    :func:`rlhf_course.grading.release.nbgrader` runs one command): for tests whose commands are all this user's
+    and where no process boundary is what is tested.  ``folder``: where a command runs unless given ``cwd``."""
+
+    @dataclasses.dataclass
+    class _Here:
+        name: str
+        home: Path
+
+    def __init__(self, folder: Path):
+        super().__init__(self._Here(getpass.getuser(), folder))
+
+    def _start(self) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+        return subprocess.Popen([sys.executable, "-c", WORKER], cwd=self.user.home, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
