@@ -53,6 +53,7 @@ sys.path.insert(0, str(REPO / "instructor"))
 from rlhf_course import copy_course_files  # noqa: E402
 from rlhf_course.grading import instructor
 from rlhf_course.course import notebooks  # noqa: E402
+from rlhf_course.course.settings import Course
 
 ACCOUNT_PREFIX = "rlhfcb_"
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
@@ -252,7 +253,8 @@ def course_template(scratch: Path) -> Path:
     course = scratch / "template"
     course.mkdir(parents=True)
     copy_course_files(course, REPO)
-    release.generate_release(course)
+    course_handle = Course.at(course)
+    release.generate_release(course_handle)
     return course
 
 
@@ -423,7 +425,8 @@ def main() -> int:
     sizes = sorted({int(s) for s in args.sizes.split(",")})
     if os.geteuid() != 0:
         parser.error("needs root: the students' accounts and the grading sandbox")
-    catalogues = {base: instructor.load_module(REPO, name) for base, name in CATALOGUES.items()}
+    course = Course.at(REPO)  # the repository's checks and catalogues, read once
+    catalogues = {base: instructor.load_module(course, name) for base, name in CATALOGUES.items()}
     scratch = Path(tempfile.mkdtemp(prefix="bench-class-"))
     scratch.chmod(0o755)
     accounts = Accounts(ACCOUNT_PREFIX)
@@ -434,7 +437,7 @@ def main() -> int:
         started = time.perf_counter()
         template = course_template(scratch)
         points = {base: points_of(template, base) for base in BASES}
-        checks = {base: set(instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS) for base in BASES}
+        checks = {base: set(instructor.load_module(course, instructor.checks_module_name(base)).CHECKS) for base in BASES}
 
         def expected(submission: Submission) -> float:
             return expected_score(submission, points[submission.base], checks[submission.base],

@@ -51,6 +51,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files  # noqa: E402
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from rlhf_course.course import settings  # noqa: E402
+from rlhf_course.course.settings import Course
 
 MAPLE_BOMB = '"' + "\\a" * 28  # Pygments' Maple lexer: 44 s on this (x3.3 per two more characters)
 STATUS_LIMIT = 1.0  # seconds: the most /api/status may take while any page renders
@@ -76,23 +77,25 @@ def load() -> str:
 def new_course(course: Path) -> None:
     course.mkdir(parents=True)
     copy_course_files(course, REPO)
-    release.generate_release(course)
+    course_handle = Course.at(course)
+    release.generate_release(course_handle)
 
 
 def write_submissions(course: Path) -> None:
     """One folder per page; the two planted pages are graded as honest submissions first (their gradebook
     entries), then their autograded copies are replaced (:func:`plant`)."""
-    answers = {**examples.answers_for(course, ()), "lab_question_1": WRITTEN}
+    course_handle = Course.at(course)
+    answers = {**examples.answers_for(course_handle, ()), "lab_question_1": WRITTEN}
     for student in ("honest", "maple_cell_raw", "slowest_copy"):
-        examples.write_submission(course, student, answers)
-    folder = examples.write_submission(course, "maple_cell", answers)
+        examples.write_submission(course_handle, student, answers)
+    folder = examples.write_submission(course_handle, "maple_cell", answers)
     nb = nbformat.read(str(folder / NOTEBOOK), 4)  # as tests/grading/test_safe_html.py's bomb: a cell added
     nb.cells.append(nbformat.v4.new_code_cell(MAPLE_BOMB, metadata={"magics_language": "maple"}))
     nb.metadata.setdefault("language_info", {})["pygments_lexer"] = "ipython3"
     nbformat.write(nb, str(folder / NOTEBOOK))
-    examples.write_submission(course, "maple_fence",
+    examples.write_submission(course_handle, "maple_fence",
                               {**answers, "lab_question_1": f"My answer:\n\n```maple\n{MAPLE_BOMB}\n```\n"})
-    examples.write_submission(course, "hostile_outputs",
+    examples.write_submission(course_handle, "hostile_outputs",
                               {**answers, "ppo_answer": answers["ppo_answer"] + HOSTILE_OUTPUTS})
 
 

@@ -34,6 +34,7 @@ from formgrader import CHROMIUM, TOKEN, Server, grade, load, new_course  # noqa:
 from rlhf_course import ASSIGNMENT, NOTEBOOK  # noqa: E402
 from rlhf_course.grading import examples
 from rlhf_course.course import settings  # noqa: E402
+from rlhf_course.course.settings import Course
 
 WRITTEN = ("Clipping keeps $r_t$ inside $[1-\\epsilon, 1+\\epsilon]$ only where moving further would help:\n\n"
            "$$L^{\\mathrm{CLIP}} \\le L^{\\mathrm{IS}}$$")
@@ -99,7 +100,8 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-mathjax-"))
     course = scratch / "course"
     new_course(course)
-    examples.write_submission(course, "honest", {**examples.answers_for(course, ()), "lab_question_1": WRITTEN})
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, "honest", {**examples.answers_for(course_handle, ()), "lab_question_1": WRITTEN})
     grade(course, 1)
     from nbgrader.api import Gradebook
     with Gradebook(settings.Course.at(course).db_url, "rlhf-course") as gradebook:

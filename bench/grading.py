@@ -49,6 +49,7 @@ import rlhf_catalogue  # noqa: E402
 from rlhf_course import NOTEBOOK  # noqa: E402
 from rlhf_course.grading import examples, release
 from rlhf_course.course import settings
+from rlhf_course.course.settings import Course
 
 # Under stock nbgrader these run as the instructor, on this machine: not started by the bench.
 UNSAFE_UNDER_STOCK = {
@@ -77,7 +78,8 @@ def new_course(course: Path) -> None:
     for name in ("source", "instructor", "nbgrader_config.py"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, course / name)
-    release.generate_release(course)
+    course_handle = Course.at(course)
+    release.generate_release(course_handle)
 
 
 def honest_plan(size: int) -> list[tuple[str, tuple[str, ...] | None]]:
@@ -91,9 +93,10 @@ def honest_plan(size: int) -> list[tuple[str, tuple[str, ...] | None]]:
 def build_honest(course: Path, size: int) -> list[str]:
     new_course(course)
     students = []
+    course_handle = Course.at(course)
     for i, (label, wrong) in enumerate(honest_plan(size)):
         student = f"s{i:03d}_{label}"
-        examples.write_submission(course, student, examples.answers_for(course, wrong))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong))
         students.append(student)
     return students
 
@@ -101,8 +104,9 @@ def build_honest(course: Path, size: int) -> list[str]:
 def build_hostile(course: Path) -> list[str]:
     new_course(course)
     students = []
+    course_handle = Course.at(course)
     for attack in rlhf_catalogue.ADVERSARIAL:
-        folder = examples.write_submission(course, attack.name, {**examples.answers_for(course, ()), **attack.answers})
+        folder = examples.write_submission(course_handle, attack.name, {**examples.answers_for(course_handle, ()), **attack.answers})
         if attack.tamper:
             rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
         students.append(attack.name)
@@ -146,17 +150,18 @@ def build_shaped(course: Path, base: int, shaped: bool) -> list[str]:
     """``base`` correct submissions, then four more: the shaped ones (their answers correct too) with
     ``shaped``, plain correct ones without (the control grades as many notebooks)."""
     new_course(course)
-    answers = examples.answers_for(course, ())
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
     students = []
     for i in range(base + (0 if shaped else len(SHAPED))):
-        examples.write_submission(course, f"s{i:03d}_correct", answers)
+        examples.write_submission(course_handle, f"s{i:03d}_correct", answers)
         students.append(f"s{i:03d}_correct")
     if shaped:
         for pairs in (28, 30):
-            folder = examples.write_submission(course, f"lexer_bomb_{pairs * 2 + 1}_bytes", answers)
+            folder = examples.write_submission(course_handle, f"lexer_bomb_{pairs * 2 + 1}_bytes", answers)
             shape_lexer_bomb(folder / NOTEBOOK, pairs)
-        shape_clobbering(examples.write_submission(course, "clobbering_ids", answers) / NOTEBOOK)
-        examples.write_submission(course, "nested_87000_tags",
+        shape_clobbering(examples.write_submission(course_handle, "clobbering_ids", answers) / NOTEBOOK)
+        examples.write_submission(course_handle, "nested_87000_tags",
                                   {**answers, rlhf_catalogue.PPO_CELL: answers[rlhf_catalogue.PPO_CELL] + BIG_OUTPUT})
         students += list(SHAPED)
     return students

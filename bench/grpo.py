@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from rlhf_course.course.settings import Course
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "instructor")]
@@ -68,26 +69,27 @@ def bench_grading(workers: int) -> None:
     from rlhf_course.grading.sandbox.sandbox import sandbox_available
 
     course = new_course(Path(tempfile.mkdtemp(prefix="bench-grpo-")) / "course")
-    release.generate_release(course, ["grpo"])
+    course_handle = Course.at(course)
+    release.generate_release(course_handle, ["grpo"])
     reference = notebooks.solution_answers(notebooks.read(course / "source" / "grpo" / "grpo.ipynb"))
     sources = {"reference": None, **{w.name: w.source for w in catalogue.WRONG_ANSWERS},
                **{v.name: v.source for v in catalogue.CORRECT_VARIANTS}}
     for student, source in sources.items():
         answers = dict(reference, **({"grpo_answer": source} if source else {}))
-        examples.write_submission(course, student, answers, assignment="grpo", notebook="grpo.ipynb")
+        examples.write_submission(course_handle, student, answers, assignment="grpo", notebook="grpo.ipynb")
     count = len(sources)
     problem = sandbox_available()
     if problem:
         print(f"trusted grading skipped: {problem}")
     else:
         start = time.perf_counter()
-        results = batch.grade_all(course, workers=workers, show_progress=False, assignments=["grpo"])
+        results = batch.grade_all(course_handle, workers=workers, show_progress=False, assignments=["grpo"])
         trusted = time.perf_counter() - start
         states = sorted({r.state for r in results})
         print(f"trusted grading: {count} submissions in {trusted:.1f} s on {workers} workers, "
               f"{trusted / count:.2f} s each ({states})")
     start = time.perf_counter()
-    examples.autograde(course, assignment="grpo")
+    examples.autograde(course_handle, assignment="grpo")
     stock = time.perf_counter() - start
     print(f"stock nbgrader autograde: {count} submissions in {stock:.1f} s, {stock / count:.2f} s each")
     if not problem:

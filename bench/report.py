@@ -46,7 +46,7 @@ def write_class(course, students: int, seed: int = 300) -> dict[str, int]:
     ability = {s: rng.uniform(0.4, 1.0) for s in ids}
     policy = course.late_policy()
     groups: dict[str, list[str]] = {}
-    for edition in editions.editions(course.root):
+    for edition in editions.editions(course):
         groups.setdefault(edition.base, [edition.base]).append(edition.assignment)
     counts = {}
     with Gradebook(course.db_url) as gb:
@@ -106,8 +106,8 @@ def main() -> int:
     try:
         root = copy_course_files(scratch / "course", REPO)
         print(f"cores {os.cpu_count()}, load average {load()}: releasing ...", flush=True)
-        release.generate_release(Course.at(root))
         course = Course.at(root)
+        release.generate_release(course)
         start = time.perf_counter()
         counts = write_class(course, args.students)
         print(f"gradebook written in {time.perf_counter() - start:.1f} s: {counts} (load {load()})", flush=True)

@@ -103,7 +103,8 @@ def test_nbgrader_validate_answered_release_passes_and_release_fails(course):
 
     # Validate agrees with grading: a correct answer that emits a warning passes (the locked setup
     # cell prints warnings on stdout; Validate would count them on stderr as a failure).
-    answers = examples.answers_for(course, ())
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
     answers.update(solutions.written_solutions(notebooks.read(course / "source" / ASSIGNMENT / NOTEBOOK)))
     answers["dpo_answer"] = answers["dpo_answer"].replace(
         "def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
@@ -148,6 +149,7 @@ def test_a_broken_source_stops_the_release_with_nbgraders_reason(course):
     answer = notebooks.cells_by_grade_id(nb)["ppo_answer"]
     answer.source = answer.source.replace("### END SOLUTION", "")
     nbformat.write(nb, str(path))
+    course_handle = Course.at(course)
     with pytest.raises(RuntimeError, match=rf"(?s)generate_assignment {ASSIGNMENT} failed.*No end solution statement found"):
-        release.generate_release(course, [ASSIGNMENT])
+        release.generate_release(course_handle, [ASSIGNMENT])
     assert not list((course / "release").glob(f"{ASSIGNMENT}/*.ipynb"))

@@ -2,26 +2,8 @@
 it is set once: the release records it, the Formgrader may change it, a later release never overwrites it."""
 from __future__ import annotations
 
-import datetime as dt
-
-from rlhf_course.course.errors import CourseError
+from rlhf_course.course.dates import parse_when
 from rlhf_course.course.settings import Course
-
-
-class DeadlineError(CourseError, ValueError):
-    """A deadline command that cannot be done as asked; nothing was written."""
-
-
-def parse_when(text: str) -> dt.datetime:
-    """A date as an instructor types it (nbgrader's formats: '2026-12-20 18:00 UTC', ISO 8601, a zone or
-    none: UTC), as a naive UTC datetime, the gradebook's way; a clear error otherwise."""
-    from dateutil.parser import ParserError
-
-    from nbgrader.utils import parse_utc
-    try:
-        return parse_utc(text)
-    except (ParserError, ValueError, OverflowError, TypeError) as exc:
-        raise DeadlineError(f"not a date: {text!r} ({exc}); write it as '2026-12-20 18:00 UTC'") from None
 
 
 def due_date_for(course: Course, assignment: str) -> str:
@@ -42,7 +24,7 @@ def record_due_date(gradebook, assignment: str, due: str) -> None:
     if existing is not None and (existing.duedate is not None or not due):
         return
     if due:
-        parse_when(due)  # a malformed configured date stops the release with a clear message
+        parse_when(due)  # (a configured date was checked as the configuration loaded; any other is checked here)
         gradebook.update_or_create_assignment(assignment, duedate=due)
     else:
         gradebook.update_or_create_assignment(assignment)

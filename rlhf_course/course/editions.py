@@ -31,14 +31,13 @@ class Edition:
         """Where the English comes from, as the messages name it."""
         return self.notebook if self.notebook else f"source/{self.base}"
 
-    def english_notebooks(self, course: Course | Path) -> list[Path]:
+    def english_notebooks(self, course: Course) -> list[Path]:
         """The English notebooks the edition translates."""
-        course = Course.of(course)
         if self.notebook:
             return [course.root / self.notebook]
         return sorted(source_folder(course, self.base).glob("*.ipynb"))
 
-    def edition_notebook(self, course: Course | Path, english: Path) -> Path:
+    def edition_notebook(self, course: Course, english: Path) -> Path:
         """Where the edition of one English notebook is written: the source directory's <assignment>/ for
         an assignment, beside the English notebook (named after the edition) for a companion notebook."""
         if self.notebook:
@@ -46,9 +45,10 @@ class Edition:
         return source_folder(course, self.assignment) / english.name
 
 
-def _all_editions(course_root: Path) -> list[Edition]:
+def all_editions(course: Course) -> list[Edition]:
+    """Every translation file's edition: the assignments' and the companion notebooks'."""
     found = []
-    for path in sorted((Path(course_root) / I18N_FOLDER).glob("*.json")):
+    for path in sorted((course.root / I18N_FOLDER).glob("*.json")):
         if path.name.startswith("glossary."):
             continue
         table = json.loads(path.read_text(encoding="utf-8"))
@@ -56,26 +56,26 @@ def _all_editions(course_root: Path) -> list[Edition]:
     return found
 
 
-def editions(course_root: Path) -> list[Edition]:
+def editions(course: Course) -> list[Edition]:
     """Every assignment's edition of the course (the translation files of source/ assignments)."""
-    return [edition for edition in _all_editions(course_root) if edition.notebook is None]
+    return [edition for edition in all_editions(course) if edition.notebook is None]
 
 
-def companions(course_root: Path) -> list[Edition]:
+def companions(course: Course) -> list[Edition]:
     """The editions of the ungraded companion notebooks (translation files naming a ``"notebook"``)."""
-    return [edition for edition in _all_editions(course_root) if edition.notebook is not None]
+    return [edition for edition in all_editions(course) if edition.notebook is not None]
 
 
-def edition_of(course_root: Path, assignment: str) -> Edition | None:
-    return next((e for e in editions(course_root) if e.assignment == assignment), None)
+def edition_of(course: Course, assignment: str) -> Edition | None:
+    return next((e for e in editions(course) if e.assignment == assignment), None)
 
 
-def base_of(course_root: Path, assignment: str) -> str:
+def base_of(course: Course, assignment: str) -> str:
     """The assignment whose checks grade ``assignment``: itself unless it is an edition."""
-    edition = edition_of(course_root, assignment)
+    edition = edition_of(course, assignment)
     return edition.base if edition else assignment
 
 
-def source_folder(course: Course | Path, assignment: str) -> Path:
+def source_folder(course: Course, assignment: str) -> Path:
     """The assignment's folder in the course's source directory (``CourseDirectory.source_directory``)."""
-    return Course.of(course).folder("source", assignment=assignment)
+    return course.folder("source", assignment=assignment)

@@ -1,8 +1,9 @@
 """Every limit of trusted grading, in one frozen value passed from the command down to each sandbox.
 
 Each field is also a setting (``c.TrustedGrading.<field>`` in ``nbgrader_config.py``, or
-``--TrustedGrading.<field>=...`` on the command line; :mod:`settings` builds the traitlets from the
-fields below, their defaults and help), so ``rlhf-grader grade --help-all`` lists them all.
+``--TrustedGrading.<field>=...`` on the command line; :class:`~rlhf_course.course.settings.TrustedGrading`
+declares one setting per field below, its default and help taken from the field), so ``rlhf-grader grade
+--help-all`` lists them all.
 """
 from __future__ import annotations
 

@@ -21,9 +21,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Dict, Float, Integer, Unicode, validate
 from traitlets.config import Config, Configurable
 
+from rlhf_course.course.dates import parse_when
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.limits import Limits
 
@@ -47,47 +48,77 @@ class RlhfCourse(Configurable):
                           "by `make release` only where the gradebook has none (a date set in the Formgrader "
                           "stays).").tag(config=True)
 
+    # A date that is no date is refused as the configuration loads, naming the setting: every command that reads
+    # the configuration stops there, before it writes anything, rather than at the release that would record it.
+    @validate("due_date")
+    def _due_date_is_a_date(self, proposal):
+        if proposal["value"]:
+            parse_when(proposal["value"], "c.RlhfCourse.due_date")
+        return proposal["value"]
 
-def _limit_trait(limit: dataclasses.Field):
+    @validate("due_dates")
+    def _due_dates_are_dates(self, proposal):
+        for assignment, text in proposal["value"].items():
+            if text:
+                parse_when(text, f"c.RlhfCourse.due_dates[{assignment!r}]")
+        return proposal["value"]
+
+
+LIMIT_FIELDS = {limit.name: limit for limit in dataclasses.fields(Limits)}
+
+
+def limit_setting(name: str):
+    """The setting of one limit: its type, default and help are the :class:`Limits` field's, their one source."""
+    limit = LIMIT_FIELDS[name]
     trait = Integer if limit.type in ("int", int) else Float
     return trait(limit.default, help=limit.metadata["help"]).tag(config=True)
 
 
-def _trusted_grading_class():
-    """TrustedGrading: its own settings, then one setting per limit, built from the limits' fields
-    (their defaults and help), so a new limit is configurable the moment it exists."""
+class TrustedGrading(Configurable):
+    """`sudo make grade`: each submission in a fresh sandbox, scores decided outside it."""
+
+    workers = Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True)
+    dask_address = Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
+                                    "tasks to; empty: grade on this machine.").tag(config=True)
+    cache_directory = Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
+                                       "font list); empty: ~/.cache/rlhf-course of the user who grades.").tag(config=True)
+    name_misconceptions = Bool(True, help="Feedback names the catalogued misconception a scored submission's lost "
+                                          "cells match exactly (instructor/*catalogue.py; docs/grading.md); False: "
+                                          "never.").tag(config=True)
+
+    # One setting per field of Limits, in its order (tests/grading/test_settings.py holds the two to the same names)
+    memory_bytes = limit_setting("memory_bytes")
+    cgroup_memory_bytes = limit_setting("cgroup_memory_bytes")
+    cpus = limit_setting("cpus")
+    cpu_seconds = limit_setting("cpu_seconds")
+    file_bytes = limit_setting("file_bytes")
+    workspace_bytes = limit_setting("workspace_bytes")
+    processes = limit_setting("processes")
+    startup_seconds = limit_setting("startup_seconds")
+    call_seconds = limit_setting("call_seconds")
+    feedback_seconds = limit_setting("feedback_seconds")
+    submission_seconds = limit_setting("submission_seconds")
+    slow_calls = limit_setting("slow_calls")
+    render_seconds = limit_setting("render_seconds")
+    min_render_seconds = limit_setting("min_render_seconds")
+    submitted_notebook_bytes = limit_setting("submitted_notebook_bytes")
+    cells = limit_setting("cells")
+    reply_bytes = limit_setting("reply_bytes")
+    notebook_bytes = limit_setting("notebook_bytes")
+    log_bytes = limit_setting("log_bytes")
 
     def limits(self) -> Limits:
-        return Limits(**{limit.name: getattr(self, limit.name) for limit in dataclasses.fields(Limits)})
-
-    namespace = {
-        "__doc__": "`sudo make grade`: each submission in a fresh sandbox, scores decided outside it.",
-        "__module__": __name__,
-        "workers": Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True),
-        "dask_address": Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
-                                         "tasks to; empty: grade on this machine.").tag(config=True),
-        "cache_directory": Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
-                                            "font list); empty: ~/.cache/rlhf-course of the user who grades."
-                                   ).tag(config=True),
-        "name_misconceptions": Bool(True, help="Feedback names the catalogued misconception a scored submission's "
-                                               "lost cells match exactly (instructor/*catalogue.py; "
-                                               "docs/grading.md); False: never.").tag(config=True),
-        **{limit.name: _limit_trait(limit) for limit in dataclasses.fields(Limits)},
-        "limits": limits,
-    }
-    return type(Configurable)("TrustedGrading", (Configurable,), namespace)
+        """The limits these settings give, as one value for every sandbox."""
+        return Limits(**{name: getattr(self, name) for name in LIMIT_FIELDS})
 
 
-TrustedGrading = _trusted_grading_class()
-
-
-def course_config(course_root: Path) -> Config:
+def course_config(root: Path) -> Config:
     """The course's configuration, loaded as nbgrader's commands load it from the course root."""
     from jupyter_core.paths import jupyter_config_path
     from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 
     config = Config()
-    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
+    for folder in [*reversed(jupyter_config_path()), str(root)]:
         for loader, name in ((JSONFileConfigLoader, "nbgrader_config.json"), (PyFileConfigLoader, "nbgrader_config.py")):
             if os.path.isfile(os.path.join(folder, name)):
                 config.merge(loader(name, path=folder).load_config())
@@ -106,24 +137,22 @@ class Course:
     def at(cls, root: Path, config: Config | None = None) -> "Course":
         """The course in ``root`` (its configuration read from there unless given, e.g. by an app).
         Its root is ``CourseDirectory.root`` when the configuration sets one (nbgrader's own rule: the
-        course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course)."""
+        course's nbgrader_config.py names its folder; ``--CourseDirectory.root=...`` moves the course).
+        The course's own settings are checked here (a due date that is no date:
+        :class:`~rlhf_course.course.dates.DeadlineError`, naming the setting)."""
         root = Path(root).resolve()
         config = copy.deepcopy(config) if config is not None else course_config(root)  # the caller's stays as it is
         if "root" not in config.get("CourseDirectory", {}):
             config.CourseDirectory.root = str(root)
+        RlhfCourse(config=config)
         from nbgrader.coursedir import CourseDirectory
         return cls(Path(CourseDirectory(config=config).root).resolve(), config)
-
-    @classmethod
-    def of(cls, course: "Course | Path | str") -> "Course":
-        """``course`` itself, or the course in that folder with its configuration files (for callers
-        that hold a path: the tests, the benchmarks)."""
-        return course if isinstance(course, Course) else cls.at(Path(course))
 
     def with_config(self, **sections: dict) -> "Course":
         """This course with some settings changed (``with_config(TrustedGradingOnly={"allow": True})``)."""
         config = copy.deepcopy(self.config)  # Config(...) would share (and merge() change) its sections
         config.merge(Config(sections))
+        RlhfCourse(config=config)
         return Course(self.root, config)
 
     @property

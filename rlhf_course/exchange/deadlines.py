@@ -43,9 +43,13 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rlhf_course import i18n
 from rlhf_course.course.errors import CourseError
+
+if TYPE_CHECKING:  # (the students' side imports this module: the course's settings stay out of it)
+    from rlhf_course.course.settings import Course
 
 FOLDER, EXTENSIONS = "deadlines", "extensions"
 FOLDER_MODE, EXTENSIONS_MODE, DUE_MODE, EXTENSION_MODE = 0o755, 0o711, 0o644, 0o600
@@ -308,9 +312,9 @@ def _parsed(text: str | None) -> dt.datetime | None:
     return dt.datetime.strptime(text, UTC_FORMAT)
 
 
-def publish(course_root, db_url: str, exchange_root: str, course_id: str, assignments: list[str] | None = None,
+def publish(course: Course, exchange_root: str, course_id: str, assignments: list[str] | None = None,
             log=None) -> list[str]:
-    """Put the gradebook's deadlines into the exchange, where students read them: the due date of each of
+    """Put the course's gradebook's deadlines into the exchange, where students read them: the due date of each of
     ``assignments`` (default: each assignment released to the exchange) and every student's extensions.  Returns the lines said (what was published, what could not be)."""
     from pathlib import Path
 
@@ -322,11 +326,11 @@ def publish(course_root, db_url: str, exchange_root: str, course_id: str, assign
     outbound = Path(exchange_root, course_id, "outbound")
     if assignments is None:
         assignments = sorted(p.name for p in outbound.iterdir()) if outbound.is_dir() else []
-    found = editions.editions(Path(course_root))
+    found = editions.editions(course)
     language = {e.assignment: e.language for e in found}
     base = {e.assignment: e.base for e in found}
     said = []
-    with Gradebook(db_url) as gb:
+    with Gradebook(course.db_url) as gb:
         dues = {a.name: a.duedate for a in gb.assignments}
         granted: dict[str, dict[str, dt.timedelta]] = {s.id: {} for s in gb.students}
         for assignment in gb.assignments:

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 from rlhf_course import i18n
+from rlhf_course.course.settings import Course
 
 STUDENT_FOLDER = "student"  # the student's folder in the course, git-ignored: `make lab` opens JupyterLab there
 
@@ -25,15 +26,13 @@ def released_assignments(outbound: Path) -> list[str]:
     return sorted(p.name for p in outbound.iterdir() if p.is_dir()) if outbound.is_dir() else []
 
 
-def release_for_lab(course) -> list[str]:
+def release_for_lab(course: Course) -> list[str]:
     """Release each assignment of the course's release folder that the exchange does not hold yet (one it holds is
     left as it is: ``nbgrader release_assignment NAME --force`` replaces it); the lines to print: what was released,
     what was refused and why, and where the student works, or that nothing is released."""
     from nbgrader.auth import Authenticator
     from nbgrader.exchange import ExchangeError, ExchangeFactory
 
-    from rlhf_course.course.settings import Course
-    course = Course.of(course)
     factory = ExchangeFactory(config=course.config)
     exchange_root = Path(factory.exchange(config=course.config).root)
     course_id = course.coursedir.course_id

@@ -14,6 +14,7 @@ from nbgrader.exchange.default import ExchangeReleaseAssignment, ExchangeRelease
 from traitlets import DottedObjectName
 from traitlets.utils.importstring import import_item
 
+from rlhf_course.course.settings import Course
 from rlhf_course.exchange.base import PrintableNames, ROOT_MODE, TraversableRoot
 
 
@@ -30,26 +31,24 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
             self.fail(f"{assignment} is not released: " + "; ".join(reasons))
 
     def copy_files(self):
-        self.record_due_date()
+        course = Course.at(Path(self.coursedir.root), self.config)
+        self.record_due_date(course)
         super().copy_files()
         from rlhf_course.exchange.deadlines import PublishError, publish
         try:
-            said = publish(self.coursedir.root, self.coursedir.db_url, self.root, self.coursedir.course_id,
-                           [self.coursedir.assignment_id], self.log)
+            said = publish(course, self.root, self.coursedir.course_id, [self.coursedir.assignment_id], self.log)
         except PublishError as exc:  # the assignment is released all the same; students see no due date
             self.log.warning("The deadline is not in the exchange: %s", exc)
             return
         for line in said:
             self.log.info(line)
 
-    def record_due_date(self) -> None:
+    def record_due_date(self, course: Course) -> None:
         """The configured due date (c.RlhfCourse.due_dates / due_date) into the gradebook where it has none, as
         `make release` does: a course released straight from a checkout's committed release/ has its due date too."""
         from nbgrader.api import Gradebook
 
         from rlhf_course.course.due_dates import due_date_for, record_due_date
-        from rlhf_course.course.settings import Course
-        course = Course.at(Path(self.coursedir.root), self.config)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
             record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
 

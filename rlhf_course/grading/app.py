@@ -134,7 +134,7 @@ class ExportCommand(CourseCommand):
         from rlhf_course.grading.gradebook import lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
-            table = lms_export.grade_table(gb, self.course.root)
+            table = lms_export.grade_table(gb, self.course)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
@@ -242,7 +242,7 @@ class ExtendCommand(CourseCommand):
 
 def _publish(command: CourseCommand, failing: bool = True) -> None:
     """The gradebook's deadlines into the exchange, where students read them; said, or why not (a
-    :class:`~rlhf_course.course.due_dates.DeadlineError` when ``failing``)."""
+    :class:`~rlhf_course.course.dates.DeadlineError` when ``failing``)."""
     try:
         for line in deadlines.publish_for(command.course, log=command.log):
             print(line)

@@ -51,9 +51,9 @@ def _read_release(path: str, mtime_ns: int, size: int):
 
 def resolve(course: Course, name: str) -> Assignment:
     """The assignment ``name`` of the course, or :class:`NotReady` saying what is missing."""
-    edition = editions.edition_of(course.root, name)
+    edition = editions.edition_of(course, name)
     base = edition.base if edition else name
-    checks = editions.localized_checks(instructor.checks_of(course.root, base), edition)
+    checks = editions.localized_checks(instructor.checks_of(course, base), edition)
     release_folder = course.folder("release", assignment=name)
     if not any(release_folder.glob("*.ipynb")):
         raise NotReady(f"no release of {name!r} in {release_folder}: run `make release` first")

@@ -135,20 +135,19 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
             yield result_from_dict(future.result())
 
 
-def grade_all(course: Course | Path, workers: int | None = None, students: list[str] | None = None,
+def grade_all(course: Course, workers: int | None = None, students: list[str] | None = None,
               dask_address: str | None = None, limits: Limits | None = None, export: bool = True,
               show_progress: bool = True, assignments: list[str] | None = None,
               sandbox: type = Sandbox, class_reports: bool = True) -> list[SubmissionResult]:
     """Grade every notebook of ``assignments`` (default: each released one with submissions) for
     ``students`` (default: everyone who submitted it); record, write feedback, report and export.
-    ``course``: the :class:`Course` the command built (a folder: its configuration files are read).
+    ``course``: the :class:`Course` the command built.
     ``workers``, ``dask_address``, ``limits``: the course's ``TrustedGrading`` settings unless given.
     ``sandbox``: the class that runs student code (tests pass an in-process double; Dask uses :class:`Sandbox`).
     ``class_reports``: write the class report of each assignment graded (with ``export``; :mod:`class_report`)."""
     problem = sandbox.unavailable()
     if problem:
         raise NotReady(f"cannot sandbox student code: {problem}")
-    course = Course.of(course)
     grading = course.grading
     limits = grading.limits() if limits is None else limits
     workers = workers or grading.workers or os.cpu_count() or 1
@@ -183,7 +182,7 @@ def grade_all(course: Course | Path, workers: int | None = None, students: list[
             results.append(result)
         write_report(course.root / REPORT, results)
         try:  # the scores are in: a damaged record is said, and stops nothing
-            misconception_record.record(course.root, results, stamps, grading.name_misconceptions)
+            misconception_record.record(course, results, stamps, grading.name_misconceptions)
         except (OSError, ValueError) as exc:
             print(f"misconceptions not recorded for the class report: {exc}", file=sys.stderr, flush=True)
         if export:  # the course's export plugin, as `nbgrader export` runs it (editions folded)

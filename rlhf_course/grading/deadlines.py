@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from rlhf_course.course.due_dates import DeadlineError, parse_when
+from rlhf_course.course.dates import DeadlineError, parse_when
 from rlhf_course.course.settings import Course
 
 
@@ -37,7 +37,7 @@ class Extension:
 def _same_assignment(course: Course, assignment: str) -> list[str]:
     """``assignment`` and its language editions (a student submits one of them; the extension holds for each)."""
     from rlhf_course.grading import editions
-    found = editions.editions(course.root)
+    found = editions.editions(course)
     base = next((e.base for e in found if e.assignment == assignment), assignment)
     return [base] + sorted(e.assignment for e in found if e.base == base)
 
@@ -114,6 +114,6 @@ def publish_for(course: Course, assignments: list[str] | None = None, log=None) 
     if not course_id:
         raise DeadlineError("the course sets no c.CourseDirectory.course_id: there is no exchange to publish to")
     try:
-        return publish(course.root, course.db_url, root, course_id, assignments, log)
+        return publish(course, root, course_id, assignments, log)
     except (PublishError, OSError) as exc:
         raise DeadlineError(f"the deadlines could not be put in the exchange: {exc}") from None

@@ -44,7 +44,7 @@ import nbformat
 from rlhf_course.course.errors import CourseError
 from rlhf_course.grading import instructor
 from rlhf_course.course import notebooks
-from rlhf_course.course.editions import (I18N_FOLDER, Edition, base_of, companions, edition_of, editions,
+from rlhf_course.course.editions import (I18N_FOLDER, Edition, all_editions, base_of, companions, edition_of, editions,
                                          source_folder)
 from rlhf_course.course.settings import Course
 
@@ -176,10 +176,9 @@ def _python(source: str) -> str:
                      else line for line in source.splitlines())
 
 
-def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
+def problems(course: Course, edition: Edition, checks=None) -> list[str]:
     """What keeps the edition from being released: cells or messages untranslated, translated from
     English that has changed since, or named in the file but absent from the source."""
-    course = Course.of(course)
     table = edition.table()
     found = []
     english_notebooks = edition.english_notebooks(course)
@@ -221,14 +220,14 @@ def problems(course: Course | Path, edition: Edition, checks=None) -> list[str]:
                 found.append(f"message {check_id}: its English changed since it was translated (revisit, then: "
                              f"python -m rlhf_course.grading editions revisit {edition.path.name} {check_id})")
     if not edition.notebook:  # (a companion notebook has no checks)
-        found += detail_problems(course.root, edition, table.get("details", {}))
-    found += glossary_problems(course.root, edition)
+        found += detail_problems(course, edition, table.get("details", {}))
+    found += glossary_problems(course, edition)
     return found
 
 
-def glossary(course_root: Path, language: str) -> list[dict]:
+def glossary(course: Course, language: str) -> list[dict]:
     """The language's glossary: [{"english": ..., "term": ..., "variants": [regex, ...]}, ...]; [] without one."""
-    path = Path(course_root) / I18N_FOLDER / GLOSSARY_FILE.format(language=language)
+    path = course.root / I18N_FOLDER / GLOSSARY_FILE.format(language=language)
     return json.loads(path.read_text(encoding="utf-8"))["terms"] if path.is_file() else []
 
 
@@ -249,11 +248,11 @@ def edition_texts(edition: Edition) -> list[tuple[str, str]]:
 README_FILES = {"zh-CN": "README.zh-CN.md"}
 
 
-def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]]:
+def catalogue_texts(course: Course, edition: Edition) -> list[tuple[str, str]]:
     """What the feedback of the edition's students says of a catalogued mistake, in their language: each
     misconception's name, explanation and section (instructor/<base>'s catalogue; [] for a companion notebook)."""
     from rlhf_course.grading import misconceptions
-    found = None if edition.notebook else misconceptions.catalogue(course_root, edition.base)
+    found = None if edition.notebook else misconceptions.catalogue(course, edition.base)
     if found is None:
         return []
     texts = []
@@ -263,22 +262,22 @@ def catalogue_texts(course_root: Path, edition: Edition) -> list[tuple[str, str]
     return texts
 
 
-def readme_texts(course_root: Path, language: str) -> list[tuple[str, str]]:
+def readme_texts(course: Course, language: str) -> list[tuple[str, str]]:
     """The README for the students of ``language``, whole ([] when it has none)."""
     name = README_FILES.get(language)
-    path = Path(course_root) / name if name else None
+    path = course.root / name if name else None
     if path is None or not path.is_file():
         return []
     return [(name, path.read_text(encoding="utf-8"))]
 
 
-def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
+def glossary_problems(course: Course, edition: Edition) -> list[str]:
     """Each variant of a glossary term found in the edition's text, its catalogue's texts or the README in its
     language, named by where it is; and each short form used where the edition never defines it."""
     found = []
-    texts = edition_texts(edition) + catalogue_texts(course_root, edition) + readme_texts(course_root, edition.language)
+    texts = edition_texts(edition) + catalogue_texts(course, edition) + readme_texts(course, edition.language)
     file = GLOSSARY_FILE.format(language=edition.language)
-    for entry in glossary(course_root, edition.language):
+    for entry in glossary(course, edition.language):
         for variant in entry["variants"]:
             pattern = re.compile(variant)
             for where, text in texts:
@@ -294,12 +293,12 @@ def glossary_problems(course_root: Path, edition: Edition) -> list[str]:
     return found
 
 
-def said_templates(course_root: Path, base: str) -> list[str]:
+def said_templates(course: Course, base: str) -> list[str]:
     """Every template the base's checks module hands to ``say(...)`` (its judges' details and its
     cases' notes, :func:`rlhf_course.grading.checks.phrasebook`), in the order written; [] when the
     course has no such module.  A ``say`` whose first argument is not a literal string is refused:
     its English could not be looked up."""
-    path = Path(course_root) / instructor.FOLDER / f"{instructor.checks_module_name(base)}.py"
+    path = course.root / instructor.FOLDER / f"{instructor.checks_module_name(base)}.py"
     if not path.is_file():
         return []
     templates = []
@@ -317,11 +316,11 @@ def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
-def detail_problems(course_root: Path, edition: Edition, details: dict) -> list[str]:
+def detail_problems(course: Course, edition: Edition, details: dict) -> list[str]:
     """The checks' own sentences (``say`` templates, keyed by their English): each translated, with
     the same fields, and none left over from English that is gone."""
     try:
-        templates = said_templates(course_root, edition.base)
+        templates = said_templates(course, edition.base)
     except ValueError as error:
         return [str(error)]
     found = []
@@ -397,7 +396,7 @@ def hidden_test_header(cell, messages: dict, language: str) -> str:
     return "\n".join([header] + lines[marker:]) + ("\n" if cell.source.endswith("\n") else "")
 
 
-def write_english_headers(course: Course | Path, base: str, checks: dict) -> list[Path]:
+def write_english_headers(course: Course, base: str, checks: dict) -> list[Path]:
     """source/<base>/: each hidden test cell's header line written from its check's English message, as
     the editions' are from the translated one (so a header never says less than its message).  Returns
     the notebooks it changed."""
@@ -421,10 +420,9 @@ class StaleTranslation(CourseError, RuntimeError):
     pass
 
 
-def build_source(course: Course | Path, edition: Edition, checks=None) -> list[Path]:
+def build_source(course: Course, edition: Edition, checks=None) -> list[Path]:
     """source/<base>/ -> source/<edition>/ (every file copied, notebooks translated).  Refuses, naming
     each cell, when the translation is incomplete or stale."""
-    course = Course.of(course)
     found = problems(course, edition, checks)
     if found:
         raise StaleTranslation(f"{edition.path.name} cannot build {edition.assignment}:\n  " + "\n  ".join(found))
@@ -444,7 +442,7 @@ def build_source(course: Course | Path, edition: Edition, checks=None) -> list[P
     return built
 
 
-def build_companion(course: Course | Path, edition: Edition) -> list[Path]:
+def build_companion(course: Course, edition: Edition) -> list[Path]:
     """A companion notebook's edition, written beside the English notebook (no outputs, as the English one
     is committed).  :func:`build_source` checks the translation first."""
     [english] = edition.english_notebooks(course)
@@ -453,13 +451,12 @@ def build_companion(course: Course | Path, edition: Edition) -> list[Path]:
     return [target]
 
 
-def build_companions(course: Course | Path) -> list[Path]:
+def build_companions(course: Course) -> list[Path]:
     """Every companion notebook's editions, each from its English notebook and translation file (refused,
     naming each cell, when a translation is stale).  A course copy without the English notebook (the tests'
     and the classroom's copies of the course's inputs hold no notebooks/) has none to build."""
-    course = Course.of(course)
     built = []
-    for edition in companions(course.root):
+    for edition in companions(course):
         if edition.english_notebooks(course)[0].is_file():
             built += build_source(course, edition)
     return built
@@ -474,9 +471,8 @@ def localized_checks(checks: dict, edition: Edition | None) -> dict:
             for cid, check in checks.items()}
 
 
-def revisit(path: Path, entry_id: str, course: Course | Path) -> str:
+def revisit(path: Path, entry_id: str, course: Course) -> str:
     """Mark one entry as revisited: store the hash of the current English beside its translation."""
-    course = Course.of(course)
     table = json.loads(path.read_text(encoding="utf-8"))
     edition = Edition(table["assignment"], table["base"], table["language"], path, table.get("notebook"))
     if entry_id in table["cells"]:
@@ -485,7 +481,7 @@ def revisit(path: Path, entry_id: str, course: Course | Path) -> str:
                 if cell.id == entry_id:
                     table["cells"][entry_id]["english_sha256"] = english_sha256(cell.source)
     elif entry_id in table.get("messages", {}):
-        checks = instructor.checks_of(course.root, edition.base)
+        checks = instructor.checks_of(course, edition.base)
         table["messages"][entry_id]["english_sha256"] = english_sha256(checks[entry_id].message)
     else:
         raise KeyError(f"{path.name} has no cell or message {entry_id!r}")
@@ -501,8 +497,8 @@ def status(course: Course) -> tuple[int, str]:
     """``editions status``: each translation file (assignments' and companion notebooks'), up to date or what
     to revisit; 1 when any needs revisiting."""
     lines, code = [], 0
-    for edition in _all_editions(course.root):
-        found = problems(course, edition, None if edition.notebook else instructor.checks_of(course.root, edition.base))
+    for edition in all_editions(course):
+        found = problems(course, edition, None if edition.notebook else instructor.checks_of(course, edition.base))
         lines.append(f"{edition.path.name} ({edition.assignment}): " + ("up to date" if not found else f"{len(found)} to revisit"))
         lines += ["  " + line for line in found]
         code |= bool(found)

@@ -36,11 +36,10 @@ c.Exchange.root = {exchange!r}
 """
 
 
-def scratch_course(course: Course | Path, folder: Path) -> Course:
+def scratch_course(course: Course, folder: Path) -> Course:
     """A copy of ``course``'s inputs (:data:`~rlhf_course.COURSE_FILES`) in ``folder``, its configuration pinned to
     a gradebook and an exchange inside ``folder``; a folder an earlier run made is replaced, any other non-empty
     folder (or the course itself) is refused with ValueError."""
-    course = Course.of(course)
     folder = Path(folder).resolve()
     if folder == course.root or course.root.is_relative_to(folder):
         raise ValueError(f"the example class cannot be made in {folder}: it holds the course {course.root}")
@@ -55,13 +54,12 @@ def scratch_course(course: Course | Path, folder: Path) -> Course:
     return Course.at(folder)
 
 
-def answers_for(course: Course | Path, wrong_names: tuple[str, ...] | None) -> dict[str, str]:
+def answers_for(course: Course, wrong_names: tuple[str, ...] | None) -> dict[str, str]:
     """Answer cells for a submission of the first assignment: the reference solution with the named
     mistakes swapped in.  ``None`` means an untouched release notebook (no answers at all)."""
     if wrong_names is None:
         return {}
-    course = Course.of(course)
-    catalogue = instructor.load_module(course.root, "rlhf_catalogue")
+    catalogue = instructor.load_module(course, "rlhf_catalogue")
     source = course.folder("source", assignment=ASSIGNMENT) / NOTEBOOK
     answers = notebooks.solution_answers(notebooks.read(source))
     for name in wrong_names:
@@ -70,11 +68,10 @@ def answers_for(course: Course | Path, wrong_names: tuple[str, ...] | None) -> d
     return answers
 
 
-def write_submission(course: Course | Path, student: str, answers: dict[str, str],
+def write_submission(course: Course, student: str, answers: dict[str, str],
                      timestamp: dt.datetime | None = None, assignment: str = ASSIGNMENT,
                      notebook: str = NOTEBOOK) -> Path:
     """Lay out the student's submitted folder as ``nbgrader collect`` would."""
-    course = Course.of(course)
     release_nb = notebooks.read(course.folder("release", assignment=assignment) / notebook)
     folder = course.folder("submitted", student, assignment)
     if folder.exists():
@@ -103,14 +100,14 @@ def _kernels_import_the_course(course: Course):
             os.environ["PYTHONPATH"] = saved
 
 
-def autograde(course: Course | Path, student: str | None = None, assignment: str = ASSIGNMENT) -> str:
+def autograde(course: Course, student: str | None = None, assignment: str = ASSIGNMENT) -> str:
     """Stock in-kernel ``nbgrader autograde ASSIGNMENT --force [--student=...]``, deliberately: the example
     class and the comparisons with trusted grading (the course refuses it unless allowed: allowed here).
     Returns nbgrader's log; raises RuntimeError with it when autograde fails."""
     from nbgrader.converters import Autograde
     from nbgrader.utils import capture_log
 
-    course = Course.of(course).with_config(TrustedGradingOnly={"allow": True})
+    course = course.with_config(TrustedGradingOnly={"allow": True})
     coursedir = course.coursedir
     coursedir.assignment_id, coursedir.student_id = assignment, student or "*"
     converter = Autograde(coursedir=coursedir, config=course.config)
@@ -122,12 +119,11 @@ def autograde(course: Course | Path, student: str | None = None, assignment: str
     return result.get("log", "")
 
 
-def export_grades(course: Course | Path, to: Path | None = None) -> Path:
+def export_grades(course: Course, to: Path | None = None) -> Path:
     """``nbgrader export --to=...``: the course's export plugin (``c.ExportApp.plugin_class``) on its gradebook."""
     from nbgrader.api import Gradebook
     from traitlets.utils.importstring import import_item
 
-    course = Course.of(course)
     to = to or course.root / "grades.csv"
     plugin_class = course.config.ExportApp.get("plugin_class", "nbgrader.plugins.CsvExportPlugin")
     plugin_class = import_item(plugin_class) if isinstance(plugin_class, str) else plugin_class
@@ -152,8 +148,8 @@ def cell_scores(db_url: str, student: str, assignment: str = ASSIGNMENT, noteboo
         return {g.name: CellScore(g.name, float(g.score), float(g.max_score)) for g in nb.grades}
 
 
-def summary_table(course: Course | Path, students: list[str]) -> str:
-    db_url = Course.of(course).db_url
+def summary_table(course: Course, students: list[str]) -> str:
+    db_url = course.db_url
     lines = [f"{'student':<20} {'score':>12}  lost points on"]
     for student in students:
         scores = cell_scores(db_url, student)
@@ -165,13 +161,12 @@ def summary_table(course: Course | Path, students: list[str]) -> str:
     return "\n".join(lines)
 
 
-def grade_examples(course: Course | Path) -> str:
+def grade_examples(course: Course) -> str:
     """Release, write the example class's submissions (on time, whenever this runs), stock-autograde
     and export them; the summary table."""
     from nbgrader.utils import parse_utc
 
-    course = Course.of(course)
-    catalogue = instructor.load_module(course.root, "rlhf_catalogue")
+    catalogue = instructor.load_module(course, "rlhf_catalogue")
     generate_release(course)
     due = due_date_for(course, ASSIGNMENT)
     on_time = parse_utc(due) - dt.timedelta(hours=1) if due else None

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
-from rlhf_course.course.settings import NotReady
+from rlhf_course.course.settings import Course, NotReady
 
 FOLDER = "instructor"
 
@@ -16,9 +15,9 @@ def checks_module_name(assignment: str) -> str:
     return f"{assignment}_hidden_checks"
 
 
-def load_module(course_root: Path, name: str):
+def load_module(course: Course, name: str):
     """Import ``instructor/<name>.py`` of the course."""
-    path = Path(course_root) / FOLDER / f"{name}.py"
+    path = course.root / FOLDER / f"{name}.py"
     if not path.is_file():
         raise NotReady(f"{path} is missing")
     spec = importlib.util.spec_from_file_location(name, path)
@@ -28,9 +27,9 @@ def load_module(course_root: Path, name: str):
     return module
 
 
-def checks_of(course_root: Path, base: str) -> dict:
+def checks_of(course: Course, base: str) -> dict:
     """The checks of an assignment written in ``source/<base>/``: grade id -> Check, in English."""
     try:
-        return load_module(course_root, checks_module_name(base)).CHECKS
+        return load_module(course, checks_module_name(base)).CHECKS
     except NotReady as exc:
         raise NotReady(f"assignment {base!r} has no checks: {exc}") from None

@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 import re
 import threading
-from pathlib import Path
 from typing import Callable
 
+from rlhf_course.course.settings import Course
 from rlhf_course.grading.results import SCORED_STATES, NamedMisconception, SubmissionResult, one_line
 from rlhf_course.i18n import t
 
@@ -62,12 +62,12 @@ _CATALOGUES: dict = {}
 _MESSAGES: dict = {}
 
 
-def catalogue(course_root: Path, base: str) -> tuple[list, dict] | None:
+def catalogue(course: Course, base: str) -> tuple[list, dict] | None:
     """(WRONG_ANSWERS, MISCONCEPTIONS) of the assignment ``base``, or None when it has no catalogue.
     Loaded once per version of the files (the grader's threads share it)."""
     from rlhf_course.grading import instructor
 
-    folder = Path(course_root) / INSTRUCTOR_FOLDER
+    folder = course.root / INSTRUCTOR_FOLDER
     name = catalogue_module_name(base)
     path = folder / f"{name}.py"
     if not path.is_file():
@@ -75,7 +75,7 @@ def catalogue(course_root: Path, base: str) -> tuple[list, dict] | None:
     key = (str(path), path.stat().st_mtime_ns)
     with _LOCK:
         if key not in _CATALOGUES:
-            module = instructor.load_module(course_root, name)
+            module = instructor.load_module(course, name)
             _CATALOGUES[key] = (list(module.WRONG_ANSWERS), dict(getattr(module, "MISCONCEPTIONS", {})))
         return _CATALOGUES[key]
 
@@ -152,10 +152,10 @@ def match(result: SubmissionResult, checks: dict, wrong_answers: list, misconcep
     return named
 
 
-def name_misconceptions(result: SubmissionResult, course_root: Path, base: str, checks: dict) -> list[NamedMisconception]:
+def name_misconceptions(result: SubmissionResult, course: Course, base: str, checks: dict) -> list[NamedMisconception]:
     """What :func:`match` names for a result of the assignment written in ``source/<base>/`` ([] when it has no
     catalogue); ``checks``: the assignment's, with their messages in the result's language."""
-    found = catalogue(course_root, base)
+    found = catalogue(course, base)
     if found is None or result.state not in SCORED_STATES:
         return []
     wrong_answers, misconceptions = found

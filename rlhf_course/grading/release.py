@@ -17,20 +17,21 @@ from rlhf_course.grading.generate import generate_assignments
 from rlhf_course.course.settings import Course
 
 
-def nbgrader(course_root: Path, *args: str, check: bool = True,
+def nbgrader(folder: Path, *args: str, check: bool = True,
              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run one nbgrader command in the course root with this interpreter's environment."""
-    return python_module(course_root, "nbgrader", *args, check=check, extra_env=extra_env)
+    """Run one nbgrader command in ``folder`` (a course root, or a student's home) with this interpreter's
+    environment."""
+    return python_module(folder, "nbgrader", *args, check=check, extra_env=extra_env)
 
 
-def python_module(course_root: Path, module: str, *args: str, check: bool = True,
+def python_module(folder: Path, module: str, *args: str, check: bool = True,
                   extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -m module args`` in the course root with this interpreter's environment (nbgrader's
-    commands read the course's nbgrader_config.py from there, and find ``alembic`` on PATH)."""
+    """``python -m module args`` in ``folder`` with this interpreter's environment (nbgrader's commands read the
+    nbgrader_config.py of the course root they run in, and find ``alembic`` on PATH)."""
     env = dict(os.environ, **(extra_env or {}))
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=course_root, env=env,
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=folder, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:
         name = "nbgrader" if module == "nbgrader" else f"python -m {module}"
@@ -44,23 +45,22 @@ def source_assignments(course: Course) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def generate_release(course: Course | Path, assignments: list[str] | None = None) -> list[Path]:
+def generate_release(course: Course, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of the source directory): record it in the gradebook, with its
     configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
-    each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration (``course``: the command's :class:`Course`; a folder: its files).
+    each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration.
     Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
     companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
-    course = Course.of(course)
     # The English hidden-test headers, from the checks' messages (the editions' are written from the translations)
-    for base in sorted({editions.base_of(course.root, name) for name in assignments or source_assignments(course)}):
+    for base in sorted({editions.base_of(course, name) for name in assignments or source_assignments(course)}):
         try:
-            checks = instructor.checks_of(course.root, base)
+            checks = instructor.checks_of(course, base)
         except instructor.NotReady:
             continue
         editions.write_english_headers(course, base, checks)
-    for edition in editions.editions(course.root):  # source/<base> + i18n/ -> source/<edition> first
+    for edition in editions.editions(course):  # source/<base> + i18n/ -> source/<edition> first
         if assignments is None or edition.assignment in assignments:
-            editions.build_source(course, edition, instructor.checks_of(course.root, edition.base))
+            editions.build_source(course, edition, instructor.checks_of(course, edition.base))
     if assignments is None:  # the companion notebooks' editions (notebooks/<name>_zh.ipynb): the whole course's release
         editions.build_companions(course)
     assignments = assignments or source_assignments(course)

@@ -177,7 +177,7 @@ def _name_misconceptions(course: Course, assignment: Assignment, result: Submiss
     naming off.  A failure here is ours: the scores stand, a person is told."""
     try:
         if course.grading.name_misconceptions:
-            result.misconceptions = name_misconceptions(result, course.root, assignment.base, assignment.checks)
+            result.misconceptions = name_misconceptions(result, course, assignment.base, assignment.checks)
     except Exception as exc:
         result.flags.append(f"misconceptions not named: {type(exc).__name__}: {exc}"[:300])
 

@@ -12,10 +12,10 @@ import pytest
 from bench import class_grading as cg
 from bench import classroom as cr
 from rlhf_course.grading import instructor
-from tests.support.course import REPO, cell_points
+from tests.support.course import cell_points, repo_course
 
-CATALOGUES = {base: instructor.load_module(REPO, name) for base, name in cg.CATALOGUES.items()}
-CHECKS = {base: set(instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS) for base in cg.BASES}
+CATALOGUES = {base: instructor.load_module(repo_course(), name) for base, name in cg.CATALOGUES.items()}
+CHECKS = {base: set(instructor.load_module(repo_course(), instructor.checks_module_name(base)).CHECKS) for base in cg.BASES}
 
 
 def expected(submission):

@@ -18,7 +18,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from tests.support import solutions
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, release_course, repo_course
 
 from rlhf_course.grading import deadlines
 from rlhf_course.course.settings import Course
@@ -80,7 +80,7 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     fetched = home / ASSIGNMENT / NOTEBOOK
     assert fetched.is_file()
     source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
-    answers = {**examples.answers_for(repo, ()), **solutions.written_solutions(source)}
+    answers = {**examples.answers_for(repo_course(), ()), **solutions.written_solutions(source)}
     answers["dpo_answer"] = answers["dpo_answer"].replace("def dpo_loss(", "import warnings\n\ndef dpo_loss(", 1).replace(
         '    """\n', '    """\n    warnings.warn("a torch-style UserWarning from a correct answer")\n', 1)
     nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))

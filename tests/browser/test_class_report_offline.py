@@ -8,6 +8,7 @@ import pytest
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading.pages import class_report
 from rlhf_course.i18n import CHINESE, ENGLISH
+from rlhf_course.course.settings import Course
 from tests.support import browser as browser_support, synthetic_class
 
 HEADINGS = {ENGLISH: ["Students by score, lowest first", "Score distribution", "Manual grading still to do",
@@ -38,7 +39,8 @@ def offline_page(browser):
 def test_the_class_report_shows_everything_with_the_network_cut(course, offline_page, artifacts, language):
     page, asked = offline_page
     asked.clear()
-    report = class_report.write_reports(course, [ASSIGNMENT], language=language)[0]
+    course_handle = Course.at(course)
+    report = class_report.write_reports(course_handle, [ASSIGNMENT], language=language)[0]
     page.goto(report.html.as_uri(), wait_until="load")  # its images are data: URIs, decoded by "load"
     assert page.evaluate("document.documentElement.lang") == language  # this language's page, not the last one
     drawn = page.eval_on_selector_all("img", "images => images.map(i => [i.naturalWidth, i.naturalHeight])")

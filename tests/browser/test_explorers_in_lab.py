@@ -15,6 +15,7 @@ from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 
 from tests.support.browser import ARTIFACTS, LabServer, wait_for_dom
+from tests.support.course import repo_course
 
 SLIDERS = [  # (explorer cell, slider description, new value)
     ("ppo_explorer", "epsilon", "0.45"),
@@ -42,7 +43,7 @@ def server(tmp_path_factory, repo, lab_stage_cache):
     figures), completed, each in its folder."""
     tmp_path = tmp_path_factory.mktemp("explorers")
     workdir = tmp_path / "student"
-    answers = examples.answers_for(repo, ())
+    answers = examples.answers_for(repo_course(), ())
     for edition in EDITIONS:
         (workdir / edition).mkdir(parents=True)
         completed = notebooks.fill_answers(notebooks.read(repo / "release" / edition / NOTEBOOK), answers)

@@ -12,8 +12,8 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, instructor, results
 from rlhf_course.grading.pages import feedback
 from rlhf_course.grading.results import CellResult, SubmissionResult
-from rlhf_course.course.settings import Course
 from rlhf_course.i18n import CHINESE, ENGLISH
+from rlhf_course.course.settings import Course
 from tests.support import browser as browser_support
 from tests.support.course import cell_points
 from tests.support.submissions import canonical_json
@@ -26,8 +26,9 @@ def course(tmp_path_factory):
     from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("offline") / "course")
     release_course(root)
+    root_course = Course.at(root)
     for assignment, _ in EDITIONS:
-        examples.write_submission(root, "ada", examples.answers_for(root, ()), assignment=assignment)
+        examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()), assignment=assignment)
     return root
 
 
@@ -41,7 +42,7 @@ def _inline_math(nb) -> list[str]:
 
 
 def _page(course, assignment, language):
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     points = cell_points(ASSIGNMENT)
     cells = {c.id: CellResult(c.id, points[c.id], points[c.id], c.message) for c in checks.values()}
     result = SubmissionResult("ada", results.GRADED, assignment, NOTEBOOK, cells=cells, language=language)

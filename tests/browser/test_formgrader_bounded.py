@@ -17,6 +17,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.grading.canonical import canonical_copy
+from rlhf_course.course.settings import Course
 from tests.support.browser import LabServer
 from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
@@ -46,9 +47,10 @@ def _get(url: str, timeout: float = 60) -> tuple[float, str]:
 def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
     course = copy_course(tmp_path / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student in ("ada", "wendy"):
-        examples.write_submission(course, student, examples.answers_for(course, ()))
-    grade_in_process(course)
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
+    grade_in_process(course_handle)
     nbformat.write(_slowest_copy(course), str(course / "autograded" / "wendy" / ASSIGNMENT / NOTEBOOK))
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:

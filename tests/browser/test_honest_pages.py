@@ -22,6 +22,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples
 from rlhf_course.course import settings
 from rlhf_course.grading.sandbox.sandbox import sandbox_available
+from rlhf_course.course.settings import Course
 from tests.support.browser import InstructorServers, LabServer
 from tests.support.course import copy_course, needs_sandbox, release_course
 from tests.support.in_process_sandbox import grade_in_process
@@ -101,13 +102,14 @@ def graded(tmp_path_factory):
     instructor's Jupyter server (as `make lab-instructor` does) on a course, once per course."""
     root = tmp_path_factory.mktemp("honest")
     course = release_course(copy_course(root / "course"))
+    course_handle = Course.at(course)
     for student, assignment in STUDENTS.items():
-        answers = examples.answers_for(course, ("ppo_clip_without_min",))
-        examples.write_submission(course, student, {**answers, "lab_question_1": WRITTEN[assignment]},
+        answers = examples.answers_for(course_handle, ("ppo_clip_without_min",))
+        examples.write_submission(course_handle, student, {**answers, "lab_question_1": WRITTEN[assignment]},
                                   assignment=assignment)
     real_sandbox = sandbox_available() is None
-    results = {r.student: r for r in (batch.grade_all(course, workers=1, show_progress=False, class_reports=False)
-                                      if real_sandbox else grade_in_process(course))}
+    results = {r.student: r for r in (batch.grade_all(course_handle, workers=1, show_progress=False, class_reports=False)
+                                      if real_sandbox else grade_in_process(course_handle))}
     assert {s: r.state for s, r in results.items()} == {"ada": "failed tests", "lin": "failed tests"}
     from nbgrader.api import Gradebook
     with Gradebook(settings.Course.at(course).db_url, "rlhf-course") as gradebook:

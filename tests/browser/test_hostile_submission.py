@@ -17,6 +17,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.grading.pages import feedback
 from rlhf_course.course import notebooks, settings
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, gradebook_url, release_course
 
 from tests.support.in_process_sandbox import grade_in_process
@@ -48,10 +49,11 @@ def graded(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("hostile")
     course = copy_course(tmp_path / "course")
     release_course(course)
-    examples.write_submission(course, "ada", examples.answers_for(course, ()))
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, "ada", examples.answers_for(course_handle, ()))
     _hostile_submission(course)
     release_ids = [g for g in _clobbering_submission(course, CLOBBERING) if g]
-    results = {r.student: r for r in grade_in_process(course)}
+    results = {r.student: r for r in grade_in_process(course_handle)}
     servers = InstructorServers(tmp_path)
 
     def start(root: Path = course) -> LabServer:
@@ -63,7 +65,8 @@ def graded(tmp_path_factory):
 
 def _hostile_submission(course):
     """Script in a written answer, odd metadata, outputs in the file (the canonical copy drops them)."""
-    folder = examples.write_submission(course, "mallory", {**examples.answers_for(course, ()), "lab_question_1": WRITTEN})
+    course_handle = Course.at(course)
+    folder = examples.write_submission(course_handle, "mallory", {**examples.answers_for(course_handle, ()), "lab_question_1": WRITTEN})
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     answer = next(c for c in nb.cells if notebooks.is_answer_cell(c))
     answer.outputs = [nbformat.v4.new_output("display_data", data=data) for data in OUTPUTS]
@@ -159,7 +162,8 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
 def _clobbering_submission(course, student: str) -> list[str]:
     """Mallory's other: no code; her written answer moved to the top, wrapped in a div of class full-credit,
     under it one empty heading per other grade cell with that cell's id (and nbgrader's classes)."""
-    folder = examples.write_submission(course, student, examples.answers_for(course, ()))
+    course_handle = Course.at(course)
+    folder = examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
     nb = nbformat.read(str(folder / NOTEBOOK), 4)
     ids = [notebooks.grade_id(c) for c in nb.cells]
     answer = nb.cells.pop(ids.index("lab_question_1"))

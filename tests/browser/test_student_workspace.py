@@ -14,9 +14,10 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, i18n
 from rlhf_course.exchange.local import NOTHING_RELEASED, STUDENT_FOLDER
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 from tests.support import solutions
 from tests.support.browser import LabServer
-from tests.support.course import REPO, copy_course, gradebook_url, release_course
+from tests.support.course import REPO, copy_course, gradebook_url, release_course, repo_course
 from tests.support.in_process_sandbox import grade_in_process
 
 COURSE_ID = "rlhf-course"
@@ -64,7 +65,7 @@ def test_what_the_student_types_in_make_lab_is_what_is_graded(tmp_path, browser,
         page.goto(server.url(f"lab/tree/{ASSIGNMENT}/{NOTEBOOK}"))
         notebook = page.locator(".jp-NotebookPanel", has=page.locator(".jp-Notebook"))
         notebook.locator(".jp-Notebook").wait_for(timeout=60_000)
-        reference = examples.answers_for(repo, ())
+        reference = examples.answers_for(repo_course(), ())
         for name in STUDENT_FUNCTIONS:
             answer_id = next(gid for gid, text in reference.items() if f"def {name}(" in text)
             cell = notebook.locator(".jp-CodeCell", has_text=f"def {name}(").filter(
@@ -108,7 +109,8 @@ def test_what_the_student_types_in_make_lab_is_what_is_graded(tmp_path, browser,
     [student] = [p.name for p in (course / "submitted").iterdir()]
     submitted = notebooks.cells_by_grade_id(notebooks.read(course / "submitted" / student / ASSIGNMENT / NOTEBOOK))
     assert all(TYPED in submitted[gid].source for gid in ("ppo_answer", "dpo_answer", "gae_answer"))
-    grade_in_process(course)
+    course_handle = Course.at(course)
+    grade_in_process(course_handle)
     scores = examples.cell_scores(gradebook_url(course), student)
     code_tests = {gid: s for gid, s in scores.items() if not gid.startswith("lab_question")}
     assert code_tests and all(s.score == s.max_score for s in code_tests.values()), {

@@ -66,6 +66,7 @@ from rlhf_course.course import notebooks
 from rlhf_course.classroom.server_env import ServerEnv
 from tests.support import solutions
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
+from tests.support.course import repo_course
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "hub"
@@ -498,8 +499,8 @@ class Scenario:
         self.course = Path(hub["course"])
         source = notebooks.read(repo / "source" / ASSIGNMENT / NOTEBOOK)
         written = solutions.written_solutions(source)
-        self.answers = {self.alice: {**examples.answers_for(repo, ()), **written},  # a written answer may be Chinese:
-                        self.bob: {**examples.answers_for(repo, ("ppo_clip_without_min",)), **written,
+        self.answers = {self.alice: {**examples.answers_for(repo_course(), ()), **written},  # a written answer may be Chinese:
+                        self.bob: {**examples.answers_for(repo_course(), ("ppo_clip_without_min",)), **written,
                                    "lab_question_2": "多样性：它反复说同几个正面的词。"}}
         # Bob reads Chinese: JupyterLab in Chinese, the Chinese edition
         self.edition = {self.alice: ASSIGNMENT, self.bob: ZH}

@@ -18,7 +18,7 @@ from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.grading.app import main as course_command
 
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, release_course, repo_course
 
 from tests.support.accounts import INSTRUCTORS
 from tests.support.command_session import CommandSession
@@ -67,7 +67,7 @@ def loop(people, repo):
         as_alice.nbgrader("fetch_assignment", ASSIGNMENT, GRPO)
         as_bob.nbgrader("fetch_assignment", ASSIGNMENT)
 
-        reference = examples.answers_for(repo, ())
+        reference = examples.answers_for(repo_course(), ())
         alice_nb = alice.home / ASSIGNMENT / NOTEBOOK
         as_alice.nbgrader("submit", ASSIGNMENT)  # first submission: untouched
         # no pause: entries' times (their names' and the kernel's change times) are kept to the microsecond

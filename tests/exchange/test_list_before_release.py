@@ -2,6 +2,7 @@
 released: nothing listed and a sentence that says why, in English and Chinese, not nbgrader's "exchange directory
 does not exist" error; a course without due dates prints none ("[no due date]" said nothing)."""
 from rlhf_course import i18n
+from rlhf_course.course.settings import Course
 from rlhf_course.exchange.local import NOTHING_RELEASED
 from rlhf_course.grading import release
 from tests.support.course import copy_course
@@ -35,7 +36,7 @@ def test_a_course_without_due_dates_lists_none(tmp_path, monkeypatch):
     monkeypatch.setenv("RLHF_DUE_DATE", "")  # the course sets no due date
     # the one assignment listed, generated here: no other test's release has this due date to share (release_course)
     course = copy_course(tmp_path / "course")
-    release.generate_release(course, ["rlhf"])
+    release.generate_release(Course.at(course), ["rlhf"])
     release.nbgrader(course, "release_assignment", "rlhf")
     code, said = _student(tmp_path, exchange)("list")
     assert code == 0 and "rlhf-course rlhf" in said, said

@@ -7,14 +7,16 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK, i18n
 from rlhf_course.exchange import local
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
-from tests.support.course import copy_course, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, release_course, repo_course
 
 
 def test_lab_release_releases_what_is_missing_and_names_what_it_refuses(tmp_path, repo):
     course = release_course(copy_course(tmp_path / "course"))
     edited = course / "release" / ASSIGNMENT / NOTEBOOK
-    nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo, ())), str(edited))
-    said = local.release_for_lab(course)
+    nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo_course(), ())), str(edited))
+    course_handle = Course.at(course)
+    said = local.release_for_lab(course_handle)
     outbound = course / "exchange" / "rlhf-course" / "outbound"
     assert sorted(p.name for p in outbound.iterdir()) == ["grpo", "grpo_zh", "kl_penalty", "kl_penalty_zh", "rlhf_zh"]
     assert said[0].startswith(f"{ASSIGNMENT} is not released: release/{ASSIGNMENT}/{NOTEBOOK} differs from what "
@@ -23,13 +25,14 @@ def test_lab_release_releases_what_is_missing_and_names_what_it_refuses(tmp_path
     assert said[2] == f"已发布到作业交换目录（{outbound}）：grpo, grpo_zh, kl_penalty, kl_penalty_zh, rlhf_zh。"
     assert said[-2].startswith(f"Your folder: {course / 'student'}. Nbgrader > Assignment List > Fetch")
     assert said[-1].startswith(f"你的作业目录：{course / 'student'}。")
-    assert local.release_for_lab(course)[1] == (f"Already in the exchange ({outbound}): grpo, grpo_zh, kl_penalty, "
+    assert local.release_for_lab(course_handle)[1] == (f"Already in the exchange ({outbound}): grpo, grpo_zh, kl_penalty, "
                                                 "kl_penalty_zh, rlhf_zh.")
 
 
 def test_nothing_released_is_said_in_both_languages(tmp_path):
     course = copy_course(tmp_path / "course")  # no `make release` yet: no release/
-    said = local.release_for_lab(course)
+    course_handle = Course.at(course)
+    said = local.release_for_lab(course_handle)
     assert said[:2] == [local.NOTHING_RELEASED, i18n.t(local.NOTHING_RELEASED, i18n.CHINESE)]
     assert said[1].startswith("还没有发布任何作业")
 

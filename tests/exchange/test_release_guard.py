@@ -9,7 +9,7 @@ import nbformat
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks, release_manifest
-from tests.support.course import copy_course, release_course
+from tests.support.course import copy_course, release_course, repo_course
 
 COURSE_ID = "rlhf-course"
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
@@ -25,7 +25,7 @@ def test_an_edited_release_notebook_is_refused(tmp_path, monkeypatch, repo):
     course = release_course(copy_course(tmp_path / "course"))
     outbound = _released(course, monkeypatch, tmp_path)
     edited = course / "release" / ASSIGNMENT / NOTEBOOK  # a student's answers, saved over the release
-    nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo, ())), str(edited))
+    nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo_course(), ())), str(edited))
     proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0, said

@@ -22,6 +22,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import batch, examples, release
 from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import GRADED
+from rlhf_course.course.settings import Course
 from tests.support.submissions import tree_digest
 from tests.support.course import cell_points, copy_course, gradebook_url, leftover_sandbox_processes, release_course
 
@@ -104,22 +105,23 @@ class Listener:
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("batch") / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student in CORRECT:
-        examples.write_submission(course, student, examples.answers_for(course, ()))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
     for student, variants in CORRECT_CLASSES.items():
-        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
+        examples.write_submission(course_handle, student, {**examples.answers_for(course_handle, ()), **variants})
     _answer_in_writing(course, "ada_correct")  # zoe_correct leaves the written answers as released
     for student, mistakes in MISTAKE_CLASSES.items():
-        examples.write_submission(course, student, examples.answers_for(course, mistakes))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, mistakes))
     for attack in ADVERSARIAL:
-        answers = {**examples.answers_for(course, ()), **attack.answers}
-        folder = examples.write_submission(course, attack.name, answers)
+        answers = {**examples.answers_for(course_handle, ()), **attack.answers}
+        folder = examples.write_submission(course_handle, attack.name, answers)
         if attack.tamper:
             rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
     before = tree_digest(course)
     listener = Listener()
     try:
-        results = batch.grade_all(course, workers=2, limits=LIMITS, show_progress=False)
+        results = batch.grade_all(course_handle, workers=2, limits=LIMITS, show_progress=False)
     finally:
         listener.close()
     return course, {r.student: r for r in results}, before, listener
@@ -286,12 +288,13 @@ def test_regrading_keeps_a_manual_score_and_shows_it_in_export_and_feedback(grad
         gb.db.commit()
     # Graded again in-process (tests/support/in_process_sandbox.py): what is kept is the gradebook's and the
     # export's business, whatever ran the code; this file's batch went through the real sandbox.
-    [again] = grade_in_process(course, students=["ada_correct"], limits=LIMITS)
+    course_handle = Course.at(course)
+    [again] = grade_in_process(course_handle, students=["ada_correct"], limits=LIMITS)
     assert again.state == GRADED and again.score == 44
     with Gradebook(gradebook_url(course)) as gb:
         grade = gb.find_grade("lab_question_3", "rlhf_building_blocks", ASSIGNMENT, "ada_correct")
         assert grade.manual_score == 2.0 and grade.score == 2.0
-    for grades in (course / "grades.csv", examples.export_grades(course, course / "export.csv")):
+    for grades in (course / "grades.csv", examples.export_grades(course_handle, course / "export.csv")):
         with open(grades) as handle:
             row = next(r for r in csv.DictReader(handle) if r["student_id"] == "ada_correct" and r["assignment"] == ASSIGNMENT)
         assert float(row["raw_score"]) == 46 and float(row["max_score"]) == 50, grades

@@ -26,8 +26,8 @@ def test_a_catalogue_loads_alone_in_a_course_of_its_own(tmp_path, base):
     their misconceptions (nothing is imported from another assignment's catalogue)."""
     (tmp_path / "instructor").mkdir()
     shutil.copy(REPO / "instructor" / f"{base}_catalogue.py", tmp_path / "instructor")
-    code = ("import sys\nfrom rlhf_course.grading import misconceptions\n"
-            "wrong, named = misconceptions.catalogue(sys.argv[1], sys.argv[2])\n"
+    code = ("import sys\nfrom rlhf_course.course.settings import Course\nfrom rlhf_course.grading import misconceptions\n"
+            "wrong, named = misconceptions.catalogue(Course.at(sys.argv[1]), sys.argv[2])\n"
             "print(len(wrong), sorted(named) == sorted(w.name for w in wrong))\n")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path), base], capture_output=True, text=True,
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})

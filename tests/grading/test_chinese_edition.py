@@ -10,6 +10,7 @@ import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, editions, examples
+from rlhf_course.course.settings import Course
 from tests.support.course import cell_points, copy_course, gradebook_url, needs_sandbox, release_course
 
 from tests.support.english import english_phrases
@@ -27,12 +28,13 @@ GUIDE_BUG = rlhf_catalogue.class_of_mistake()["ppo_clip_without_min"]  # holds t
 
 
 def hand_in(course, assignment):
+    course_handle = Course.at(course)
     for student, wrong in STUDENTS.items():
-        examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=assignment)
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong), assignment=assignment)
     for attack in TAMPERED:
-        folder = examples.write_submission(course, attack.name, examples.answers_for(course, ()), assignment=assignment)
+        folder = examples.write_submission(course_handle, attack.name, examples.answers_for(course_handle, ()), assignment=assignment)
         rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
-    examples.write_submission(course, "empty", examples.answers_for(course, None), assignment=assignment)
+    examples.write_submission(course_handle, "empty", examples.answers_for(course_handle, None), assignment=assignment)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,8 @@ def graded(tmp_path_factory):
     course = release_course(copy_course(tmp_path_factory.mktemp("zh") / "course"))
     hand_in(course, EN)
     hand_in(course, ZH)  # later: the Chinese submissions are each student's latest
-    results = grade_in_process(course, assignments=[EN, ZH])
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle, assignments=[EN, ZH])
     return course, {(r.assignment, r.student): r for r in results}
 
 
@@ -61,7 +64,7 @@ def test_every_submission_gets_the_same_state_and_cell_scores_in_both_editions(g
 
 def test_the_chinese_student_reads_the_checks_messages_in_chinese(graded):
     _, results = graded
-    messages = editions.edition_of(graded[0], ZH).table()["messages"]
+    messages = editions.edition_of(Course.at(graded[0]), ZH).table()["messages"]
     wrong = results[(ZH, GUIDE_BUG)]
     failed = [c for c in wrong.cells.values() if c.score < c.points]
     assert failed
@@ -102,7 +105,8 @@ def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
 @pytest.mark.parametrize("how", ["make grade", "nbgrader export"])
 def test_the_export_lists_each_student_once_with_their_latest_edition(graded, how):
     course, results = graded
-    exported = course / "grades.csv" if how == "make grade" else examples.export_grades(course, course / "export.csv")
+    course_handle = Course.at(course)
+    exported = course / "grades.csv" if how == "make grade" else examples.export_grades(course_handle, course / "export.csv")
     with open(exported) as handle:
         rows = list(csv.DictReader(handle))
     assert ZH not in {row["assignment"] for row in rows}  # folded into rlhf
@@ -122,9 +126,10 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
     but the language line; each cell of both editions is compared by the trusted grader above)."""
     course = release_course(copy_course(tmp_path / "course"))
     chosen = {"one_mistake": ("ppo_clip_without_min",)}
+    course_handle = Course.at(course)
     for student, wrong in chosen.items():
-        examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=ZH)
-    examples.autograde(course, assignment=ZH)
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong), assignment=ZH)
+    examples.autograde(course_handle, assignment=ZH)
     url = gradebook_url(course)
     for student in chosen:
         zh = {g: s.score for g, s in examples.cell_scores(url, student, ZH).items() if g in rlhf_hidden_checks.CHECKS}
@@ -141,9 +146,10 @@ def test_stock_autograde_scores_the_chinese_edition_like_the_english_one(tmp_pat
 def test_the_real_sandbox_grades_the_chinese_edition_and_runs_its_language_line(tmp_path):
     """The edition's set-up cell (i18n.set_language) runs inside bubblewrap; the feedback copy shows it ran."""
     course = release_course(copy_course(tmp_path / "course"))
+    course_handle = Course.at(course)
     for student, wrong in (("correct", ()), ("ppo_clip_without_min", ("ppo_clip_without_min",))):
-        examples.write_submission(course, student, examples.answers_for(course, wrong), assignment=ZH)
-    results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, assignments=[ZH])}
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong), assignment=ZH)
+    results = {r.student: r for r in batch.grade_all(course_handle, workers=1, show_progress=False, assignments=[ZH])}
     total = sum(POINTS[gid] for gid in rlhf_hidden_checks.CHECKS)
     assert (results["correct"].state, results["correct"].score) == ("graded", total), results["correct"].detail
     wrong = results["ppo_clip_without_min"]

@@ -16,6 +16,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import app
 from rlhf_course.grading.pages import class_report
+from rlhf_course.course.settings import Course
 from tests.support import synthetic_class
 from tests.support.course import cell_points, copy_course, release_course
 from tests.support.synthetic_class import DUE, EDITIONS, HOSTILE_ID, WRITTEN, expected_penalty
@@ -183,19 +184,19 @@ def test_a_misconception_record_graded_again_since_or_not_named_counts_as_not_na
                                                                 "", "")])
     crashed = SubmissionResult("ben", CRASHED, ASSIGNMENT, NOTEBOOK)
     stamps = {(ASSIGNMENT, "ada"): "2026-12-18T10:00:00", (ASSIGNMENT, "ben"): "2026-12-18T11:00:00"}
-    misconception_record.record(tmp_path, [named, crashed], stamps, named_by_course=True)
-    record = misconception_record.read(tmp_path)
+    misconception_record.record(Course.at(tmp_path), [named, crashed], stamps, named_by_course=True)
+    record = misconception_record.read(Course.at(tmp_path))
     assert misconception_record.named_for(record, ASSIGNMENT, "ada", "2026-12-18T10:00:00") == [
         {"entry": "ppo_no_clipping", "function": "ppo_clipped_objective", "name": "No clipping"}]
     assert misconception_record.named_for(record, ASSIGNMENT, "ada", "2026-12-19T09:00:00") is None  # stock since
     assert misconception_record.named_for(record, ASSIGNMENT, "ben", "2026-12-18T11:00:00") is None  # not scored
     assert misconception_record.named_for(record, ASSIGNMENT, "cleo", "") is None  # never graded by us
-    misconception_record.record(tmp_path, [named], stamps, named_by_course=False)  # the course turned naming off
-    assert misconception_record.named_for(misconception_record.read(tmp_path), ASSIGNMENT, "ada",
+    misconception_record.record(Course.at(tmp_path), [named], stamps, named_by_course=False)  # the course turned naming off
+    assert misconception_record.named_for(misconception_record.read(Course.at(tmp_path)), ASSIGNMENT, "ada",
                                           "2026-12-18T10:00:00") is None
     (tmp_path / misconception_record.RECORD).write_text("[1, 2")
     with pytest.raises(ValueError, match="is not the misconception record trusted grading writes"):
-        misconception_record.read(tmp_path)
+        misconception_record.read(Course.at(tmp_path))
 
 
 def test_every_sentence_of_the_report_has_its_chinese():

@@ -13,6 +13,7 @@ import pytest
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading.pages import class_report
 from rlhf_course.grading.pages.class_report import HiddenTest, StudentRow, hidden_test
+from rlhf_course.course.settings import Course
 from tests.support import synthetic_class
 from tests.support.course import copy_course, gradebook_url, release_course
 
@@ -36,7 +37,8 @@ def course(tmp_path_factory):
 @pytest.fixture(scope="module")
 def english(course):
     root, plans = course
-    report = class_report.write_reports(root, [ASSIGNMENT])[0]
+    root_course = Course.at(root)
+    report = class_report.write_reports(root_course, [ASSIGNMENT])[0]
     return report.html.read_text(), report
 
 
@@ -81,7 +83,6 @@ def test_each_student_is_a_link_to_their_formgrader_submission(course, english):
 
 
 def test_the_formgrader_address_is_a_setting(course):
-    from rlhf_course.course.settings import Course
     root, _ = course
     hub = Course.at(root).with_config(ClassReportSettings={"formgrader_url": "https://hub.example/user/prof/formgrader"})
     page = class_report.write_reports(hub, [ASSIGNMENT])[0].html.read_text()
@@ -106,10 +107,11 @@ def test_too_few_submissions_are_not_flagged_and_the_page_says_so(tmp_path):
     root = release_course(copy_course(tmp_path / "course"))
     plans = synthetic_class.build(root, rlhf_catalogue, students=8, real=False)
     assert len(plans) < class_report.MIN_STUDENTS
+    root_course = Course.at(root)
     for language, sentence in (("en", f"Too few submissions to flag: {len(plans)}, flags need "
                                       f"{class_report.MIN_STUDENTS}."),
                                ("zh-CN", f"提交太少，不作标记：{len(plans)} 份，至少需要 {class_report.MIN_STUDENTS} 份。")):
-        written = class_report.write_reports(root, [ASSIGNMENT], language=language)[0]
+        written = class_report.write_reports(root_course, [ASSIGNMENT], language=language)[0]
         page = written.html.read_text()
         assert sentence in page
         assert 'class="flag red"' not in page and 'class="flag grey"' not in page

@@ -15,6 +15,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
+from rlhf_course.course.settings import Course
 from tests.support.course import REPO, copy_course, needs_sandbox, release_course
 from tests.support.submissions import PACKAGE_PROBE, add_cells
 
@@ -38,7 +39,8 @@ def wheel_install(tmp_path_factory) -> Path:
 def elsewhere(tmp_path_factory) -> Path:
     course = copy_course(tmp_path_factory.mktemp("elsewhere") / "another course")
     release_course(course)
-    folder = examples.write_submission(course, "ada", examples.answers_for(course, ()))
+    course_handle = Course.at(course)
+    folder = examples.write_submission(course_handle, "ada", examples.answers_for(course_handle, ()))
     add_cells(folder / NOTEBOOK, [("code", PACKAGE_PROBE)])
     return course
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlhf_course.course.due_dates import DeadlineError
+from rlhf_course.course.dates import DeadlineError
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import NotReady
 from rlhf_course.exchange.collect import Refused
@@ -39,3 +39,33 @@ def test_each_command_ends_a_users_error_in_one_line_and_exit_code_2(course, cap
     assert err.startswith(f"{command} did not run: ") and names in err, err
     assert err.count("\n") == 1 and "Traceback" not in err and out == ""
 
+
+
+@pytest.mark.parametrize("setting, typed", [
+    ("c.RlhfCourse.due_date", '"next friday"'),
+    ("c.RlhfCourse.due_dates['rlhf_zh']", '{"rlhf": "2026-12-18 23:59 UTC", "rlhf_zh": "next friday"}'),
+])
+@pytest.mark.parametrize("argv, command", [(["report"], "report"), (["export"], "export"),
+                                           (["editions", "status"], "editions status"), (["release"], "release")])
+def test_a_due_date_that_is_no_date_stops_every_command_as_the_configuration_loads(course, capsys, setting, typed,
+                                                                                    argv, command):
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write(f"\n{setting.split('[')[0]} = {typed}\n")
+    before = sorted(course.rglob("*"))
+    code = app.main([*argv, "--course-root", str(course)])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.startswith(f"{command} did not run: {setting} is not a date: 'next friday'"), err
+    assert "write it as '2026-12-20 18:00 UTC'" in err and "Traceback" not in err and out == ""
+    assert sorted(course.rglob("*")) == before  # nothing written, not even a gradebook
+
+
+def test_a_due_date_given_on_the_command_line_is_checked_too(course, capsys):
+    assert app.main(["export", "--RlhfCourse.due_date=someday", "--course-root", str(course)]) == 2
+    assert capsys.readouterr().err.startswith("export did not run: c.RlhfCourse.due_date is not a date: 'someday'")
+
+
+def test_a_due_date_nbgrader_reads_is_accepted(course, capsys):
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write('\nc.RlhfCourse.due_dates = {"rlhf": "2026-12-18T23:59:00+01:00", "grpo": "2027-01-10 23:59"}\n')
+    assert app.main(["export", "--course-root", str(course)]) == 0, capsys.readouterr()

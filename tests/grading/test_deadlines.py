@@ -25,9 +25,10 @@ DUE = dt.datetime(2026, 12, 18, 23, 59)
 def course(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("deadlines") / "course")
     release_course(root)
-    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    root_course = Course.at(root)
+    examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     from nbgrader.api import Gradebook
-    with Gradebook(Course.at(root).db_url) as gb:
+    with Gradebook(root_course.db_url) as gb:
         for student in ("ada", "ben"):
             gb.update_or_create_student(student)
         for assignment in (ASSIGNMENT, f"{ASSIGNMENT}_zh"):  # the test run's default is far in the future

@@ -11,10 +11,11 @@ import torch
 from rlhf_course.grading import app, checks as checks_module, editions, instructor, release
 from rlhf_course.course import notebooks, settings
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
-from tests.support.course import REPO
+from rlhf_course.course.settings import Course
+from tests.support.course import REPO, repo_course
 from tests.support.english import english_phrases
 
-COURSE_EDITIONS = editions.editions(REPO)
+COURSE_EDITIONS = editions.editions(repo_course())
 # Inline math and code spans may wrap a line (Chinese prose keeps a paragraph on one line): compare
 # them with whitespace runs collapsed, fenced code blocks on their own.
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+?\$", re.DOTALL)
@@ -40,7 +41,7 @@ def spans(text: str) -> dict[str, list[str]]:
 
 
 def base_checks(edition):
-    return instructor.load_module(REPO, instructor.checks_module_name(edition.base)).CHECKS
+    return instructor.load_module(repo_course(), instructor.checks_module_name(edition.base)).CHECKS
 
 
 def test_the_course_has_a_chinese_edition_of_every_assignment_that_has_one():
@@ -52,12 +53,12 @@ def test_the_course_has_a_chinese_edition_of_every_assignment_that_has_one():
 @pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
 def test_every_translation_was_made_from_the_current_english(edition):
     """Fails when an English cell or check message changed and its translation was not revisited."""
-    assert editions.problems(REPO, edition, base_checks(edition)) == []
+    assert editions.problems(repo_course(), edition, base_checks(edition)) == []
 
 
 @pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
 def test_the_generated_edition_source_is_in_sync(edition, course):
-    built = editions.build_source(course, editions.edition_of(course, edition.assignment), base_checks(edition))
+    built = editions.build_source(Course.at(course), editions.edition_of(Course.at(course), edition.assignment), base_checks(edition))
     for path in built:
         committed = REPO / "source" / edition.assignment / path.name
         assert path.read_text() == committed.read_text(), f"{committed} is stale: run `make release` and commit"
@@ -125,11 +126,11 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
             if editions.translatable(cell):
                 table["cells"][cell.id] = {"english_sha256": editions.english_sha256(cell.source),
                                            "text": "[译] " + cell.source}
-    checks = instructor.load_module(course, instructor.checks_module_name(base)).CHECKS
+    checks = instructor.load_module(Course.at(course), instructor.checks_module_name(base)).CHECKS
     for check_id, check in checks.items():
         table["messages"][check_id] = {"english_sha256": editions.english_sha256(check.message),
                                        "text": "[译] " + check.message}
-    table["details"] = {template: "[译] " + template for template in editions.said_templates(course, base)}
+    table["details"] = {template: "[译] " + template for template in editions.said_templates(Course.at(course), base)}
     # the term table defines the short form the catalogue's Chinese uses (a glossary's "defined_as")
     first = next(iter(table["cells"]))
     table["cells"][first]["text"] += "\n\n| 裁剪代理目标（简称裁剪目标） | clipped surrogate objective |"
@@ -158,25 +159,26 @@ def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_buil
 
 def test_an_english_edit_is_caught_until_its_translation_is_revisited(course, capsys):
     edition, checks = pseudo_translation(course)
-    assert editions.problems(course, edition, checks) == []
+    assert editions.problems(Course.at(course), edition, checks) == []
     source = course / "source" / "rlhf" / "rlhf_building_blocks.ipynb"
     nb = notebooks.read(source)
     cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id != "intro")
     cell.source += "\n\nA sentence the instructor added."
     import nbformat
     nbformat.write(nb, str(source))
-    found = editions.problems(course, edition, checks)
+    found = editions.problems(Course.at(course), edition, checks)
     assert len(found) == 1 and f"cell {cell.id}: its English changed" in found[0]
     with pytest.raises(editions.StaleTranslation, match=cell.id):
-        editions.build_source(course, edition, checks)
+        editions.build_source(Course.at(course), edition, checks)
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match=cell.id):
-        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses too
+        release.generate_release(course_handle, ["rlhf_xx"])  # `make release` refuses too
     capsys.readouterr()
     assert app.main(["release", "--course-root", str(course), "rlhf_xx"]) == 2  # one line, no traceback
     said = capsys.readouterr().err
     assert said.startswith("release did not run: ") and cell.id in said and "Traceback" not in said
-    editions.revisit(edition.path, cell.id, course)
-    assert editions.problems(course, edition, checks) == []
+    editions.revisit(edition.path, cell.id, Course.at(course))
+    assert editions.problems(Course.at(course), edition, checks) == []
 
 
 def test_a_missing_cell_or_message_and_lost_solution_markers_are_named(course):
@@ -191,7 +193,7 @@ def test_a_missing_cell_or_message_and_lost_solution_markers_are_named(course):
     del table["messages"]["ppo_gradient"]
     table["cells"]["no-such-cell"] = {"english_sha256": "0", "text": "x"}
     editions.write_table(edition.path, table)
-    found = "\n".join(editions.problems(course, edition, checks))
+    found = "\n".join(editions.problems(Course.at(course), edition, checks))
     assert f"cell {first_cell}: not translated" in found
     assert f"cell {written}: the translation must keep the ### BEGIN/END SOLUTION lines" in found
     assert "message ppo_gradient: not translated" in found
@@ -202,27 +204,27 @@ def test_the_checks_own_sentences_are_translated_with_their_fields_and_none_left
     """A judge's detail or a case's note (say("...")) without its Chinese, with other fields than the
     English, or a translation whose English is gone: each named; a say() of an f-string is refused."""
     edition, checks = pseudo_translation(course)
-    templates = editions.said_templates(course, "rlhf")
+    templates = editions.said_templates(Course.at(course), "rlhf")
     assert len(templates) > 30 and "segment of {steps} steps cut before the episode ends, next_value={next_value}" in templates
     table = edition.table()
     del table["details"]["{count} tokens"]
     table["details"]["inputs of shape {shape}"] = "输入形状为 {size}"
     table["details"]["an English sentence nobody says any more"] = "旧句子"
     editions.write_table(edition.path, table)
-    found = "\n".join(editions.problems(course, edition, checks))
+    found = "\n".join(editions.problems(Course.at(course), edition, checks))
     assert "detail '{count} tokens': not translated" in found
     assert "detail 'inputs of shape {shape}': its translation must use the fields ['shape'], not ['size']" in found
     assert "detail 'an English sentence nobody says any more': in rlhf.zh-CN.json but no say()" in found
     module = course / "instructor" / "rlhf_hidden_checks.py"
     module.write_text(module.read_text().replace('note=say("A = 0 for all tokens")', 'note=say(f"A = {0} for all tokens")'))
-    assert "say() takes a literal template" in "\n".join(editions.problems(course, edition, checks))
+    assert "say() takes a literal template" in "\n".join(editions.problems(Course.at(course), edition, checks))
 
 
 def test_a_failure_reads_in_chinese_down_to_the_case_note():
     """The check's message, the judge's detail and the case's note, all in the edition's language."""
     from rlhf_course import i18n
 
-    rlhf_hidden_checks = instructor.load_module(REPO, "rlhf_hidden_checks")  # the course's, with its i18n/
+    rlhf_hidden_checks = instructor.load_module(repo_course(), "rlhf_hidden_checks")  # the course's, with its i18n/
 
     def gae_one_too_long(rewards, values, next_value, gamma, gae_lambda):
         return torch.zeros(len(rewards) + 1)
@@ -247,9 +249,9 @@ def test_every_wrong_answer_of_the_catalogue_fails_in_chinese(base):
     import torch.nn.functional as F
     from rlhf_course import i18n
 
-    checks = instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS  # the course's i18n/
+    checks = instructor.load_module(repo_course(), instructor.checks_module_name(base)).CHECKS  # the course's i18n/
     english = []
-    for wrong in instructor.load_module(REPO, CATALOGUES[base]).WRONG_ANSWERS:
+    for wrong in instructor.load_module(repo_course(), CATALOGUES[base]).WRONG_ANSWERS:
         namespace = {"torch": torch, "F": F, "math": math}
         exec(wrong.source, namespace)
         for grade_id in sorted(wrong.loses):
@@ -263,7 +265,7 @@ def test_every_wrong_answer_of_the_catalogue_fails_in_chinese(base):
 
 def test_the_edition_is_built_from_the_source_and_speaks_its_language(course):
     edition, checks = pseudo_translation(course)
-    [built] = editions.build_source(course, edition, checks)
+    [built] = editions.build_source(Course.at(course), edition, checks)
     nb = notebooks.read(built)
     english = notebooks.read(course / "source" / "rlhf" / "rlhf_building_blocks.ipynb")
     setup = next(c for c in nb.cells if editions.is_set_up_cell(c))
@@ -284,8 +286,8 @@ def test_the_checks_speak_the_edition_language_with_the_same_points(course):
 
 def test_in_kernel_checks_fail_with_the_message_in_the_kernel_language(monkeypatch):
     from rlhf_course import i18n
-    hidden = instructor.load_module(REPO, "rlhf_hidden_checks")  # this course's i18n/, not a copy's
-    edition = editions.edition_of(REPO, "rlhf_zh")
+    hidden = instructor.load_module(repo_course(), "rlhf_hidden_checks")  # this course's i18n/, not a copy's
+    edition = editions.edition_of(repo_course(), "rlhf_zh")
     message = edition.table()["messages"]["ppo_zero_advantage"]["text"]
     monkeypatch.setattr(i18n, "_language", "zh-CN")
     with pytest.raises(AssertionError) as failure:
@@ -359,16 +361,16 @@ def test_a_translated_code_cell_is_checked_applied_and_tracked(course):
     translated = answer.source[:docstring_start] + "中文：" + answer.source[docstring_start:]
     table["cells"][answer.id] = {"english_sha256": editions.english_sha256(answer.source), "text": translated}
     editions.write_table(edition.path, table)
-    assert editions.problems(course, edition, checks) == []
-    [built] = editions.build_source(course, edition, checks)
+    assert editions.problems(Course.at(course), edition, checks) == []
+    [built] = editions.build_source(Course.at(course), edition, checks)
     assert next(c for c in notebooks.read(built).cells if c.id == answer.id).source.startswith(translated)
 
     table["cells"][answer.id]["text"] = translated.replace("def ", "def renamed_", 1)
     editions.write_table(edition.path, table)
-    [found] = editions.problems(course, edition, checks)
+    [found] = editions.problems(Course.at(course), edition, checks)
     assert found.startswith(f"cell {answer.id}: the translation changes code")
     with pytest.raises(editions.StaleTranslation, match=answer.id):
-        editions.build_source(course, edition, checks)
+        editions.build_source(Course.at(course), edition, checks)
 
 
 @pytest.mark.parametrize("edition", COURSE_EDITIONS, ids=lambda e: e.assignment)
@@ -412,7 +414,7 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
     glossary = (REPO / "i18n" / "glossary.zh-CN.json").read_text(encoding="utf-8")
     edition, checks = pseudo_translation(course)
     (course / "i18n" / "glossary.zh-CN.json").write_text(glossary, encoding="utf-8")
-    assert editions.problems(course, edition, checks) == []
+    assert editions.problems(Course.at(course), edition, checks) == []
     table = edition.table()
     cell = next(cid for cid, entry in table["cells"].items() if "### BEGIN SOLUTION" not in entry["text"])
     table["cells"][cell]["text"] += "\n\nPPO 的裁剪替代目标；KL 的单位是 nat，不是 nats。"
@@ -420,7 +422,7 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
     table["details"]["the terminal reward must reach every step"] = "末端的奖励必须传到每一步"
     editions.write_table(edition.path, table)
     monkeypatch.setitem(i18n.ZH, "a sentence of the package", "训练一个小语言模型")
-    found = editions.problems(course, edition, checks)
+    found = editions.problems(Course.at(course), edition, checks)
     assert [line.split(" (...")[0] for line in found] == [
         f"cell {cell}: '替代目标' is not the glossary's word for '(clipped) surrogate objective': write '裁剪代理目标'",
         "message dpo_beta_scales_margin: '间隔' is not the glossary's word for "
@@ -431,41 +433,43 @@ def test_a_glossary_variant_anywhere_in_the_chinese_text_stops_the_release(cours
         "write '微型语言模型'",
         f"cell {cell}: 'nat' is not the glossary's word for 'nats (unit of information)': write 'nats'",
     ] or sorted(found)
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match=f"cell {cell}: '替代目标'"):
-        release.generate_release(course, ["rlhf_xx"])  # `make release` refuses
+        release.generate_release(course_handle, ["rlhf_xx"])  # `make release` refuses
 
 
 def test_a_glossary_variant_in_a_catalogue_or_the_readme_stops_the_release(course):
     """What a Chinese student reads of a named mistake (instructor/*_catalogue.py) and README.zh-CN.md are
     checked as the cells are: a variant there, or a short form the edition never defines, stops `make release`."""
-    edition = editions.edition_of(course, "rlhf_zh")
-    assert editions.problems(course, edition, base_checks(edition)) == []
+    edition = editions.edition_of(Course.at(course), "rlhf_zh")
+    assert editions.problems(Course.at(course), edition, base_checks(edition)) == []
     catalogue = course / "instructor" / "rlhf_catalogue.py"
     text = catalogue.read_text(encoding="utf-8")
     catalogue.write_text(text.replace("往前走；", "往前走，不需要价值网络；", 1), encoding="utf-8")
     readme = (REPO / "README.zh-CN.md").read_text(encoding="utf-8")  # (a course copy has none)
     (course / "README.zh-CN.md").write_text(readme.replace("拖动交互图的滑块", "拖动滑块演示的滑块", 1), encoding="utf-8")
-    found = [line.split(" (...")[0] for line in editions.problems(course, edition, base_checks(edition))]
+    found = [line.split(" (...")[0] for line in editions.problems(Course.at(course), edition, base_checks(edition))]
     assert found == [
         "catalogue gae_forward_recursion (explanation): '价值网络' is not the glossary's word for "
         "'value head (the critic), never value network': write '价值头'",
         "README.zh-CN.md: '滑块演示' is not the glossary's word for "
         "'explorer (the interactive plot with sliders under an exercise)': write '交互图'"]
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match="catalogue gae_forward_recursion"):
-        release.generate_release(course, ["rlhf_zh"])  # `make release` refuses
+        release.generate_release(course_handle, ["rlhf_zh"])  # `make release` refuses
 
 
 def test_a_short_form_needs_its_definition_in_the_edition(course):
     """裁剪目标 is the defined short form of 裁剪代理目标: usable where the edition's term table defines it."""
-    edition = editions.edition_of(course, "kl_penalty_zh")
+    edition = editions.edition_of(Course.at(course), "kl_penalty_zh")
     table = edition.table()
     cell = next(iter(table["cells"]))
     table["cells"][cell]["text"] += "\n\nPPO 的裁剪目标。"
     editions.write_table(edition.path, table)
-    found = editions.problems(course, edition, base_checks(edition))
+    found = editions.problems(Course.at(course), edition, base_checks(edition))
     assert found == [f"cell {cell}: '裁剪目标', the short form of '裁剪代理目标', is used but the edition never defines it: "
                      "write '裁剪代理目标（简称裁剪目标）' in its term table (glossary.zh-CN.json)"]
-    rlhf = editions.edition_of(course, "rlhf_zh")
+    rlhf = editions.edition_of(Course.at(course), "rlhf_zh")
     assert "裁剪代理目标（简称裁剪目标）" in rlhf.table()["cells"]["intro"]["text"]
 
 
@@ -486,7 +490,7 @@ def test_the_grpo_expected_output_block_shows_the_labels_each_edition_prints():
 def test_each_english_hidden_test_header_is_its_checks_whole_message(base, course):
     """Written by `make release` from the check's message, as the Chinese headers are from its translation:
     a header never says less than the message a failing student reads; a stale one is rewritten."""
-    checks = instructor.checks_of(REPO, base)
+    checks = instructor.checks_of(repo_course(), base)
     for path in sorted((REPO / "source" / base).glob("*.ipynb")):
         hidden = [c for c in notebooks.read(path).cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source]
         assert hidden, path
@@ -502,13 +506,13 @@ def test_each_english_hidden_test_header_is_its_checks_whole_message(base, cours
     cell.source = "# Hidden test: a shorter header\n" + english.split("\n", 1)[1]
     import nbformat
     nbformat.write(nb, str(path))
-    assert editions.write_english_headers(course, base, instructor.checks_of(course, base)) == [path]
+    assert editions.write_english_headers(Course.at(course), base, instructor.checks_of(Course.at(course), base)) == [path]
     assert next(c for c in notebooks.read(path).cells if c.id == cell.id).source == english
 
 
 # ----------------------------------------------------------------------------- the companion notebook's edition
 
-COMPANIONS = editions.companions(REPO)
+COMPANIONS = editions.companions(repo_course())
 
 
 def test_the_companion_notebook_has_a_chinese_edition_from_the_same_mechanism():
@@ -517,15 +521,15 @@ def test_the_companion_notebook_has_a_chinese_edition_from_the_same_mechanism():
     assert [(e.assignment, e.base, e.language, e.notebook) for e in COMPANIONS] == [
         ("reward_hacking_frontier_zh", "reward_hacking_frontier", "zh-CN", "notebooks/reward_hacking_frontier.ipynb")]
     [edition] = COMPANIONS
-    [english] = edition.english_notebooks(REPO)
-    assert edition.edition_notebook(REPO, english) == REPO / "notebooks" / "reward_hacking_frontier_zh.ipynb"
+    [english] = edition.english_notebooks(repo_course())
+    assert edition.edition_notebook(repo_course(), english) == REPO / "notebooks" / "reward_hacking_frontier_zh.ipynb"
     assert not (REPO / "source" / edition.assignment).exists() and not (REPO / "release" / edition.assignment).exists()
 
 
 @pytest.mark.parametrize("edition", COMPANIONS, ids=lambda e: e.assignment)
 def test_every_companion_translation_is_current_and_uses_the_glossary(edition):
     """The same staleness and glossary check as the assignments' (`make release` and `editions status` refuse)."""
-    assert editions.problems(REPO, edition) == []
+    assert editions.problems(repo_course(), edition) == []
 
 
 def _course_with_notebooks(course):
@@ -539,8 +543,8 @@ def _course_with_notebooks(course):
 def test_the_generated_companion_edition_is_in_sync(edition, course):
     _course_with_notebooks(course)
     (course / edition.notebook).with_name(f"{edition.assignment}.ipynb").unlink()
-    built = editions.build_companions(course)
-    assert [path.relative_to(course) for path in built] == [edition.edition_notebook(REPO, REPO / edition.notebook)
+    built = editions.build_companions(Course.at(course))
+    assert [path.relative_to(course) for path in built] == [edition.edition_notebook(repo_course(), REPO / edition.notebook)
                                                             .relative_to(REPO)]
     committed = REPO / built[0].relative_to(course)
     assert built[0].read_text() == committed.read_text(), f"{committed} is stale: run `make release` and commit"
@@ -551,7 +555,7 @@ def test_the_companion_edition_differs_only_in_prose(edition):
     """Same cells and code (but the language line; comments and printed messages may be translated), every
     markdown cell translated and keeping its math and code spans, no outputs (as the English one is committed)."""
     english = notebooks.read(REPO / edition.notebook)
-    translated = notebooks.read(edition.edition_notebook(REPO, REPO / edition.notebook))
+    translated = notebooks.read(edition.edition_notebook(repo_course(), REPO / edition.notebook))
     assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in translated.cells]
     assert translated.metadata["rlhf_course"]["edition"] == edition.language
     assert "answer_stubs" not in translated.metadata["rlhf_course"]  # no nbgrader here
@@ -575,36 +579,37 @@ def test_a_stale_companion_translation_stops_the_release(course):
     naming the cell, before nbgrader runs; after the revisit it builds again."""
     import nbformat
     _course_with_notebooks(course)
-    [edition] = editions.companions(course)
+    [edition] = editions.companions(Course.at(course))
     path = course / edition.notebook
     nb = notebooks.read(path)
     cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.id == "38e5d36a")
     cell.source += " A sentence the instructor added."
     nbformat.write(nb, str(path))
+    course_handle = Course.at(course)
     with pytest.raises(editions.StaleTranslation, match="cell 38e5d36a: its English changed"):
-        release.generate_release(course)
-    editions.revisit(edition.path, "38e5d36a", course)
-    assert editions.problems(course, edition) == []
-    assert editions.build_companions(course) == [path.with_name("reward_hacking_frontier_zh.ipynb")]
+        release.generate_release(course_handle)
+    editions.revisit(edition.path, "38e5d36a", Course.at(course))
+    assert editions.problems(Course.at(course), edition) == []
+    assert editions.build_companions(Course.at(course)) == [path.with_name("reward_hacking_frontier_zh.ipynb")]
 
 
 def test_a_glossary_variant_in_the_companion_translation_is_named(course):
     from rlhf_course.grading import editions as module
     _course_with_notebooks(course)
-    [edition] = module.companions(course)
+    [edition] = module.companions(Course.at(course))
     table = edition.table()
     table["cells"]["38e5d36a"]["text"] += "每个 nat 都有代价。"
     module.write_table(edition.path, table)
-    [found] = module.problems(course, edition)
+    [found] = module.problems(Course.at(course), edition)
     assert found.startswith("cell 38e5d36a: 'nat' is not the glossary's word for 'nats (unit of information)'"), found
     with pytest.raises(module.StaleTranslation, match="'nat' is not the glossary's word"):
-        module.build_companions(course)
+        module.build_companions(Course.at(course))
 
 
 def test_a_copy_of_the_course_without_notebooks_builds_no_companion(course):
     """The tests' and the classroom's copies hold the course's inputs only: nothing to build, nothing refused."""
     assert not (course / "notebooks").exists()
-    assert editions.build_companions(course) == []
+    assert editions.build_companions(Course.at(course)) == []
 
 
 # ----------------------------------------------------------------------------- the Chinese prose
@@ -642,3 +647,12 @@ def test_the_chinese_notebooks_read_as_chinese_prose():
                 if sentence.count("：") > 1:
                     chains.append((path.name, cell.id, sentence[:60]))
     assert long == [] and chains == [], (long, chains)
+
+
+def test_editions_status_names_every_translation_file_of_the_course(course, capsys):
+    from rlhf_course.grading import app
+    _course_with_notebooks(course)
+    assert app.main(["editions", "status", "--course-root", str(course)]) == 0, capsys.readouterr()
+    said = capsys.readouterr().out
+    assert [line.split(" ")[0] for line in said.splitlines() if not line.startswith(" ")] == sorted(
+        path.name for path in (course / editions.I18N_FOLDER).glob("*.json") if not path.name.startswith("glossary."))

@@ -8,6 +8,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, instructor, release
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, gradebook_url, release_course
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -23,8 +24,9 @@ def snapshot(course: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_the_example_class_never_touches_the_course_it_runs_in(tmp_path):
     course = release_course(copy_course(tmp_path / "course"))
-    examples.write_submission(course, REAL_STUDENT, examples.answers_for(course, ("dpo_missing_beta",)))
-    grade_in_process(course)  # the course's own grading: gradebook, autograded/, feedback/, grades.csv
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, REAL_STUDENT, examples.answers_for(course_handle, ("dpo_missing_beta",)))
+    grade_in_process(course_handle)  # the course's own grading: gradebook, autograded/, feedback/, grades.csv
     for made in ("grades.csv", "gradebook.db", f"autograded/{REAL_STUDENT}/{ASSIGNMENT}/{NOTEBOOK}"):
         assert (course / made).is_file(), made
     before = snapshot(course)
@@ -35,7 +37,7 @@ def test_the_example_class_never_touches_the_course_it_runs_in(tmp_path):
     assert f"nothing in {course} changes" in proc.stdout
     assert snapshot(course) == before
 
-    catalogue = instructor.load_module(course, "rlhf_catalogue")
+    catalogue = instructor.load_module(Course.at(course), "rlhf_catalogue")
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(copy)) as gradebook:
         assert sorted(s.id for s in gradebook.students) == sorted(catalogue.EXAMPLE_SUBMISSIONS)

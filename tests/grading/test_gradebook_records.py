@@ -26,7 +26,8 @@ def course(tmp_path_factory):
     from tests.support.course import copy_course, release_course
     root = copy_course(tmp_path_factory.mktemp("records") / "course")
     release_course(root)
-    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    root_course = Course.at(root)
+    examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     return root
 
 
@@ -43,7 +44,7 @@ def _record(course, result):
 
 
 def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course, monkeypatch):
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     _record(course, _full_marks(checks))
     assert sum(c.score for c in examples.cell_scores(gradebook_url(course), "ada").values()) == 44
 
@@ -65,7 +66,7 @@ def test_a_grader_error_after_full_marks_writes_zeros_that_need_a_person(course,
 
 def test_regrading_keeps_a_manual_score(course):
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     _record(course, _full_marks(checks))
     with Gradebook(gradebook_url(course)) as gb:  # an instructor's override in the Formgrader
         grade = gb.find_grade("ppo_gradient", "rlhf_building_blocks", ASSIGNMENT, "ada")
@@ -84,7 +85,7 @@ def test_regrading_keeps_a_manual_score(course):
 
 def test_a_review_flag_lands_on_the_cell_it_concerns_only(course):
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.flags = ["ppo_answer: imports os", "extra cell 61: uses get_ipython"]
     _record(course, result)
@@ -100,7 +101,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
     import nbformat
 
     from rlhf_course.course import notebooks
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_gradient"].score = 0.0
     result.cells["dpo_gradient"].message = "the gradient flows. What went wrong: no gradient reached log_p_w"
@@ -117,7 +118,7 @@ def test_every_test_cell_shows_its_verdict_in_the_autograded_copy(course):
 def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, monkeypatch):
     """The Formgrader's Autograde button and `nbgrader autograde` run student code next to the hidden
     tests: the course refuses them with a message naming the trusted command."""
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks)
     result.cells["dpo_values"].score = 0.0
     _record(course, result)
@@ -136,7 +137,8 @@ WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")
 def _answer_in_writing(course, student, texts):
     """A correct submission with written answers typed into Part 4's answer cells."""
     import nbformat
-    examples.write_submission(course, student, examples.answers_for(course, ()))
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
 
     from rlhf_course.course import notebooks
     path = course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb"
@@ -165,7 +167,7 @@ def test_written_answers_need_a_person_and_keep_the_students_text(course):
     assert "lab_question_2: nbgrader metadata points was edited" in flags[0]
     assert notebooks.cells_by_grade_id(shown)["lab_question_2"].metadata["nbgrader"]["points"] == 2
 
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     result = _full_marks(checks, "bea")
     result.written = {gid: {"answered": answered} for gid, answered in intake.written_answers(nb, release).items()}
     _record(course, result)
@@ -187,7 +189,7 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
     release = notebooks.read(course / "release" / ASSIGNMENT / "rlhf_building_blocks.ipynb")
     text = "It gave up variety: a few positive words, over and over."
     nb = _answer_in_writing(course, "cy", {"lab_question_2": text})
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
 
     def grade_again():
         result = _full_marks(checks, "cy")
@@ -208,7 +210,8 @@ def test_a_manual_score_on_a_written_answer_is_exported_shown_and_survives_regra
         grade = gb.find_grade("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy")
         assert grade.manual_score == 1.5 and grade.score == 1.5
         assert gb.find_comment("lab_question_2", "rlhf_building_blocks", ASSIGNMENT, "cy").manual_comment
-    exported = examples.export_grades(course, course / "export.csv")
+    course_handle = Course.at(course)
+    exported = examples.export_grades(course_handle, course / "export.csv")
     with open(exported) as handle:
         row = next(r for r in csv.DictReader(handle) if r["student_id"] == "cy" and r["assignment"] == ASSIGNMENT)
     assert float(row["raw_score"]) == 44 + 1.5 and float(row["max_score"]) == 50
@@ -226,7 +229,8 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     from tests.support.course import copy_course
     root = copy_course(tmp_path / "fresh")
     shutil.copytree(repo / "release", root / "release")
-    examples.write_submission(root, "ada", examples.answers_for(root, ()))
+    root_course = Course.at(root)
+    examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     with pytest.raises(NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
         gradebook.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}", [ASSIGNMENT])
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
@@ -249,7 +253,7 @@ def test_late_penalty_uses_nbgraders_lateness_so_an_extension_counts(course):
     import datetime as dt
 
     from nbgrader.api import Gradebook
-    checks = instructor.checks_of(course, ASSIGNMENT)
+    checks = instructor.checks_of(Course.at(course), ASSIGNMENT)
     url = gradebook_url(course)
     with Gradebook(url) as gb:
         due = gb.find_assignment(ASSIGNMENT).duedate

@@ -22,6 +22,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
+from rlhf_course.course.settings import Course
 
 from tests.support.course import (cell_points, copy_course, gradebook_url, leftover_sandbox_processes, needs_sandbox,
                                   release_course)
@@ -50,8 +51,9 @@ def _attacks(course: Path) -> dict[str, dict]:
     """student -> {"answers": {grade_id: source}, "extra": [(cell_type, source)], "tamper": callable}"""
     bystander_nb = course / "submitted" / BYSTANDER / ASSIGNMENT / NOTEBOOK
     source_nb = course / "source" / ASSIGNMENT / NOTEBOOK
-    ref = examples.answers_for(course, ())
-    guide_bug = examples.answers_for(course, ("ppo_clip_without_min",))["ppo_answer"]
+    course_handle = Course.at(course)
+    ref = examples.answers_for(course_handle, ())
+    guide_bug = examples.answers_for(course_handle, ("ppo_clip_without_min",))["ppo_answer"]
     return {
         # 1. Root must never write through a link the student planted where the grader writes.
         "plants_job_symlink": {
@@ -229,15 +231,16 @@ def _host_scratch() -> set[str]:
 def attacked(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student in (CANARY, BYSTANDER):
-        examples.write_submission(course, student, examples.answers_for(course, ()))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
     # The bystander also says which package its sandbox imported (tests/grading/test_course_elsewhere.py: the
     # grader installed as a wheel, run from the course root; here the environment's editable install, run from
     # another folder than the course's).
     add_cells(course / "submitted" / BYSTANDER / ASSIGNMENT / NOTEBOOK, [("code", PACKAGE_PROBE)])
     attacks = _attacks(course)
     for student, attack in attacks.items():
-        folder = examples.write_submission(course, student, attack["answers"])
+        folder = examples.write_submission(course_handle, student, attack["answers"])
         if attack.get("extra"):
             add_cells(folder / NOTEBOOK, attack["extra"])
         if attack.get("tamper"):

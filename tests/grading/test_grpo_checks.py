@@ -7,11 +7,11 @@ import torch
 
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
-from tests.support.course import REPO
+from tests.support.course import REPO, repo_course
 from tests.support import answers
 
-checks = load_instructor_module(REPO, "grpo_hidden_checks")
-catalogue = load_instructor_module(REPO, "grpo_catalogue")
+checks = load_instructor_module(repo_course(), "grpo_hidden_checks")
+catalogue = load_instructor_module(repo_course(), "grpo_catalogue")
 
 
 function_from, lost_by = answers.for_assignment(checks.CHECKS, "group_relative_advantages")

@@ -5,15 +5,16 @@ import pytest
 
 from rlhf_course.grading import examples, instructor
 from rlhf_course.course import notebooks
-from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course, repo_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
 pytestmark = pytest.mark.slow  # one release, one batch of in-process grading, one stock autograde
 
 GRPO, GRPO_NOTEBOOK = "grpo", "grpo.ipynb"
-checks = instructor.load_module(REPO, instructor.checks_module_name(GRPO))
-catalogue = instructor.load_module(REPO, "grpo_catalogue")
+checks = instructor.load_module(repo_course(), instructor.checks_module_name(GRPO))
+catalogue = instructor.load_module(repo_course(), "grpo_catalogue")
 POINTS = cell_points(GRPO)  # what each grade cell is worth (the notebook's nbgrader.points)
 TOTAL = sum(POINTS[gid] for gid in checks.CHECKS)
 WRITTEN = {"grpo_question_1", "grpo_question_2"}
@@ -36,9 +37,10 @@ def make_class(folder, students) -> object:
     release_course(course)
     sources = {"reference": None, **{w.name: w.source for w in catalogue.WRONG_ANSWERS},
                **{v.name: v.source for v in catalogue.CORRECT_VARIANTS}}
+    course_handle = Course.at(course)
     for student in students:
         written = {grade_id: "The group mean is (G - 1) / G times the leave-one-out baseline." for grade_id in WRITTEN}
-        examples.write_submission(course, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
+        examples.write_submission(course_handle, student, {**answers(course, sources[student]), **written}, assignment=GRPO,
                                   notebook=GRPO_NOTEBOOK)
     return course
 
@@ -50,7 +52,8 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(course):
-    results = grade_in_process(course, assignments=[GRPO])
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle, assignments=[GRPO])
     return {r.student: r for r in results}
 
 
@@ -79,7 +82,8 @@ def test_stock_autograde_agrees_with_the_checks(tmp_path):
     # mistake of the catalogue through trusted grading above, whose checks are these cells' checks)
     sample = ("reference", "grpo_population_std")
     course = make_class(tmp_path, sample)
-    examples.autograde(course, assignment=GRPO)
+    course_handle = Course.at(course)
+    examples.autograde(course_handle, assignment=GRPO)
     url = gradebook_url(course)
     for student in sample:
         cells = examples.cell_scores(url, student, GRPO, GRPO_NOTEBOOK)

@@ -19,7 +19,8 @@ import torch
 from rlhf_course.grading import examples, instructor
 from rlhf_course.course import notebooks
 from rlhf_course.grading.sandbox.sandbox import SandboxDied
-from tests.support.course import REPO, copy_course, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import copy_course, release_course, repo_course
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
 ASSIGNMENTS = {"rlhf": "rlhf_building_blocks.ipynb", "kl_penalty": "kl_penalty.ipynb", "grpo": "grpo.ipynb"}
@@ -73,7 +74,7 @@ def _hash(args) -> str:
 
 def _secrets(base: str) -> dict[str, set[str]]:
     """What would give a hidden case away, by channel: its hash, its hash as a shape, its values to 6 digits."""
-    checks = instructor.load_module(REPO, instructor.checks_module_name(base)).CHECKS.values()
+    checks = instructor.load_module(repo_course(), instructor.checks_module_name(base)).CHECKS.values()
     visible = {_hash(case.args) for check in checks if check.visible for case in check.cases()}
     hidden = [case for check in checks if not check.visible for case in check.cases() if _hash(case.args) not in visible]
     hashes = {_hash(case.args) for case in hidden}
@@ -98,11 +99,12 @@ def _student_files(course: Path, assignment: str) -> str:
 @pytest.fixture(scope="module")
 def exfiltrated(tmp_path_factory):
     course = release_course(copy_course(tmp_path_factory.mktemp("exfiltration") / "course"))
+    course_handle = Course.at(course)
     for assignment, base, notebook in EDITIONS:
         answers = notebooks.solution_answers(notebooks.read(course / "source" / base / notebook))
         answers = {gid: EXFILTRATING_ANSWER if "def " in source else source for gid, source in answers.items()}
-        examples.write_submission(course, STUDENT, answers, assignment=assignment, notebook=notebook)
-    results = {r.assignment: r for r in grade_in_process(course)}
+        examples.write_submission(course_handle, STUDENT, answers, assignment=assignment, notebook=notebook)
+    results = {r.assignment: r for r in grade_in_process(course_handle)}
     return course, results
 
 
@@ -152,8 +154,9 @@ class _DiesSayingTheInputs(InProcessSandbox):
 
 def test_a_dying_process_says_nothing_of_its_log_to_the_student(tmp_path):
     course = release_course(copy_course(tmp_path / "course"))
-    examples.write_submission(course, STUDENT, examples.answers_for(course, ()))
-    result, = grade_in_process(course, sandbox=_DiesSayingTheInputs)
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, STUDENT, examples.answers_for(course_handle, ()))
+    result, = grade_in_process(course_handle, sandbox=_DiesSayingTheInputs)
     assert result.state == "crashed"
     assert "LEAK" in result.detail  # the instructor reads the log
     page = _student_files(course, "rlhf")

@@ -42,8 +42,9 @@ def graded_course(tmp_path_factory):
     from tests.support.course import copy_course
     course = copy_course(tmp_path_factory.mktemp("hostile") / "course")
     shutil.copytree(REPO / "release", course / "release")
-    examples.write_submission(course, "honest", examples.answers_for(course, ()))
-    return Course.at(course)
+    course_handle = Course.at(course)
+    examples.write_submission(course_handle, "honest", examples.answers_for(course_handle, ()))
+    return course_handle
 
 
 def _take_in_text(tmp_path, text: str, release_nb):

@@ -7,12 +7,12 @@ import torch
 from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
-from tests.support.course import REPO
+from tests.support.course import REPO, repo_course
 from tests.support import answers
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
-checks = load_instructor_module(REPO, "kl_penalty_hidden_checks")
-catalogue = load_instructor_module(REPO, "kl_penalty_catalogue")
+checks = load_instructor_module(repo_course(), "kl_penalty_hidden_checks")
+catalogue = load_instructor_module(repo_course(), "kl_penalty_catalogue")
 
 
 function_from, lost_by = answers.for_assignment(checks.CHECKS, "kl_estimator_k3")

@@ -11,7 +11,7 @@ import pytest
 from rlhf_course.grading.gradebook import lms_export
 from rlhf_course.grading.app import main as course_command
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
-from tests.support.course import REPO
+from tests.support.course import REPO, repo_course
 
 # Canvas's gradebook import: the identity columns its own export writes, then one column per assignment.
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -65,7 +65,7 @@ def gradebook(tmp_path):
 
 
 def test_canvas_one_row_per_student_with_its_documented_headers(gradebook, tmp_path):
-    path = lms_export.write(gradebook, REPO, "canvas", tmp_path / "canvas.csv")
+    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "canvas", tmp_path / "canvas.csv")
     header, *rows = _rows(path)
     assert header == CANVAS_IDENTITY + ["kl_penalty", "rlhf"]  # the editions folded into their assignment
     by_login = {row[3]: dict(zip(header, row)) for row in rows}
@@ -79,7 +79,7 @@ def test_canvas_one_row_per_student_with_its_documented_headers(gradebook, tmp_p
 
 
 def test_moodle_one_row_per_student_with_its_documented_headers(gradebook, tmp_path):
-    path = lms_export.write(gradebook, REPO, "moodle", tmp_path / "moodle.csv")
+    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "moodle", tmp_path / "moodle.csv")
     header, *rows = _rows(path)
     assert header == MOODLE_IDENTITY + ["kl_penalty", "rlhf"]
     by_id = {row[2]: dict(zip(header, row)) for row in rows}
@@ -90,7 +90,7 @@ def test_moodle_one_row_per_student_with_its_documented_headers(gradebook, tmp_p
 
 
 def test_long_one_row_per_student_and_assignment_saying_missing(gradebook, tmp_path):
-    path = lms_export.write(gradebook, REPO, "long", tmp_path / "long.csv")
+    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "long", tmp_path / "long.csv")
     with open(path, newline="") as handle:
         rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
     assert len(rows) == 4 * 2

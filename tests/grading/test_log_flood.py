@@ -37,9 +37,10 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 
 def test_a_stderr_flood_costs_the_grader_bounded_cpu_and_is_flagged(course, tmp_path):
     shutil.copytree(REPO / "release", course / "release")
-    answers = examples.answers_for(course, ())
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
     answers["ppo_answer"] = PPO_FLOODING
-    examples.write_submission(course, "flood", answers)
+    examples.write_submission(course_handle, "flood", answers)
     graded = Course.at(course)
     limits = Limits(log_bytes=4 * 2**20)
 

@@ -12,13 +12,13 @@ from rlhf_course.floating_point import k3_rounding_errors
 from rlhf_course.course import notebooks
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
-from tests.support.course import REPO
+from tests.support.course import REPO, repo_course
 
-KL_CATALOGUE = load_instructor_module(REPO, "kl_penalty_catalogue")
-KL_CHECKS = load_instructor_module(REPO, "kl_penalty_hidden_checks")
-RLHF_CATALOGUE = load_instructor_module(REPO, "rlhf_catalogue")
-GRPO_CATALOGUE = load_instructor_module(REPO, "grpo_catalogue")
-GRPO_CHECKS = load_instructor_module(REPO, "grpo_hidden_checks")
+KL_CATALOGUE = load_instructor_module(repo_course(), "kl_penalty_catalogue")
+KL_CHECKS = load_instructor_module(repo_course(), "kl_penalty_hidden_checks")
+RLHF_CATALOGUE = load_instructor_module(repo_course(), "rlhf_catalogue")
+GRPO_CATALOGUE = load_instructor_module(repo_course(), "grpo_catalogue")
+GRPO_CHECKS = load_instructor_module(repo_course(), "grpo_hidden_checks")
 
 
 def explanation(catalogue, name: str, language: str) -> str:

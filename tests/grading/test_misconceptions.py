@@ -24,7 +24,8 @@ from rlhf_course.course.limits import Limits
 from rlhf_course.grading.results import TIMED_OUT, result_from_dict
 from rlhf_course.grading.trusted import grade_submission
 from rlhf_course.i18n import CHINESE, ENGLISH
-from tests.support.course import REPO, copy_course, needs_sandbox, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import REPO, copy_course, needs_sandbox, release_course, repo_course
 from tests.support.english import english_phrases
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
@@ -33,8 +34,8 @@ pytestmark = pytest.mark.slow  # one release (cached per run), then about 130 su
 BASES = {"rlhf": "rlhf_building_blocks.ipynb", "grpo": "grpo.ipynb", "kl_penalty": "kl_penalty.ipynb"}
 EDITIONS = {base: (base, f"{base}_zh") for base in BASES}
 LANGUAGE = {**{base: ENGLISH for base in BASES}, **{f"{base}_zh": CHINESE for base in BASES}}
-CATALOGUES = {base: instructor.load_module(REPO, misconceptions.catalogue_module_name(base)) for base in BASES}
-CHECKS = {base: instructor.checks_of(REPO, base) for base in BASES}
+CATALOGUES = {base: instructor.load_module(repo_course(), misconceptions.catalogue_module_name(base)) for base in BASES}
+CHECKS = {base: instructor.checks_of(repo_course(), base) for base in BASES}
 FUNCTION_OF_CELL = {"ppo_answer": "ppo_clipped_objective", "dpo_answer": "dpo_loss", "gae_answer": "compute_gae",
                     "grpo_answer": "group_relative_advantages", "kl_answer": "kl_estimator_k3"}
 CELL_OF_FUNCTION = {function: cell for cell, function in FUNCTION_OF_CELL.items()}
@@ -338,17 +339,19 @@ def answers(course: Path, base: str, group: dict) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     course = release_course(copy_course(tmp_path_factory.mktemp("misconceptions") / "course"))
+    course_handle = Course.at(course)
     for base, students in PLAN.items():
         for assignment in EDITIONS[base]:
             for student, (_, group) in students.items():
-                examples.write_submission(course, student, answers(course, base, group), assignment=assignment,
+                examples.write_submission(course_handle, student, answers(course, base, group), assignment=assignment,
                                           notebook=BASES[base])
     return course
 
 
 @pytest.fixture(scope="module")
 def graded(course):
-    results = grade_in_process(course, assignments=[a for base in BASES for a in EDITIONS[base]])
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle, assignments=[a for base in BASES for a in EDITIONS[base]])
     return {(r.assignment, r.student): r for r in results}
 
 
@@ -408,7 +411,7 @@ def test_each_section_is_a_heading_of_that_language_s_notebook(base):
 
 
 def test_the_chinese_texts_are_chinese_and_use_the_glossary_s_terms():
-    terms = editions.glossary(REPO, CHINESE)
+    terms = editions.glossary(repo_course(), CHINESE)
     assert terms
     for base in BASES:
         for name, m in CATALOGUES[base].MISCONCEPTIONS.items():
@@ -505,12 +508,13 @@ def test_a_submission_that_was_not_scored_names_nothing(graded, course):
     checks = resolve(settings.Course.at(course), "grpo").checks
     stopped = copy.deepcopy(result)
     stopped.state = TIMED_OUT  # the same lost cells, but a time-out's zeros
-    assert misconceptions.name_misconceptions(stopped, course, "grpo", checks) == []
-    assert misconceptions.name_misconceptions(copy.deepcopy(result), course, "grpo", checks) == result.misconceptions
+    assert misconceptions.name_misconceptions(stopped, Course.at(course), "grpo", checks) == []
+    assert misconceptions.name_misconceptions(copy.deepcopy(result), Course.at(course), "grpo", checks) == result.misconceptions
 
 
 def test_a_malformed_submission_names_nothing(course):
-    folder = examples.write_submission(course, "half_a_notebook", answers(course, "kl_penalty", {}), assignment="kl_penalty",
+    course_handle = Course.at(course)
+    folder = examples.write_submission(course_handle, "half_a_notebook", answers(course, "kl_penalty", {}), assignment="kl_penalty",
                                        notebook=BASES["kl_penalty"])
     path = folder / BASES["kl_penalty"]
     path.write_text(path.read_text()[: len(path.read_text()) // 2])
@@ -592,13 +596,14 @@ def test_one_per_assignment_through_the_real_sandbox(course):
     """A catalogued answer of each assignment (one in the Chinese edition), graded by `batch.grade_all` with the
     real sandbox: named as through the double."""
     picks = {"rlhf": "ppo_clip_without_min", "grpo_zh": "grpo_eps_hard_coded", "kl_penalty": "kl_mean_over_tokens"}
+    course_handle = Course.at(course)
     for assignment, name in picks.items():
         base = assignment.removesuffix("_zh")
         wrong = next(w for w in CATALOGUES[base].WRONG_ANSWERS if w.name == name)
         group = {FUNCTION_OF_CELL[wrong.answer_cell]: (wrong.source, name)}
-        examples.write_submission(course, f"sandboxed_{base}", answers(course, base, group), assignment=assignment,
+        examples.write_submission(course_handle, f"sandboxed_{base}", answers(course, base, group), assignment=assignment,
                                   notebook=BASES[base])
-    results = batch.grade_all(course, workers=1, show_progress=False, export=False,
+    results = batch.grade_all(course_handle, workers=1, show_progress=False, export=False,
                               students=[f"sandboxed_{a.removesuffix('_zh')}" for a in picks],
                               assignments=list(picks), limits=Limits(call_seconds=10.0, feedback_seconds=30.0))
     got = {r.assignment: [m.entry for m in r.misconceptions] for r in results if r.student.startswith("sandboxed_")}

@@ -13,7 +13,7 @@ from rlhf_course import i18n
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
-from tests.support.course import REPO, cell_points
+from tests.support.course import cell_points, repo_course
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def language():
 
 def test_the_answers_are_not_the_catalogues():
     for base in ("rlhf", "grpo", "kl_penalty"):
-        catalogue = load_instructor_module(REPO, f"{base}_catalogue")
+        catalogue = load_instructor_module(repo_course(), f"{base}_catalogue")
         written = {" ".join(entry.source.split()) for entry in catalogue.WRONG_ANSWERS + catalogue.CORRECT_VARIANTS}
         assert not written & {" ".join(m.source.split()) for m in ONE_MISTAKE if m.base == base}
 
@@ -148,7 +148,7 @@ def test_the_answers_are_not_the_catalogues():
 @pytest.mark.parametrize("mistake", ONE_MISTAKE, ids=lambda m: m.name)
 def test_one_mistake_loses_exactly_its_properties_points(mistake, edition, language):
     language(LANGUAGE[edition])
-    checks = load_instructor_module(REPO, f"{mistake.base}_hidden_checks")
+    checks = load_instructor_module(repo_course(), f"{mistake.base}_hidden_checks")
     function_from, lost_by = answers.for_assignment(checks.CHECKS, mistake.function)
     function = function_from(mistake.source)
     lost = lost_by(function)

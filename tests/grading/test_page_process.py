@@ -49,9 +49,10 @@ def test_an_error_in_the_page_is_reported_and_a_dead_child_replaced():
 def test_a_stuck_page_costs_its_submission_the_notebook_and_the_next_page_renders(tmp_path, monkeypatch):
     course = copy_course(tmp_path / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student in ("ada", "stuck"):
-        examples.write_submission(course, student, examples.answers_for(course, ()))
-    results = {r.student: r for r in grade_in_process(course)}
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
+    results = {r.student: r for r in grade_in_process(course_handle)}
     monkeypatch.setitem(feedback._PAGES, "render_page", PageProcess("tests.support.stuck_pages:stuck_when_asked",
                                                                     warm_up="rlhf_course.grading.pages.feedback:_exporter"))
 

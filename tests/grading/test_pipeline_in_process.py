@@ -11,6 +11,7 @@ import pytest
 import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.course.settings import Course
 from rlhf_course.grading import batch, examples, release
 from tests.support.course import cell_points, copy_course, gradebook_url
 
@@ -31,19 +32,20 @@ def graded(tmp_path_factory):
     with open(course / "nbgrader_config.py", "a") as config:  # the instructor's gradebook, set the nbgrader way
         config.write(f"\nc.CourseDirectory.db_url = 'sqlite:///' + str(COURSE_ROOT / '{CONFIGURED_GRADEBOOK}')\n")
     # the one assignment graded, generated here: a configuration of its own has no release to share (release_course)
-    release.generate_release(course, [ASSIGNMENT])
-    examples.write_submission(course, "ada_correct", {
-        **examples.answers_for(course, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
+    course_handle = Course.at(course)
+    release.generate_release(course_handle, [ASSIGNMENT])
+    examples.write_submission(course_handle, "ada_correct", {
+        **examples.answers_for(course_handle, ()), "lab_question_2": "Variety: a few positive words, said again and again."})
     for student, variants in rlhf_catalogue.correct_variant_classes().items():
-        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
+        examples.write_submission(course_handle, student, {**examples.answers_for(course_handle, ()), **variants})
     for wrong in rlhf_catalogue.WRONG_ANSWERS:
-        examples.write_submission(course, wrong.name, examples.answers_for(course, (wrong.name,)))
+        examples.write_submission(course_handle, wrong.name, examples.answers_for(course_handle, (wrong.name,)))
     for attack in TAMPERED.values():
-        folder = examples.write_submission(course, attack.name, examples.answers_for(course, ()))
+        folder = examples.write_submission(course_handle, attack.name, examples.answers_for(course_handle, ()))
         rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, attack.tamper)
-    examples.write_submission(course, EMPTY, examples.answers_for(course, None))
+    examples.write_submission(course_handle, EMPTY, examples.answers_for(course_handle, None))
 
-    results = grade_in_process(course)
+    results = grade_in_process(course_handle)
     return course, {r.student: r for r in results}
 
 

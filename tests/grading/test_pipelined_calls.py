@@ -33,9 +33,10 @@ def ppo_clipped_objective(ratio, advantage, clip_epsilon=0.2):
 
 def test_a_case_after_the_deciding_one_never_costs_points(course, monkeypatch):
     shutil.copytree(REPO / "release", course / "release")
-    answers = examples.answers_for(course, ())
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
     answers["ppo_answer"] = PPO_WRONG_THEN_HANGING
-    examples.write_submission(course, "ada", answers)
+    examples.write_submission(course_handle, "ada", answers)
     started = []
     start = trusted.Sandbox.start
     monkeypatch.setattr(trusted.Sandbox, "start", lambda self: started.append(self) or start(self))

@@ -32,9 +32,10 @@ NESTED = [{"output_type": "display_data", "metadata": {}, "data": d} for d in (
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("render_budget") / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student in ("ada", "nested"):
-        examples.write_submission(course, student, examples.answers_for(course, ()))
-    results = {r.student: r for r in grade_in_process(course)}
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
+    results = {r.student: r for r in grade_in_process(course_handle)}
     # display(HTML('<b>' * 87000)) and friends, as the course's run of the notebook would send them back:
     # 44 s of bleach in the batch's one writer before the bounds (issue 27)
     results["nested"].executed_notebook = ran_with_outputs(results["nested"].canonical_notebook, {"answer": NESTED})

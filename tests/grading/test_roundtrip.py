@@ -21,6 +21,7 @@ import rlhf_catalogue
 import rlhf_hidden_checks
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import examples
+from rlhf_course.course.settings import Course
 from tests.support.course import cell_points, copy_course, gradebook_url, release_course
 
 AUTOGRADED = set(rlhf_hidden_checks.CHECKS)  # hidden and visible test cells
@@ -54,21 +55,22 @@ WARNS = textwrap.dedent('''
 def graded_class(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("roundtrip") / "course")
     release_course(course)
+    course_handle = Course.at(course)
     for student, wrong in MISTAKE_CLASSES.items():
-        examples.write_submission(course, student, examples.answers_for(course, wrong))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong))
     for student, variants in CORRECT_CLASSES.items():  # every correct style, a few per submission
-        examples.write_submission(course, student, {**examples.answers_for(course, ()), **variants})
+        examples.write_submission(course_handle, student, {**examples.answers_for(course_handle, ()), **variants})
     # The reference, its PPO answer warning on stderr (one kernel fewer than a submission of its own: a notebook
     # each).  The reference exactly as written gets full marks through the sandbox (tests/grading/test_batch.py).
-    reference = examples.answers_for(course, ())
+    reference = examples.answers_for(course_handle, ())
     reference["ppo_answer"] = WARNS
-    examples.write_submission(course, "reference", reference)
+    examples.write_submission(course_handle, "reference", reference)
     for tamper, student in TAMPERED.items():  # correct answers that edited what may not be edited
         rlhf_catalogue.tamper_notebook(course / "submitted" / student / ASSIGNMENT / "rlhf_building_blocks.ipynb",
                                          tamper)
     _answer_in_writing(course / "submitted" / "reference" / "rlhf" / "rlhf_building_blocks.ipynb")
-    examples.autograde(course)
-    grades = examples.export_grades(course)
+    examples.autograde(course_handle)
+    grades = examples.export_grades(course_handle)
     return course, grades
 
 

@@ -15,6 +15,7 @@ import rlhf_catalogue
 from rlhf_course import NOTEBOOK
 from rlhf_course.grading import batch, examples, instructor, release
 from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, needs_sandbox
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -105,19 +106,20 @@ def test_dask_workers_grade_into_postgresql(tmp_path, postgres_url, dask_cluster
 
     monkeypatch.setenv("RLHF_GRADEBOOK_URL", postgres_url)
     course = copy_course(tmp_path / "shared" / "course")  # "shared storage": the same path on every worker
-    release.generate_release(course, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
+    course_handle = Course.at(course)
+    release.generate_release(course_handle, ["rlhf", "kl_penalty"])  # records the two graded here in PostgreSQL
     plan = {"pg_correct_1": (), "pg_correct_2": (), "pg_wrong": ("dpo_missing_beta",), "pg_invalid": None}
     for student, wrong in plan.items():
-        folder = examples.write_submission(course, student, examples.answers_for(course, wrong or ()))
+        folder = examples.write_submission(course_handle, student, examples.answers_for(course_handle, wrong or ()))
         if wrong is None:
             rlhf_catalogue.tamper_notebook(folder / NOTEBOOK, "invalid_json")
     # the second assignment too, in the same command and gradebook
     kl_source = notebooks.read(course / "source" / "kl_penalty" / "kl_penalty.ipynb")
-    naive = instructor.load_module(course, "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
+    naive = instructor.load_module(Course.at(course), "kl_penalty_catalogue").WRONG_BY_NAME["kl_naive_exp_minus_one"]
     for student, answers in (("pg_correct_1", notebooks.solution_answers(kl_source)),
                              ("pg_wrong", {"kl_answer": naive.source})):
-        examples.write_submission(course, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")
-    graded = batch.grade_all(course, dask_address=dask_cluster, show_progress=False)
+        examples.write_submission(course_handle, student, answers, assignment="kl_penalty", notebook="kl_penalty.ipynb")
+    graded = batch.grade_all(course_handle, dask_address=dask_cluster, show_progress=False)
     results = {r.student: r for r in graded if r.assignment == "rlhf"}
     assert {s: r.state for s, r in results.items()} == {
         "pg_correct_1": "graded", "pg_correct_2": "graded", "pg_wrong": "failed tests", "pg_invalid": "malformed notebook"}

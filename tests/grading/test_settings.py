@@ -60,6 +60,18 @@ def test_help_all_lists_every_setting_and_limit_with_its_default(capsys):
     assert "Default: 300.0" in shown
 
 
+def test_trusted_grading_has_one_setting_per_limit_with_the_limit_s_default_and_help():
+    """TrustedGrading states its limit settings one by one: none missing, none extra, each as Limits declares it."""
+    own = {"workers", "dask_address", "cache_directory", "name_misconceptions"}
+    settings = TrustedGrading.class_traits(config=True)
+    fields = {limit.name: limit for limit in dataclasses.fields(Limits)}
+    assert sorted(set(settings) - own) == sorted(fields)
+    for name, limit in fields.items():
+        setting = settings[name]
+        assert (setting.default_value, setting.help) == (limit.default, limit.metadata["help"]), name
+        assert type(setting.default_value) is type(limit.default), name  # an Integer for an int, a Float for a float
+    assert TrustedGrading().limits() == Limits()
+
 # ----------------------------------------------------------------------------- every setting, from the command line
 
 KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"

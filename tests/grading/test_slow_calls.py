@@ -6,6 +6,7 @@ import pytest
 
 from rlhf_course.grading import batch, examples
 from rlhf_course.course.limits import Limits
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, needs_sandbox, release_course
 
 pytestmark = [pytest.mark.slow, needs_sandbox]
@@ -20,13 +21,14 @@ SLOW = 1.2  # seconds per call: under the limit, over half of it
 def test_calls_that_keep_running_long_get_a_shorter_limit(tmp_path):
     course = copy_course(tmp_path / "course")
     release_course(course)
-    answers = examples.answers_for(course, ())
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
     answers["ppo_answer"] += ("\n\nimport time as _time\n_fast = ppo_clipped_objective\n\n"
                               "def ppo_clipped_objective(*args, **kwargs):\n"
                               f"    _time.sleep({SLOW})\n    return _fast(*args, **kwargs)\n")
-    examples.write_submission(course, "slowpoke", answers)
+    examples.write_submission(course_handle, "slowpoke", answers)
     start = time.monotonic()
-    [result] = batch.grade_all(course, workers=1, limits=LIMITS, show_progress=False, export=False)
+    [result] = batch.grade_all(course_handle, workers=1, limits=LIMITS, show_progress=False, export=False)
     took = time.monotonic() - start
     print(f"graded in {took:.1f} s; test cases {result.timings.get('test cases', 0):.1f} s; {result.flags}")
     assert any("the rest had 1 s each" in flag for flag in result.flags), result.flags  # 2 s / 4, at least 1 s

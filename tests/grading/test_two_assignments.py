@@ -8,7 +8,8 @@ import pytest
 
 from rlhf_course.grading import batch, examples, instructor
 from rlhf_course.course import notebooks
-from tests.support.course import REPO, cell_points, copy_course, gradebook_url, release_course
+from rlhf_course.course.settings import Course
+from tests.support.course import cell_points, copy_course, gradebook_url, release_course, repo_course
 
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.slow  # nbgrader generate_assignment for both assignmen
 
 KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"
 RLHF = "rlhf"
-kl_checks = instructor.load_module(REPO, instructor.checks_module_name(KL))
-kl_catalogue = instructor.load_module(REPO, "kl_penalty_catalogue")
+kl_checks = instructor.load_module(repo_course(), instructor.checks_module_name(KL))
+kl_catalogue = instructor.load_module(repo_course(), "kl_penalty_catalogue")
 KL_TOTAL = sum(cell_points(KL)[gid] for gid in kl_checks.CHECKS)
 WRONG = kl_catalogue.WRONG_ANSWERS[0]
 
@@ -32,17 +33,19 @@ def kl_answers(course, wrong=None) -> dict[str, str]:
 def make_class(course):
     """ada: both right; bob: RLHF right, KL wrong; cy: only the KL exercise, right."""
     release_course(course)
+    course_handle = Course.at(course)
     for student in ("ada", "bob"):
-        examples.write_submission(course, student, examples.answers_for(course, ()))
+        examples.write_submission(course_handle, student, examples.answers_for(course_handle, ()))
     for student, wrong in (("ada", None), ("bob", WRONG), ("cy", None)):
-        examples.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
+        examples.write_submission(course_handle, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("two") / "course")
     make_class(course)
-    results = grade_in_process(course)  # every released assignment
+    course_handle = Course.at(course)
+    results = grade_in_process(course_handle)  # every released assignment
     return course, {(r.assignment, r.student): r for r in results}
 
 
@@ -87,7 +90,8 @@ def test_feedback_and_report_name_the_assignment(graded):
 
 def test_grading_one_assignment_by_name_leaves_the_other_alone(graded):
     course, _ = graded
-    again = grade_in_process(course, assignments=[KL], students=["cy"])
+    course_handle = Course.at(course)
+    again = grade_in_process(course_handle, assignments=[KL], students=["cy"])
     assert [(r.assignment, r.student, r.score) for r in again] == [(KL, "cy", KL_TOTAL)]
 
 
@@ -95,9 +99,10 @@ def test_stock_autograde_agrees_with_the_checks_on_the_kl_exercise(tmp_path):
     """A right and a wrong KL notebook (a kernel each): the class above's cy, right too, would add a kernel and
     nothing else."""
     course = release_course(copy_course(tmp_path / "course"))
+    course_handle = Course.at(course)
     for student, wrong in (("ada", None), ("bob", WRONG)):
-        examples.write_submission(course, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
-    examples.autograde(course, assignment=KL)
+        examples.write_submission(course_handle, student, kl_answers(course, wrong), assignment=KL, notebook=KL_NOTEBOOK)
+    examples.autograde(course_handle, assignment=KL)
     url = gradebook_url(course)
     for student, lost in (("ada", set()), ("bob", set(WRONG.loses))):
         cells = examples.cell_scores(url, student, KL, KL_NOTEBOOK)

@@ -14,6 +14,7 @@ import pytest
 
 from rlhf_course.grading import batch, examples, trusted
 from rlhf_course.grading.sandbox import sandbox
+from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, leftover_sandbox_processes, needs_sandbox, release_course
 
 pytestmark = needs_sandbox
@@ -87,9 +88,10 @@ def _marked_processes() -> list[int]:
 def test_nothing_of_a_submission_reaches_the_next_one_in_its_slot(tmp_path, monkeypatch):
     course = copy_course(tmp_path / "course")
     release_course(course)
-    answers = examples.answers_for(course, ())
-    examples.write_submission(course, "a_polluter", {**answers, "ppo_answer": answers["ppo_answer"] + POLLUTE})
-    examples.write_submission(course, "b_honest", {**answers, "ppo_answer": answers["ppo_answer"] + INSPECT})
+    course_handle = Course.at(course)
+    answers = examples.answers_for(course_handle, ())
+    examples.write_submission(course_handle, "a_polluter", {**answers, "ppo_answer": answers["ppo_answer"] + POLLUTE})
+    examples.write_submission(course_handle, "b_honest", {**answers, "ppo_answer": answers["ppo_answer"] + INSPECT})
     starts = []  # (student, slot, the polluter's processes alive on the host when it started)
     start = trusted.Sandbox.start
 
@@ -120,7 +122,7 @@ def test_nothing_of_a_submission_reaches_the_next_one_in_its_slot(tmp_path, monk
 
     monkeypatch.setattr(sandbox, "claim_slot", the_last_slot)
     sandbox.ZYGOTE.stop()  # one started by an earlier test in this process
-    results = {r.student: r for r in batch.grade_all(course, workers=1, show_progress=False, export=False)}
+    results = {r.student: r for r in batch.grade_all(course_handle, workers=1, show_progress=False, export=False)}
 
     polluter, honest = results["a_polluter"], results["b_honest"]
     seen = honest.executed_notebook.partition("left behind:")[2][:300]

@@ -3,6 +3,7 @@ and what the sandbox needs (the marker for tests that need one; the processes a 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -28,6 +29,14 @@ def cell_points(assignment: str, root: Path = REPO, folder: str = "source") -> d
         graded = [notebooks.grade_id(cell) for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]
         points.update(notebooks.points_of(nb, graded))
     return points
+
+
+@functools.cache
+def repo_course():
+    """This repository's course (a :class:`~rlhf_course.course.settings.Course`, read once): what tests that only
+    read the course's inputs (its checks, catalogues, translations) hand to the package."""
+    from rlhf_course.course.settings import Course
+    return Course.at(REPO)
 
 
 def gradebook_url(course: Path) -> str:
@@ -76,9 +85,10 @@ def release_course(course: Path) -> Path:
     test run for given inputs and copied: nbgrader generate_assignment for every assignment costs about
     20 s of CPU, and a dozen test files need the same release.  A gradebook outside the course
     (RLHF_GRADEBOOK_URL) is generated for."""
+    from rlhf_course.course.settings import Course
     from rlhf_course.grading import release
     if os.environ.get("RLHF_GRADEBOOK_URL"):
-        release.generate_release(course)
+        release.generate_release(Course.at(course))
         return course
     RELEASE_CACHE.mkdir(exist_ok=True)
     for stale in RELEASE_CACHE.iterdir():  # earlier test runs'
@@ -92,7 +102,7 @@ def release_course(course: Path) -> Path:
             shutil.rmtree(RELEASE_CACHE / key, ignore_errors=True)
             generated.mkdir(parents=True)
             copy_course_files(generated, course)  # the inputs only: anything else a test added stays its own
-            release.generate_release(generated)
+            release.generate_release(Course.at(generated))
             (RELEASE_CACHE / key / ".complete").touch()
     shutil.copytree(generated, course, dirs_exist_ok=True)
     return course

@@ -14,6 +14,7 @@ import pytest
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
+from rlhf_course.course.settings import Course
 from tests.support.command_session import OwnCommandSession
 from tests.support.course import copy_course, release_course
 from tests.support.in_process_sandbox import grade_in_process
@@ -36,6 +37,7 @@ def _environment(base: Path) -> dict[str, str]:
 def _walk_the_loop(base: Path) -> None:
     """release, fetch, submit, collect and grade one submission in ``base`` (course/, exchange/, home/)."""
     course = release_course(copy_course(base / "course"))
+    course_handle = Course.at(course)
     (base / "exchange").mkdir(mode=0o755)
     (base / "home").mkdir()
     env = _environment(base)
@@ -44,11 +46,11 @@ def _walk_the_loop(base: Path) -> None:
         commands.nbgrader("release_assignment", ASSIGNMENT, env=env)
         commands.nbgrader("fetch_assignment", ASSIGNMENT, cwd=student_home, env=env)
         fetched = student_home / ASSIGNMENT / NOTEBOOK
-        answers = {**examples.answers_for(course, ()), "lab_question_1": ANSWER}
+        answers = {**examples.answers_for(course_handle, ()), "lab_question_1": ANSWER}
         nbformat.write(notebooks.fill_answers(notebooks.read(fetched), answers), str(fetched))
         commands.nbgrader("submit", ASSIGNMENT, cwd=student_home, env=env)
         commands.nbgrader("collect", ASSIGNMENT, env=env)
-    [result] = grade_in_process(course, students=[getpass.getuser()], export=False)
+    [result] = grade_in_process(course_handle, students=[getpass.getuser()], export=False)
     assert result.written["lab_question_1"]["answered"] is True
 
 

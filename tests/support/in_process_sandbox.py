@@ -20,6 +20,7 @@ from rlhf_course.grading.sandbox.sandbox import SandboxDied
 from rlhf_course import i18n
 from rlhf_course.i18n import t
 from rlhf_course.grading.sandbox.sandbox_runner import define_functions
+from rlhf_course.course.settings import Course
 
 
 class _Process:
@@ -101,7 +102,7 @@ class InProcessSandbox:
         return to_wire(observe(target, Case(tuple(args), tuple(grad_wrt))))
 
 
-def grade_in_process(course, **kwargs) -> list:
+def grade_in_process(course: Course, **kwargs) -> list:
     """``batch.grade_all(course, workers=1, show_progress=False, sandbox=InProcessSandbox, class_reports=False,
     **kwargs)``, restoring this process's torch thread count afterwards (grade_locally sets one thread for its
     judging).  No class report unless asked: its plots cost a second a batch, and tests/grading/test_class_report.py

@@ -109,10 +109,11 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
         found = [p for p in found if not p.real]
     write_directly(the_course, [p for p in found if not p.real])
     write_collect_report(course)
+    course_handle = Course.at(course)
     if real:
         graded = [p for p in found if p.real]
         for plan in graded:
-            examples.write_submission(course, plan.student, examples.answers_for(course, plan.wrong),
+            examples.write_submission(course_handle, plan.student, examples.answers_for(course_handle, plan.wrong),
                                       timestamp=plan.submitted, assignment=plan.edition)
             if plan.extension_hours:
                 with Gradebook(the_course.db_url) as gb:
@@ -120,7 +121,7 @@ def build(course: Path, catalogue, students: int = 60, real: bool = True) -> lis
                 deadlines.grant_extension(the_course, plan.student, plan.edition, hours=plan.extension_hours,
                                           now=DUE - dt.timedelta(days=1))
         # as `make grade` does: the gradebook, feedback pages, grades.csv, the class report (of the whole class)
-        grade_in_process(course, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
+        grade_in_process(course_handle, students=[p.student for p in graded], assignments=list(EDITIONS), class_reports=True)
     return found
 
 
@@ -137,7 +138,7 @@ def write_directly(course: Course, found: list[Plan]) -> None:
 
     from rlhf_course.grading import misconceptions
     points = cell_points(ASSIGNMENT, course.root)
-    _, named = misconceptions.catalogue(course.root, ASSIGNMENT)
+    _, named = misconceptions.catalogue(course, ASSIGNMENT)
     policy = course.late_policy()
     by_student = {p.student: p for p in found}
     results, stamps = [], {}
@@ -179,7 +180,7 @@ def write_directly(course: Course, found: list[Plan]) -> None:
                 results.append(result)
                 stamps[(plan.edition, plan.student)] = plan.submitted.isoformat()
         gb.db.commit()
-    misconception_record.record(course.root, results, stamps, named_by_course=True)
+    misconception_record.record(course, results, stamps, named_by_course=True)
 
 
 def expected_penalty(plan: Plan, points: dict[str, float]) -> float:

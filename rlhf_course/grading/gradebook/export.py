@@ -16,12 +16,23 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
-from rlhf_course.grading import editions
 from rlhf_course import spreadsheet
+from rlhf_course.course.settings import Course
+from rlhf_course.grading import editions
 
 MISSING, SUBMITTED = "missing", "submitted"  # the status column: a missing submission has no score, not 0
 COLUMNS = ["assignment", "edition", "status", "duedate", "extension_hours", "timestamp", "student_id", "last_name",
            "first_name", "email", "raw_score", "late_submission_penalty", "score", "max_score"]
+
+
+def groups(gradebook: Gradebook, course: Course) -> dict[str, list]:
+    """Base assignment name -> the gradebook's assignments that are it or one of its editions (the course's
+    i18n/ names them)."""
+    base = {e.assignment: e.base for e in editions.editions(course)}
+    grouped: dict[str, list] = {}
+    for assignment in gradebook.assignments:
+        grouped.setdefault(base.get(assignment.name, assignment.name), []).append(assignment)
+    return grouped
 
 
 class EditionsCsvExport(ExportPlugin):
@@ -31,11 +42,11 @@ class EditionsCsvExport(ExportPlugin):
 
     def groups(self, gradebook: Gradebook) -> dict[str, list]:
         """Base assignment name -> the gradebook's assignments that are it or its editions."""
-        base = {e.assignment: e.base for e in editions.editions(Path(self.course_root))}
-        grouped: dict[str, list] = {}
-        for assignment in gradebook.assignments:
-            grouped.setdefault(base.get(assignment.name, assignment.name), []).append(assignment)
-        return grouped
+        return groups(gradebook, self.course_at_course_root())
+
+    def course_at_course_root(self) -> Course:
+        """The course this setting names (a path in nbgrader_config.py), with the export's configuration."""
+        return Course.at(Path(self.course_root), self.config)
 
     def export(self, gradebook: Gradebook) -> None:
         dest = self.to or "grades.csv"

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from rlhf_course import spreadsheet
 from rlhf_course.course.errors import CourseError
-from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, EditionsCsvExport, counted_submission
+from rlhf_course.course.settings import Course
+from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, counted_submission, groups
 
 FORMATS = ("canvas", "moodle", "long")
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -67,12 +68,12 @@ class UnknownFormat(CourseError, ValueError):
     pass
 
 
-def grade_table(gradebook, course_root: Path) -> GradeTable:
-    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; ``course_root``'s i18n/ names the editions."""
-    groups = EditionsCsvExport(course_root=str(course_root)).groups(gradebook)
-    assignments = sorted(groups)
+def grade_table(gradebook, course: Course) -> GradeTable:
+    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; the course's i18n/ names the editions."""
+    grouped = groups(gradebook, course)
+    assignments = sorted(grouped)
     max_scores = {}
-    for base, group in groups.items():
+    for base, group in grouped.items():
         shown = next((a for a in group if a.name == base), group[0])
         max_scores[base] = float(shown.max_score)
     students = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "")
@@ -80,7 +81,7 @@ def grade_table(gradebook, course_root: Path) -> GradeTable:
     table = GradeTable(assignments, max_scores, students)
     for student in students:
         for base in assignments:
-            found = counted_submission(gradebook, groups[base], student.id)
+            found = counted_submission(gradebook, grouped[base], student.id)
             if found is None:
                 table.grades[(student.id, base)] = None
                 continue
@@ -149,8 +150,8 @@ def write_table(table: GradeTable, format: str, to: Path) -> Path:
     return to
 
 
-def write(db_url: str, course_root: Path, format: str, to: Path) -> Path:
-    """The grades of the gradebook at ``db_url`` in ``format``, written to ``to``."""
+def write(course: Course, format: str, to: Path) -> Path:
+    """The grades of the course's gradebook in ``format``, written to ``to``."""
     from nbgrader.api import Gradebook
-    with Gradebook(db_url) as gb:
-        return write_table(grade_table(gb, Path(course_root)), format, to)
+    with Gradebook(course.db_url) as gb:
+        return write_table(grade_table(gb, course), format, to)

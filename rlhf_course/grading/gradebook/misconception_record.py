@@ -22,14 +22,15 @@ import os
 import tempfile
 from pathlib import Path
 
+from rlhf_course.course.settings import Course
 from rlhf_course.grading.results import SCORED_STATES, SubmissionResult
 
 RECORD = "misconceptions.json"
 
 
-def read(course_root: Path) -> dict:
+def read(course: Course) -> dict:
     """The whole record ({} when there is none yet); a damaged file is an error that says where it is."""
-    path = Path(course_root) / RECORD
+    path = course.root / RECORD
     if not path.is_file():
         return {}
     try:
@@ -42,12 +43,12 @@ def read(course_root: Path) -> dict:
     return data
 
 
-def record(course_root: Path, results: list[SubmissionResult], timestamps: dict[tuple[str, str], str],
+def record(course: Course, results: list[SubmissionResult], timestamps: dict[tuple[str, str], str],
            named_by_course: bool) -> Path:
     """Replace the records of these ``results`` (``timestamps``: (assignment, student) -> the gradebook's
     submission timestamp as text), atomically (a reader never sees half a file)."""
-    path = Path(course_root) / RECORD
-    data = read(course_root)
+    path = course.root / RECORD
+    data = read(course)
     for result in results:
         data.setdefault(result.assignment, {}).setdefault(result.student, {})[result.notebook] = {
             "timestamp": timestamps.get((result.assignment, result.student), ""),

@@ -232,7 +232,7 @@ def base_assignments(course: Course) -> tuple[dict[str, list[str]], set[str]]:
     """Base assignment -> the gradebook's assignments that are it or its editions (the base first), for every
     assignment the gradebook knows; and the base assignments with at least one submission."""
     from nbgrader.api import Gradebook
-    base = {e.assignment: e.base for e in editions.editions(course.root)}
+    base = {e.assignment: e.base for e in editions.editions(course)}
     grouped: dict[str, list[str]] = {}
     submitted = set()
     with Gradebook(course.db_url) as gb:
@@ -370,7 +370,7 @@ def _names_in(course: Course, assignment: str, language: str) -> dict[str, str]:
     """Catalogue entry -> the misconception's name in ``language`` (the record keeps the name the student read)."""
     from rlhf_course.grading.misconceptions import catalogue
     try:
-        found = catalogue(course.root, assignment)
+        found = catalogue(course, assignment)
     except Exception:  # a catalogue that does not load (grading said so): the recorded names stay
         return {}
     return {entry: m.name.get(language) or m.name.get(ENGLISH, "") for entry, m in found[1].items()} if found else {}
@@ -385,7 +385,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     _formgrader_links(rows, ClassReportSettings(config=course.config).formgrader_url)
     roster = _roster(course)
     submitted = {row.student for row in rows}
-    record = misconception_record.read(course.root)
+    record = misconception_record.read(course)
     names = _names_in(course, assignment, language)
     misconceptions: dict[str, dict] = {}
     not_named = []
@@ -594,12 +594,11 @@ class Written:
     students: int
 
 
-def write_reports(course: Course | Path, assignments: list[str] | None = None,
+def write_reports(course: Course, assignments: list[str] | None = None,
                   language: str | None = None) -> list[Written]:
     """The page and CSV of each named assignment (a base assignment or one of its editions: its base's;
     default: every assignment of the gradebook with a submission), in ``class_report/``; the page in ``language``
     (default: ``c.ClassReportSettings.language``; the CSV's names are identifiers, the same in every language)."""
-    course = Course.of(course)
     language = language or ClassReportSettings(config=course.config).language
     if language != ENGLISH and language not in TABLES:
         raise ReportError(f"no class report in {language!r}: {ENGLISH} or {CHINESE}")

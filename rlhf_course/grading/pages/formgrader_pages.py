@@ -135,6 +135,7 @@ def _handler_class(seconds: float):
 def _assignment_handler_class():
     from nbgrader.server_extensions.formgrader import apihandlers
 
+    from rlhf_course.course.settings import Course
     from rlhf_course.exchange.deadlines import PublishError, publish
 
     class PublishingAssignmentHandler(apihandlers.AssignmentHandler):
@@ -147,7 +148,7 @@ def _assignment_handler_class():
             if not (root and course_id and os.path.isdir(os.path.join(root, course_id, "outbound", assignment_id))):
                 return  # not released: the release will publish it
             try:
-                for line in publish(self.coursedir.root, self.coursedir.db_url, root, course_id, [assignment_id],
+                for line in publish(Course.at(self.coursedir.root, self.coursedir.config), root, course_id, [assignment_id],
                                     self.log):
                     self.log.info("rlhf_course: %s", line)
             except (PublishError, OSError) as exc:  # the gradebook has the date; students do not see it yet
