@@ -162,6 +162,7 @@ def _folding_api_class():
 
     from nbgrader.apps.api import NbGraderAPI
 
+    from rlhf_course.course.settings import Course
     from rlhf_course.grading.gradebook.lms_export import grade_table, totals
 
     class EditionsFoldedAPI(NbGraderAPI):
@@ -177,8 +178,9 @@ def _folding_api_class():
             return None if student is None else self._folded([student])[0]
 
         def _folded(self, students: list[dict]) -> list[dict]:
+            course = Course.at(Path(self.coursedir.root), self.coursedir.config)
             with self.gradebook as gradebook:
-                folded = totals(grade_table(gradebook, Path(self.coursedir.root)))
+                folded = totals(grade_table(gradebook, course))
             for student in students:
                 if student["id"] in folded:
                     student["score"], student["max_score"] = folded[student["id"]]
