@@ -94,6 +94,6 @@ def _students_page_folds_the_editions(server: LabServer, course) -> None:
     from rlhf_course.grading.gradebook.lms_export import grade_table, totals
     served = {s["id"]: (s["score"], s["max_score"]) for s in json.loads(_get(server.url("formgrader/api/students"))[1])}
     with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
-        folded = totals(grade_table(gradebook, course))
+        folded = totals(grade_table(gradebook, Course.at(course)))
         stock = {s["id"]: s["max_score"] for s in gradebook.student_dicts()}
     assert served == folded and served["ada"][1] < stock["ada"], (served, stock)
