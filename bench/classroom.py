@@ -33,7 +33,10 @@ collects (``nbgrader collect rlhf``) and the submissions collected are counted.
 Figures (a table, and JSON with --json): spawn seconds; cell latency (request to the kernel's idle, the training
 cell apart), p50/p95; training seconds against alone; Validate seconds and failures; the kernel's CPU seconds per
 notebook (its own and its children's, read in the kernel at the end); memory per student (their cgroup's peak:
-server, kernel and Validate together); the hub API's latency (``GET /hub/api/user`` once a second), p50/p95;
+server, kernel and Validate together; their sum overstates the machine's, a library's pages counting once on the
+machine), and the machine's simultaneous peak (memory in use, sampled once a second while the class runs, against
+what was in use before the hub started: its share of the machine, a student's cost, how many students fit within
+75 %); the hub API's latency (``GET /hub/api/user`` once a second), p50/p95;
 failures (every failure a student saw: an error on the way, or a Validate that did not pass even if they submitted
 anyway); submissions collected; the load average at the start, its peak and at the end; and the host's speed
 (bench/host_speed.py's gauge) before and after the run: a run's figures mean little without the hour's speed.
@@ -202,6 +205,14 @@ def isolation(without: dict, with_neighbours: dict) -> dict:
     lost = with_neighbours["students"] - with_neighbours["collected"]
     return {"p95_ratio": ratio, "within_1_5x": ratio <= 1.5, "lost_submissions": lost,
             "failures": with_neighbours["failures"], "ok": ratio <= 1.5 and lost == 0 and not with_neighbours["failures"]}
+
+
+def memory_line(m: dict) -> str:
+    """The class's memory peak in a sentence, with the goal beside it."""
+    return (f"memory: the machine's peak in use {m['peak_mib'] / 1024:.1f} of {m['total_mib'] / 1024:.1f} GiB "
+            f"({100 * m['peak_share']:.0f} %; goal <= {100 * m['goal_share']:.0f} %), {m['before_hub_mib'] / 1024:.1f} GiB "
+            f"before the hub; {m['per_student_mib']:.0f} MiB a student (all the hub added, over the class): "
+            f"{m['students_within_goal']} students within the goal")
 
 
 def table(name: str, f: dict) -> str:
@@ -632,14 +643,43 @@ def validate_verdict(result) -> tuple[bool, str]:
     return False, f"unexpected answer: {str(value)[:200]}"
 
 
+def machine_used_mib() -> float:
+    """The machine's memory in use, MiB: MemTotal - MemAvailable (/proc/meminfo; the page cache the kernel can
+    reclaim is not counted, as ``free``'s "available" does not)."""
+    fields = {line.split(":")[0]: int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()}
+    return (fields["MemTotal"] - fields["MemAvailable"]) / 1024
+
+
+def machine_total_mib() -> float:
+    return int(Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]) / 1024
+
+
+HEADROOM_GOAL = 0.75  # of the machine's memory: what a class may use at its peak, leaving room for a late joiner
+
+
+def machine_memory(samples: list[float], before_hub: float, total: float, students: int) -> dict:
+    """The class's simultaneous memory peak, from the machine's used MiB sampled once a second while it ran
+    (``samples``), beside the machine's ``total`` and what was in use before the hub started (``before_hub``):
+    the peak's share of the machine, the cost of a student (everything the hub added, server, kernels,
+    Validates, hub and proxy included, over ``students``) and how many students fit within
+    :data:`HEADROOM_GOAL` at that cost."""
+    peak = max(samples, default=math.nan)
+    per_student = (peak - before_hub) / students if students else math.nan
+    fit = math.floor((HEADROOM_GOAL * total - before_hub) / per_student) if per_student > 0 else None
+    return {"total_mib": total, "before_hub_mib": before_hub, "peak_mib": peak, "peak_share": peak / total,
+            "per_student_mib": per_student, "students_within_goal": fit, "goal_share": HEADROOM_GOAL}
+
+
 class HubLatency:
-    """GET /hub/api/user as a logged-in user, once a second: the hub's own latency while the class works."""
+    """GET /hub/api/user as a logged-in user, once a second: the hub's own latency while the class works (and
+    the load average and the machine's used memory, sampled with it)."""
 
     def __init__(self, accounts: dict, name: str):
         self.session = Session(accounts["url"], name, accounts["passwords"][name])
         self.session.login()
         self.latencies: list[float] = []
         self.loads: list[tuple[float, float, float]] = [os.getloadavg()]
+        self.memory: list[float] = [machine_used_mib()]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -653,11 +693,13 @@ class HubLatency:
                 if reply.status_code == 200:
                     self.latencies.append(time.perf_counter() - started)
             self.loads.append(os.getloadavg())
+            self.memory.append(machine_used_mib())
 
     def stop(self) -> tuple[list[float], list[tuple[float, float, float]]]:
         self._stop.set()
         self._thread.join()
         self.loads.append(os.getloadavg())
+        self.memory.append(machine_used_mib())
         return self.latencies, self.loads
 
 
@@ -778,7 +820,7 @@ def machine_cpu_seconds() -> tuple[float, float]:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
 
 
-def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_training, extra_latency=None) -> dict:
+def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_training, memory_before_hub) -> dict:
     watcher = HubLatency(accounts, accounts["instructor"])
     machine_before, driver_before = machine_cpu_seconds(), time.process_time()
     class_before = classroom_cpu_seconds(names)  # pre-started servers' and warm kernels' start
@@ -797,7 +839,8 @@ def scenario_figures(accounts, names, scenario, args, answers, course_id, alone_
     slots = args.training_slots if args.training_slots is not None else default_slots(os.cpu_count(), 1.0)
     return summarise(figures, latencies, alone_training, collected(accounts, names), loads,
                      slots=slots or os.cpu_count()) | {
-        "cpu": cpu, "per_student": [vars(f) for f in figures]}
+        "cpu": cpu, "machine_memory": machine_memory(watcher.memory, memory_before_hub, machine_total_mib(), len(names)),
+        "per_student": [vars(f) for f in figures]}
 
 
 def classrooms_with_prefix(prefix: str) -> list[int]:
@@ -935,6 +978,7 @@ def main() -> int:
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)",
           flush=True)
     results["host_speed_before"] = host_gauge("before")
+    results["memory_before_hub_mib"] = memory_before_hub = machine_used_mib()
     neighbours = []
     try:
         accounts = hub.wait_ready()
@@ -956,17 +1000,19 @@ def main() -> int:
             print(f"prestart: {p['servers_started']} servers in {p['seconds']:.1f} s (each {p['server_s']['p50']:.1f} s "
                   f"p50, {p['server_s']['max']:.1f} s max), quiet {p['settled_after_s']:.0f} s later; "
                   f"{' '.join(p['summary'][:1])}; load {' '.join(f'{x:.2f}' for x in p['load_end'])}", flush=True)
-        results["class"] = scenario_figures(accounts, names, args.scenario, args, answers, course_id, solo.training)
+        results["class"] = scenario_figures(accounts, names, args.scenario, args, answers, course_id, solo.training,
+                                            memory_before_hub)
         print(table(f"{args.scenario}, {len(names)} students", results["class"]), flush=True)
         print("CPU while the class ran: " + ", ".join(f"{k} {v:.0f}" for k, v in results["class"]["cpu"].items()),
               flush=True)
+        print(memory_line(results["class"]["machine_memory"]), flush=True)
         if args.with_neighbours:
             for kind in NEIGHBOURS:
                 neighbours.append(start_neighbour(accounts, f"{PREFIX}n_{kind}", kind, args.disk_fill_mib))
             time.sleep(5)  # the hog reaches its limit, the fork bomb its process limit
             second = [f"{PREFIX}{s}" for s in second_class]  # the same class again, on fresh accounts
             results["with_neighbours"] = scenario_figures(accounts, second, args.scenario, args, answers, course_id,
-                                                          solo.training)
+                                                          solo.training, memory_before_hub)
             results["isolation"] = isolation(results["class"], results["with_neighbours"])
             print(table(f"{args.scenario}, {len(names)} students beside {', '.join(NEIGHBOURS)}",
                         results["with_neighbours"]), flush=True)

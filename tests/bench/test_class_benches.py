@@ -164,6 +164,18 @@ def test_the_training_p95_is_set_beside_what_a_perfect_queue_gives_the_same_arri
     assert "K=2: 1.50x / 2.00x; 1.50x (goal <= 1.5x)" in cr.table("lab", f)
 
 
+def test_the_class_memory_peak_is_the_machines_simultaneous_peak_and_says_how_many_fit():
+    # 24 GiB machine, 2 GiB in use before the hub, the class of 40 peaks at 18 GiB: 400 MiB a student,
+    # and 75 % of 24 GiB = 18 GiB holds (18432 - 2048) / 400 = 40.96 -> 40 students
+    samples = [6000.0, 18432.0, 12000.0]
+    m = cr.machine_memory(samples, before_hub=2048.0, total=24576.0, students=40)
+    assert m["peak_mib"] == 18432.0 and m["peak_share"] == pytest.approx(0.75)
+    assert m["per_student_mib"] == pytest.approx(409.6) and m["students_within_goal"] == 40
+    line = cr.memory_line(m)
+    assert "18.0 of 24.0 GiB (75 %; goal <= 75 %)" in line and "40 students within the goal" in line
+    assert 0 < cr.machine_used_mib() < cr.machine_total_mib()  # read from this machine's /proc/meminfo
+
+
 def test_a_failed_validate_is_a_failure_the_student_saw_even_if_they_submitted():
     students = [cr.StudentFigures("ok", validate=3.0, validate_ok=True, submitted=True),
                 cr.StudentFigures("told_wrong", validate=124.0, validate_ok=False, submitted=True,
