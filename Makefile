@@ -95,7 +95,7 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
-# HUB_TRAINING_WAIT: seconds a lab waits for its turn at most (180); HUB_TRAINING_HOLD: seconds a lab holds its slot
+# HUB_TRAINING_WAIT: seconds a lab waits without its place in the queue moving, then trains anyway (180); HUB_TRAINING_HOLD: seconds a lab holds its slot
 # at most, then the next one has it (180; one user holds one slot or ticket at a time); HUB_TRAINING_BOOST: a lab's
 # CPU weight while it holds a slot (everyone else 100; 100: no boost; the class's by default), and
 # HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).  HUB_WARM_KERNELS=1|0

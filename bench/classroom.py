@@ -507,9 +507,11 @@ def slot_wait(output: str) -> float:
     from rlhf_course.i18n import TABLES, t
     waited = 0.0
     for line in ("Got a training slot after {seconds:.0f} s: training now",
-                 "Waited {seconds:.0f} s for a training slot: training now without one"):
+                 "The training queue has not moved for {still:.0f} s (you waited {seconds:.0f} s): training now "
+                 "without a slot"):
         for language in ("en", *TABLES):
-            pattern = re.escape(t(line, language=language, seconds=0)).replace("0", r"(\d+)", 1)
+            said = re.escape(t(line, language=language, seconds=111111, still=222222))
+            pattern = said.replace("111111", r"(\d+)").replace("222222", r"\d+")
             waited = max([waited, *map(float, re.findall(pattern, output))])
     return waited
 

@@ -138,8 +138,8 @@ ZH = {
     "Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)":
         "正在等待训练名额：前面还有 {ahead} 个训练任务在等待（本机最多同时运行 {slots} 个）",
     "Got a training slot after {seconds:.0f} s: training now": "等待 {seconds:.0f} 秒后获得训练名额：开始训练",
-    "Waited {seconds:.0f} s for a training slot: training now without one":
-        "已等待训练名额 {seconds:.0f} 秒：不再等待，不占名额直接开始训练",
+    "The training queue has not moved for {still:.0f} s (you waited {seconds:.0f} s): training now without a slot":
+        "训练队列已有 {still:.0f} 秒没有前进（你共等待了 {seconds:.0f} 秒）：不再等待，不占名额直接开始训练",
     # the labs' command lines (python -m rlhf_course.lab.grpo, python -m rlhf_course.lab.ppo_dpo)
     "GRPO lab stopped: {reason}": "GRPO 实验已停止：{reason}",
     "demo stopped: {reason}": "PPO 与 DPO 实验已停止：{reason}",

@@ -206,7 +206,7 @@ class Classroom:
         self.idle_timeout = idle_timeout  # seconds before an idle server is stopped; 0: never
         # the machine's training queue (training_broker.py): K labs train at once; 0: no queue
         self.training_slots = self.default_training_slots() if training_slots is None else training_slots
-        self.training_wait = training_wait  # seconds a lab waits for a slot at most (None: the lab's default)
+        self.training_wait = training_wait  # seconds a lab waits with its place still (None: the lab's default)
         self.training_hold = training_hold  # seconds a lab holds its slot at most
         self.training_broker_socket = base / "training-queue" / SOCKET_NAME
         self.training_broker: TrainingBroker | None = None
@@ -680,7 +680,8 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="labs that train at once on this machine, the others wait their turn (default: the "
                              "cores over each user's CPU quota, at least 1; 0: no queue)")
     parser.add_argument("--training-wait", type=float, default=None,
-                        help="seconds a lab waits for a training slot at most, then trains anyway (default 180)")
+                        help="seconds a lab waits for a training slot without its place moving, then trains anyway "
+                             "(default 180)")
     parser.add_argument("--training-hold", type=float, default=DEFAULT_MAX_HOLD,
                         help=f"seconds a lab holds its training slot at most: then the next in the queue has it, and "
                              f"the lab trains on without it (default {DEFAULT_MAX_HOLD:g})")

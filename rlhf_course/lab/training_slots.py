@@ -8,9 +8,12 @@ no queue and the lab trains at once.
   training slot: 3 ahead"); it holds the slot while the connection is open, and frees it by closing it (the
   end of the training, an interrupt, the kernel's death).  The broker keeps the order and ends a hold that
   lasts too long; nothing here decides who goes first.
-* Nobody waits for ever: after ``RLHF_TRAINING_SLOT_WAIT`` seconds (:data:`DEFAULT_MAX_WAIT`) the lab trains
-  without a slot; so it does when the broker cannot be reached, or refuses because another training of the
-  same user holds that user's one ticket.
+* Nobody waits for ever, and nobody leaves a queue that moves: the lab waits as long as its place keeps
+  improving, and trains without a slot once its place has not moved for ``RLHF_TRAINING_SLOT_WAIT`` seconds
+  (:data:`DEFAULT_MAX_WAIT`: a stalled queue); so it does when the broker cannot be reached, or refuses because
+  another training of the same user holds that user's one ticket.  Leaving a moving queue helps nobody: a class
+  whose late trainings all left it after a fixed wait trained them all at once, each at a fraction of a core,
+  and finished later than the queue would have (bench/RESULTS.md, the burst of 30).
 
 The queue orders trainings, it does not limit them: each user's cgroup quota is what bounds them
 (rlhf_course/classroom/spawner.py).
@@ -30,12 +33,13 @@ from rlhf_course.i18n import t
 
 BROKER_VARIABLE = "RLHF_TRAINING_BROKER"
 MAX_WAIT_VARIABLE = "RLHF_TRAINING_SLOT_WAIT"
-DEFAULT_MAX_WAIT = 180.0  # seconds: a class's queue behind two slots, never one student's hold for long
+DEFAULT_MAX_WAIT = 180.0  # seconds without the place moving: longer than a slot's turn, shorter than a stall
 
 
 @dataclass
 class TrainingQueue:
-    """The broker listening on ``broker`` (a Unix socket), waited for at most ``max_wait`` seconds."""
+    """The broker listening on ``broker`` (a Unix socket), waited for as long as the place it gives moves, at most
+    ``max_wait`` seconds without a move."""
     broker: Path
     max_wait: float = DEFAULT_MAX_WAIT
 
@@ -72,7 +76,8 @@ class TrainingQueue:
 
     def _wait(self, connection: socket.socket, say: Callable[[str], None]) -> bool:
         started, shown = time.monotonic(), None
-        for words in _lines(connection, started + self.max_wait):
+        moved = [started]  # when the place last improved: the wait's limit counts from there
+        for words in _lines(connection, lambda: moved[0] + self.max_wait):
             if words[:1] == ["granted"]:
                 if shown is not None:
                     say(t("Got a training slot after {seconds:.0f} s: training now",
@@ -82,23 +87,27 @@ class TrainingQueue:
                 say(t("Another training of yours holds your place in the queue: training now without a slot"))
                 return False
             if words[:1] == ["queued"] and len(words) == 3 and words[1] != shown:
+                if shown is not None and int(words[1]) < int(shown):
+                    moved[0] = time.monotonic()
                 shown = words[1]
                 say(t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)",
                       ahead=int(words[1]), slots=int(words[2])))
-        waited = time.monotonic() - started
-        if waited >= self.max_wait:
-            say(t("Waited {seconds:.0f} s for a training slot: training now without one", seconds=waited))
+        still = time.monotonic() - moved[0]
+        if still >= self.max_wait:
+            say(t("The training queue has not moved for {still:.0f} s (you waited {seconds:.0f} s): training now without a slot",
+                  still=still, seconds=time.monotonic() - started))
         return False
 
 
-def _lines(connection: socket.socket, deadline: float) -> Iterator[list[str]]:
-    """The broker's lines, split in words, until ``deadline`` (time.monotonic()) or the broker closes."""
+def _lines(connection: socket.socket, deadline: Callable[[], float]) -> Iterator[list[str]]:
+    """The broker's lines, split in words, until ``deadline()`` (time.monotonic(), read again after every line)
+    or the broker closes."""
     pending = b""
     while True:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             yield line.decode("ascii", "replace").split()
-        remaining = deadline - time.monotonic()
+        remaining = deadline() - time.monotonic()
         if remaining <= 0:
             return
         connection.settimeout(remaining)

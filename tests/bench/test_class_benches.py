@@ -127,11 +127,13 @@ def test_percentiles_arrivals_and_pauses():
 def test_the_training_cells_slot_wait_is_read_from_its_own_words_in_either_language():
     from rlhf_course.i18n import t
     got, gave_up = ("Got a training slot after {seconds:.0f} s: training now",
-                    "Waited {seconds:.0f} s for a training slot: training now without one")
+                    "The training queue has not moved for {still:.0f} s (you waited {seconds:.0f} s): training now "
+                    "without a slot")
     waiting = t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)", ahead=3, slots=2)
     assert cr.slot_wait(f"{waiting}\n{t(got, seconds=23.4)}\nstep 1\n") == 23.0
     assert cr.slot_wait(t(got, language="zh-CN", seconds=7)) == 7.0
-    assert cr.slot_wait(t(gave_up, language="zh-CN", seconds=180)) == 180.0
+    assert cr.slot_wait(t(gave_up, language="zh-CN", still=180, seconds=410)) == 410.0
+    assert cr.slot_wait(t(gave_up, still=180, seconds=395)) == 395.0
     assert cr.slot_wait("step 10 of 20\n") == 0.0
 
 

@@ -2,6 +2,7 @@
 and tells the notebook its place, in the notebook's language; it trains at once where no broker is configured or
 reachable, when the broker refuses it, and after the longest wait.  The broker here is a script of the broker's
 lines (its own tests, with real accounts: tests/classroom/test_training_broker.py)."""
+import re
 import socket
 import tempfile
 import threading
@@ -90,11 +91,30 @@ def test_the_lab_waits_its_turn_and_tells_its_place_in_both_languages(scripted):
         assert said == lines  # a place said once, however often the broker repeats it
 
 
+def test_a_queue_that_moves_is_waited_for_past_the_cap_and_a_stalled_one_is_left(scripted):
+    # the place improves every 0.2 s, five times: a whole wait of 1.2 s, four times the 0.3 s cap, and never 0.3 s still
+    broker = scripted([(0, "queued 4 1"), (0.2, "queued 3 1"), (0.2, "queued 2 1"), (0.2, "queued 1 1"),
+                       (0.2, "queued 0 1"), (0.2, "granted 1 180")])
+    said = []
+    started = time.monotonic()
+    with TrainingQueue(broker.path, max_wait=0.3).slot(say=said.append) as held:
+        assert held is True and time.monotonic() - started >= 1.0
+    assert re.fullmatch(r"Got a training slot after [12] s: training now", said[-1]), said
+    # the place moves twice, then stands still: left 0.3 s after its last move, the whole wait said
+    broker = scripted([(0, "queued 2 1"), (0.2, "queued 1 1"), (0.2, "queued 1 1")])
+    said = []
+    started = time.monotonic()
+    with TrainingQueue(broker.path, max_wait=0.3).slot(say=said.append) as held:
+        assert held is False and 0.5 <= time.monotonic() - started < 1.2
+    assert re.fullmatch(r"The training queue has not moved for 0 s \(you waited [12] s\): training now without a slot",
+                        said[-1]), said
+
+
 def test_nobody_waits_past_the_cap_and_a_refusal_trains_at_once_in_both_languages(scripted):
     for language, waited, refused in (
-            (i18n.ENGLISH, "Waited 0 s for a training slot: training now without one",
+            (i18n.ENGLISH, "The training queue has not moved for 0 s (you waited 0 s): training now without a slot",
              "Another training of yours holds your place in the queue: training now without a slot"),
-            (i18n.CHINESE, "已等待训练名额 0 秒：不再等待，不占名额直接开始训练",
+            (i18n.CHINESE, "训练队列已有 0 秒没有前进（你共等待了 0 秒）：不再等待，不占名额直接开始训练",
              "你的另一个训练任务已占用你在队列中的位置：不占名额直接开始训练")):
         with i18n.speaking(language):
             broker = scripted([(0, "queued 0 1")])
