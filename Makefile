@@ -98,7 +98,9 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # HUB_TRAINING_WAIT: seconds a lab waits without its place in the queue moving, then trains anyway (180); HUB_TRAINING_HOLD: seconds a lab holds its slot
 # at most, then the next one has it (180; one user holds one slot or ticket at a time); HUB_TRAINING_BOOST: a lab's
 # CPU weight while it holds a slot (everyone else 100; 100: no boost; the class's by default), and
-# HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).  HUB_WARM_KERNELS=1|0
+# HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).
+# HUB_VALIDATE_SLOTS: Validates that run at once, the others wait their turn and are told their place (the cores;
+# 0: no queue).  HUB_WARM_KERNELS=1|0
 # and HUB_PRESTART=1|0: the warm kernels and the servers' start in the background, on or off whatever the class.
 # HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
 # reward model make hub trains once for the class (quick).
@@ -114,6 +116,7 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_TRAINING_HOLD),--training-hold $(HUB_TRAINING_HOLD)) \
 	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
 	  $(if $(HUB_TRAINING_BOOST_CPUS),--training-boost-cpus $(HUB_TRAINING_BOOST_CPUS)) \
+	  $(if $(HUB_VALIDATE_SLOTS),--validate-slots $(HUB_VALIDATE_SLOTS)) \
 	  $(if $(filter 1,$(HUB_WARM_KERNELS)),--warm-kernels) $(if $(filter 0,$(HUB_WARM_KERNELS)),--no-warm-kernels) \
 	  $(if $(filter 1,$(HUB_PRESTART)),--prestart) $(if $(filter 0,$(HUB_PRESTART)),--no-prestart) \
 	  --class $(HUB_CLASS) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))

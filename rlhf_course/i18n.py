@@ -426,6 +426,8 @@ ZH = {
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
+    "Validate is waiting its turn: {ahead} ahead of you in the class's queue (the machine validates {slots} at a time); nothing is wrong with your notebook.":
+        "Validate 正在排队：全班的队列中你前面还有 {ahead} 个（本机同时最多运行 {slots} 个 Validate）；你的笔记本没有问题。",
     "The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is wrong with your notebook.":
         "内核仍在启动：全班正在使用这台机器。内核就绪后你的单元格就会运行；你的笔记本没有问题。",
 }

@@ -26,6 +26,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
   `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (off by default;
   rlhf_course/classroom/training_boost.py);
+* `<base>/validate-queue/broker.sock`: the class's Validate queue, a broker of the same kind: K Validates run at
+  once (`--validate-slots`, the machine's cores unless told), the others wait their turn and their Validate
+  dialog says their place (rlhf_course/classroom/validate_queue.py);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
   (`--lab-setting`, every server's RLHF_LAB_SETTING: quick unless told).
@@ -55,13 +58,14 @@ import urllib.request
 from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
+from rlhf_course.classroom import validate_queue
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
 from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
 from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
                                                    check_weight)
-from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, TrainingBroker, default_slots
+from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
@@ -187,6 +191,13 @@ def write_everyone_config(folder: Path, repo: Path) -> None:
     (folder / "nbgrader_config.py").write_text(EVERYONE_NBGRADER_CONFIG)
 
 
+def default_validate_slots() -> int:
+    """K for the Validate queue: as many Validates as the machine has cores, at least one (a Validate is mostly
+    one process computing: its kernel)."""
+    from rlhf_course.lab.threads import usable_cpus
+    return max(1, usable_cpus())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -199,7 +210,8 @@ class Classroom:
                  idle_timeout: int = IDLE_TIMEOUT, training_slots: int | None = None,
                  training_wait: float | None = None, warm_kernels: bool = False,
                  training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick",
-                 training_boost_cpus: float | None = None, training_hold: float = DEFAULT_MAX_HOLD):
+                 training_boost_cpus: float | None = None, training_hold: float = DEFAULT_MAX_HOLD,
+                 validate_slots: int | None = None):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -209,11 +221,15 @@ class Classroom:
         self.training_wait = training_wait  # seconds a lab waits with its place still (None: the lab's default)
         self.training_hold = training_hold  # seconds a lab holds its slot at most
         self.training_broker_socket = base / "training-queue" / SOCKET_NAME
-        self.training_broker: TrainingBroker | None = None
+        self.training_broker: SlotBroker | None = None
         # a slot holder's cgroup cpu.weight while it trains (training_boost.py); the default weight (100): none
         self.training_boost_weight = training_boost
         self.training_boost_cpus = training_boost_cpus  # and its quota while it trains (None: the user's own)
         self.training_boost: TrainingBoost | None = None
+        # the class's Validate queue (validate_queue.py): K Validates at once, each a second kernel; 0: no queue
+        self.validate_slots = default_validate_slots() if validate_slots is None else validate_slots
+        self.validate_broker_socket = base / validate_queue.SOCKET_FOLDER / SOCKET_NAME
+        self.validate_broker: SlotBroker | None = None
         self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
         self.hub_port, self.proxy_api_port = free_port(), free_port()
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
@@ -296,6 +312,7 @@ class Classroom:
         self.passwords = {name: secrets.token_urlsafe(12) for name in self.names}
         self.hub_dir.mkdir(mode=0o700)
         self.start_training_broker()
+        self.start_validate_broker()
         token = self.hub_dir / TOKEN_FILE  # `prestart`'s key to the hub's API (root's, as the folder)
         token.touch(mode=0o600)
         token.write_text(secrets.token_hex(32))
@@ -324,6 +341,10 @@ class Classroom:
             env[training_slots.MAX_WAIT_VARIABLE] = str(self.training_wait)
         return env
 
+    def validate_queue_env(self) -> dict[str, str]:
+        """What every server needs to find the Validate queue (none when it is off)."""
+        return {validate_queue.QUEUE_VARIABLE: str(self.validate_broker_socket)} if self.validate_slots else {}
+
     def fill_lab_cache(self) -> None:
         """The lab's first two stages, trained once for the whole class, in the background: a lab run before
         they are ready trains them itself (and writes nothing: the folder is root's)."""
@@ -350,7 +371,7 @@ class Classroom:
     def write_hub_config(self) -> None:
         base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache),
                     "RLHF_LAB_SETTING": self.lab_setting,
-                    **self.training_queue_env()}
+                    **self.training_queue_env(), **self.validate_queue_env()}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:
             environments[name] = {**base_env,
@@ -588,12 +609,25 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         folder = self.training_broker_socket.parent
         folder.mkdir(mode=0o755, exist_ok=True)
         folder.chmod(0o755)
-        self.training_broker = TrainingBroker(self.training_broker_socket, self.training_slots, self.training_hold,
+        self.training_broker = SlotBroker(self.training_broker_socket, self.training_slots, self.training_hold,
                                               self.training_boost.hold if self.training_boost else None).start()
+
+    def start_validate_broker(self) -> None:
+        """The Validate queue's broker (root's, in this process), its socket in a folder of root's every account
+        may search."""
+        if not self.validate_slots:
+            return
+        folder = self.validate_broker_socket.parent
+        folder.mkdir(mode=0o755, exist_ok=True)
+        folder.chmod(0o755)
+        self.validate_broker = SlotBroker(self.validate_broker_socket, self.validate_slots, validate_queue.MAX_HOLD,
+                                          name="validate-broker").start()
 
     def remove(self) -> None:
         if self.training_broker:
             self.training_broker.stop()  # reports no holders: the boost gives every weight back
+        if self.validate_broker:
+            self.validate_broker.stop()
         self.stop()
         if self.lab_cache_process and self.lab_cache_process.poll() is None:
             self.lab_cache_process.kill()
@@ -623,6 +657,9 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   + (f" and at most {self.training_boost_cpus:g} cores (--training-boost-cpus)"
                      if self.training_boost and self.training_boost_cpus is not None else "")
                   if self.training_slots else "labs train whenever they are run (no training queue)",
+                  f"Validates running at once: {self.validate_slots} (the others wait their turn and are told their "
+                  f"place; --validate-slots), each holding its turn for {validate_queue.MAX_HOLD:g} s at most"
+                  if self.validate_slots else "Validates run whenever they are pressed (no Validate queue)",
                   f"the labs' setting: {self.lab_setting} (--lab-setting; their SFT policy and reward model trained "
                   f"once for the class into {self.lab_cache})",
                   f"students' servers started before the class (as root): cd {self.repo} && .venv/bin/python "
@@ -685,6 +722,10 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--training-hold", type=float, default=DEFAULT_MAX_HOLD,
                         help=f"seconds a lab holds its training slot at most: then the next in the queue has it, and "
                              f"the lab trains on without it (default {DEFAULT_MAX_HOLD:g})")
+    parser.add_argument("--validate-slots", type=int, default=None,
+                        help="Validates that run at once on this machine (each runs the notebook in a second "
+                             "kernel), the others wait their turn, told their place (default: the cores, at least "
+                             "1; 0: no queue)")
     parser.add_argument("--class", dest="klass", choices=CLASSES, default="lab",
                         help="what the hub is ready for, unless the options below say otherwise: lab (default; warm "
                              "kernels, the roster's servers pre-started in the background, training-slot holders "
@@ -741,6 +782,9 @@ def parse_arguments(argv=None) -> argparse.Namespace:
         check_holder_cpus(args.training_boost_cpus)
     except ValueError as wrong:
         parser.error(f"--training-boost-cpus: {wrong}")
+    for option in ("training_slots", "validate_slots"):
+        if (getattr(args, option) or 0) < 0:
+            parser.error(f"--{option.replace('_', '-')}: a number of slots, 0 or more, not {getattr(args, option)}")
     if not args.training_hold > 0:
         parser.error(f"--training-hold: a positive number of seconds, not {args.training_hold:g}")
     if args.training_boost_cpus is not None and args.training_boost == DEFAULT_WEIGHT:
@@ -772,7 +816,8 @@ def main(argv=None) -> None:
                           args.port or free_port(), args.proxy.resolve(), args.make_checkout_private, limits,
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
-                          training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold)
+                          training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold,
+                          validate_slots=args.validate_slots)
 
     stop_once_on_signals()
     started = time.time()

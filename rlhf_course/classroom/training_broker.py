@@ -1,9 +1,11 @@
-"""The classroom's training queue: a service of root's that hands out K training slots over a Unix socket.
+"""The classroom's queues: a service of root's that hands out K slots over a Unix socket, in turn.
 
 On the hub (`make hub`) forty students share two cores, each under a one-core quota of their own.  When many
 press the training cell together, every one trains at a fraction of a core and all finish late; in turn, each
 trains at full speed and the early ones are done early.  The labs ask this broker for their turn
-(rlhf_course/lab/training_slots.py); the hub runs it (as root) for as long as the classroom runs.
+(rlhf_course/lab/training_slots.py); the hub runs it (as root) for as long as the classroom runs.  A second
+broker of the same kind orders the class's Validates (rlhf_course/classroom/validate_queue.py): a Validate starts a
+second kernel, and forty at once share out the cores and the memory until every one of them is late.
 
 * A connection is a request: the broker learns the caller's uid and pid from the kernel (``SO_PEERCRED``), so
   nothing a student sends names anyone.  Each uid has at most one ticket, waiting or granted: a second
@@ -60,14 +62,15 @@ class Ticket:
     told_ahead: int | None = None  # the last place written to it
 
 
-class TrainingBroker:
-    """K = ``slots`` training slots handed out on the Unix socket ``path`` (see the module's docstring)."""
+class SlotBroker:
+    """K = ``slots`` slots handed out on the Unix socket ``path`` (see the module's docstring); ``name`` names its
+    thread (which queue it serves)."""
 
     def __init__(self, path: Path, slots: int, max_hold: float = DEFAULT_MAX_HOLD,
-                 on_holders: Callable[[set[int]], None] | None = None):
+                 on_holders: Callable[[set[int]], None] | None = None, name: str = "training-broker"):
         if slots < 1 or not max_hold > 0:
             raise ValueError(f"a broker needs at least one slot and a positive hold, not {slots} and {max_hold}")
-        self.path, self.slots, self.max_hold = Path(path), slots, max_hold
+        self.path, self.slots, self.max_hold, self.name = Path(path), slots, max_hold, name
         self.on_holders = on_holders or (lambda pids: None)
         self.tickets: dict[int, Ticket] = {}  # uid -> its ticket, in arrival order
         self.holder_pids: set[int] = set()
@@ -77,7 +80,7 @@ class TrainingBroker:
         self._thread: threading.Thread | None = None
 
     # -- running --------------------------------------------------------------------------------
-    def start(self) -> "TrainingBroker":
+    def start(self) -> "SlotBroker":
         """Listen on ``path`` (every account may connect; its folder is root's) and serve in a thread."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -88,7 +91,7 @@ class TrainingBroker:
         self._listener.setblocking(False)
         self._selector.register(self._listener, selectors.EVENT_READ, self._accept)
         self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._serve, name="training-broker", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
         self._thread.start()
         return self
 

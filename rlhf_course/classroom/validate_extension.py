@@ -6,7 +6,8 @@ nbgrader's own handler answers it with its Validator, inside the request: wall-c
 correct work) and the server's event loop blocked until the notebook has run (the student's other tabs freeze).
 This handler answers the same request, in the same JSON, with :class:`PatientValidator` (limits in the kernel's
 own CPU-seconds, rlhf_course/classroom/patient_validate.py), in a thread, one Validate of the server at a time
-(nbgrader's Validator sets process-wide variables while it runs).  While it waits,
+(nbgrader's Validator sets process-wide variables while it runs), and on the hub in turn with the class's other
+Validates, K at a time (rlhf_course/classroom/validate_queue.py).  While it waits,
 ``GET /rlhf-course/validate-status`` says so in both languages ({"busy": true, "text": {"en": ..., "zh-CN": ...}});
 the course's labextension shows that text beside the Validate button and the Assignment List's.  ``GET
 /rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
@@ -28,6 +29,7 @@ from nbgrader.server_extensions.validate_assignment.handlers import ValidateAssi
 from tornado import web
 
 from rlhf_course.classroom.patient_validate import PatientValidator
+from rlhf_course.classroom.validate_queue import ValidateQueue, validate_turn
 from rlhf_course.i18n import CHINESE, ENGLISH, t
 
 WAITING_FOR_ANOTHER = "Validate is waiting for your other Validate to finish."
@@ -70,17 +72,23 @@ class PatientValidateHandler(ValidateAssignmentHandler):
     def one_at_a_time(self) -> asyncio.Lock:
         return self.settings["rlhf_validate_lock"]
 
+    @property
+    def validate_queue(self) -> ValidateQueue | None:
+        return self.settings.get("rlhf_validate_queue")
+
     def validate_notebook(self, path):  # nbgrader's handler calls it; its errors are reported as nbgrader's are
         root = Path(self.root_dir).resolve()
         target = (root / path).resolve()
         if not target.is_relative_to(root):
             raise web.HTTPError(403, "Access denied: path outside allowed directory")
-        try:
-            validator = PatientValidator(config=self.load_config(), on_wait=self.status.say)
-            return {"success": True, "value": validator.validate(str(target))}
-        except Exception:
-            self.log.error(traceback.format_exc())
-            return {"success": False, "value": traceback.format_exc()}
+        with validate_turn(self.validate_queue, self.status.say):  # the class's turn, before a kernel starts
+            self.status.say(STARTING, {"notebook": target.name})
+            try:
+                validator = PatientValidator(config=self.load_config(), on_wait=self.status.say)
+                return {"success": True, "value": validator.validate(str(target))}
+            except Exception:
+                self.log.error(traceback.format_exc())
+                return {"success": False, "value": traceback.format_exc()}
 
     @web.authenticated
     async def post(self):
@@ -91,7 +99,6 @@ class PatientValidateHandler(ValidateAssignmentHandler):
         if self.one_at_a_time.locked():
             self.status.say(WAITING_FOR_ANOTHER)
         async with self.one_at_a_time:
-            self.status.say(STARTING, {"notebook": Path(path).name})
             try:
                 # a fresh context: nbclient's run_sync finds its event loop in a context variable, which would be
                 # this server's running loop in a copy of this context (asyncio.to_thread's)
@@ -137,6 +144,7 @@ def _load_jupyter_server_extension(serverapp):
     webapp = serverapp.web_app
     webapp.settings["rlhf_validate_status"] = ValidateStatus()
     webapp.settings["rlhf_validate_lock"] = asyncio.Lock()
+    webapp.settings["rlhf_validate_queue"] = ValidateQueue.from_environment()  # the hub's (none on a laptop)
     base = webapp.settings["base_url"]
     webapp.settings.setdefault("root_dir", serverapp.root_dir)  # nbgrader's handler reads it
     webapp.default_router.rules.insert(0, Rule(HostMatches(".*$"), _ApplicationRouter(webapp, [

@@ -77,7 +77,7 @@ class TrainingQueue:
     def _wait(self, connection: socket.socket, say: Callable[[str], None]) -> bool:
         started, shown = time.monotonic(), None
         moved = [started]  # when the place last improved: the wait's limit counts from there
-        for words in _lines(connection, lambda: moved[0] + self.max_wait):
+        for words in broker_lines(connection, lambda: moved[0] + self.max_wait):
             if words[:1] == ["granted"]:
                 if shown is not None:
                     say(t("Got a training slot after {seconds:.0f} s: training now",
@@ -99,16 +99,16 @@ class TrainingQueue:
         return False
 
 
-def _lines(connection: socket.socket, deadline: Callable[[], float]) -> Iterator[list[str]]:
-    """The broker's lines, split in words, until ``deadline()`` (time.monotonic(), read again after every line)
-    or the broker closes."""
+def broker_lines(connection: socket.socket, deadline: Callable[[], float] | None) -> Iterator[list[str]]:
+    """The broker's lines, split in words, until ``deadline()`` (time.monotonic(), read again after every line;
+    None: no deadline) or the broker closes."""
     pending = b""
     while True:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             yield line.decode("ascii", "replace").split()
-        remaining = deadline() - time.monotonic()
-        if remaining <= 0:
+        remaining = None if deadline is None else deadline() - time.monotonic()
+        if remaining is not None and remaining <= 0:
             return
         connection.settimeout(remaining)
         try:

@@ -19,7 +19,7 @@ import pytest
 
 from rlhf_course.classroom import accounts, spawner
 from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT, TrainingBoost, user_cgroup
-from rlhf_course.classroom.training_broker import TrainingBroker
+from rlhf_course.classroom.training_broker import SlotBroker
 from tests.support.accounts import PREFIX
 from tests.support.cgroups import cpu_weight
 
@@ -55,7 +55,7 @@ def start_broker(students):
     uid of each grant in order (``granted_uids``)."""
     started = []
 
-    def start(max_hold: float, boost: TrainingBoost | None = None) -> TrainingBroker:
+    def start(max_hold: float, boost: TrainingBoost | None = None) -> SlotBroker:
         reported, granted_uids = [], []
         path = Path(tempfile.mkdtemp(prefix="queue-", dir=students["folder"])) / "broker.sock"
         path.parent.chmod(0o755)
@@ -65,7 +65,7 @@ def start_broker(students):
             reported.append(pids)
             if boost:
                 boost.hold(pids)
-        broker = TrainingBroker(path, 1, max_hold, on_holders).start()
+        broker = SlotBroker(path, 1, max_hold, on_holders).start()
         broker.reported, broker.granted_uids = reported, granted_uids
         started.append(broker)
         return broker

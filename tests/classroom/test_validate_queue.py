@@ -1,0 +1,208 @@
+"""The class's Validate queue (rlhf_course/classroom/validate_queue.py): the server's Validate takes its turn from a
+real broker (rlhf_course/classroom/training_broker.py's SlotBroker, in this process) before it starts a kernel,
+says its place in both languages through the status the labextension shows, runs K at a time at most, and never
+fails for waiting (no broker, a refusal, a hold that ends).  In-process: the students are told apart by the uid
+the broker reads from each connection, given here per connection (a real account each: test_training_broker.py);
+the Validates are the server's handler's own method, with a fake notebook run where the verdict is not the point.
+About 10 s (two real Validates)."""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
+
+from rlhf_course.classroom import training_broker, validate_extension
+from rlhf_course.classroom.training_broker import SlotBroker
+from rlhf_course.classroom.validate_extension import STARTING, PatientValidateHandler, ValidateStatus
+from rlhf_course.classroom.validate_queue import WAITING_TURN, ValidateQueue, validate_turn
+from rlhf_course.i18n import CHINESE, ENGLISH, ZH
+
+TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
+                          "locked": True, "schema_version": 3}}
+
+
+@pytest.fixture
+def students(monkeypatch):
+    """Each connection to a broker is a student of its own (a new uid), or the uid ``same_uid`` holds when set."""
+    uids, chosen = itertools.count(50_000), {}
+    monkeypatch.setattr(training_broker, "peer_credentials",
+                        lambda connection: (os.getpid(), chosen.get("uid") or next(uids), 0))
+    return chosen
+
+
+@pytest.fixture
+def start_broker():
+    folders, brokers = [], []
+
+    def start(slots: int, max_hold: float = 600.0, on_holders=None) -> SlotBroker:
+        folders.append(tempfile.TemporaryDirectory(prefix="vq-"))  # a short path: a socket's is at most 107 bytes
+        brokers.append(SlotBroker(Path(folders[-1].name) / "broker.sock", slots, max_hold, on_holders,
+                                  name="validate-broker").start())
+        return brokers[-1]
+    yield start
+    for broker in brokers:
+        broker.stop()
+    for folder in folders:
+        folder.cleanup()
+
+
+def wait_until(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)
+
+
+def server_handler(root: Path, queue: ValidateQueue | None) -> SimpleNamespace:
+    """What the Validate handler's ``validate_notebook`` reads of its server: its folder, status, queue, config."""
+    config = Config({"PatientExecute": {"cpu_seconds": 20, "notice_seconds": 1}})
+    return SimpleNamespace(root_dir=str(root), status=ValidateStatus(), validate_queue=queue,
+                           log=logging.getLogger("validate-queue-test"), load_config=lambda: config)
+
+
+class FakeValidator:
+    """A Validate's run that lasts until ``release`` is set, counting how many run at once."""
+    running, most_at_once, lock = 0, 0, threading.Lock()
+    release = threading.Event()
+
+    def __init__(self, config=None, on_wait=None):
+        pass
+
+    def validate(self, path):
+        with FakeValidator.lock:
+            FakeValidator.running += 1
+            FakeValidator.most_at_once = max(FakeValidator.most_at_once, FakeValidator.running)
+        try:
+            FakeValidator.release.wait(10)
+            return {}
+        finally:
+            with FakeValidator.lock:
+                FakeValidator.running -= 1
+
+
+@pytest.fixture
+def fake_validator(monkeypatch):
+    FakeValidator.running, FakeValidator.most_at_once = 0, 0
+    FakeValidator.release = threading.Event()
+    monkeypatch.setattr(validate_extension, "PatientValidator", FakeValidator)
+    yield FakeValidator
+    FakeValidator.release.set()
+
+
+def said_text(status: ValidateStatus) -> dict:
+    return status.as_json()["text"]
+
+
+def test_the_queue_keeps_arrival_order_and_each_waiter_sees_its_place_in_both_languages(students, start_broker):
+    broker = start_broker(slots=1)
+    queue = ValidateQueue(broker.path)
+    statuses = {name: ValidateStatus() for name in ("ann", "ben", "cai")}
+    leave = {name: threading.Event() for name in statuses}
+    order = []
+
+    def validate(name):
+        with queue.turn(statuses[name].say) as held:
+            order.append((name, held))
+            leave[name].wait(10)
+
+    threads = {name: threading.Thread(target=validate, args=(name,)) for name in statuses}
+    for name in ("ann", "ben", "cai"):  # one after the other: the broker's order is arrival
+        threads[name].start()
+        wait_until(lambda: name in dict(order) or statuses[name].as_json()["busy"])
+    assert order == [("ann", True)]
+    assert said_text(statuses["ben"]) == {
+        ENGLISH: WAITING_TURN.format(ahead=0, slots=1),
+        CHINESE: "Validate 正在排队：全班的队列中你前面还有 0 个（本机同时最多运行 1 个 Validate）；你的笔记本没有问题。"}
+    assert said_text(statuses["cai"]) == {ENGLISH: WAITING_TURN.format(ahead=1, slots=1),
+                                          CHINESE: ZH[WAITING_TURN].format(ahead=1, slots=1)}
+    leave["ann"].set()  # ann's Validate is over: ben's turn, and cai moves up
+    wait_until(lambda: len(order) == 2)
+    assert order[1] == ("ben", True)
+    wait_until(lambda: "0 ahead" in said_text(statuses["cai"])[ENGLISH])
+    assert "你前面还有 0 个" in said_text(statuses["cai"])[CHINESE]
+    leave["ben"].set()
+    wait_until(lambda: len(order) == 3)
+    leave["cai"].set()
+    for thread in threads.values():
+        thread.join(10)
+    assert order == [("ann", True), ("ben", True), ("cai", True)]
+    wait_until(lambda: not broker.tickets)  # every turn given back
+
+
+def test_k_validates_run_at_once_at_most_the_next_one_says_it_waits_then_runs(students, start_broker, fake_validator,
+                                                                            tmp_path):
+    broker = start_broker(slots=1)
+    (tmp_path / "lab.ipynb").write_text("{}")
+    first, second = (server_handler(tmp_path, ValidateQueue(broker.path)) for _ in range(2))
+    answers = {}
+    runs = [threading.Thread(target=lambda h=h, n=n: answers.__setitem__(
+        n, PatientValidateHandler.validate_notebook(h, "lab.ipynb"))) for n, h in (("first", first), ("second", second))]
+    runs[0].start()
+    wait_until(lambda: fake_validator.running == 1)
+    assert said_text(first.status)[ENGLISH] == STARTING.format(notebook="lab.ipynb")  # granted: its kernel starts
+    runs[1].start()
+    wait_until(lambda: second.status.as_json()["busy"])
+    assert said_text(second.status) == {ENGLISH: WAITING_TURN.format(ahead=0, slots=1),
+                                        CHINESE: ZH[WAITING_TURN].format(ahead=0, slots=1)}
+    time.sleep(0.3)
+    assert fake_validator.running == 1  # the second waits while the first runs
+    fake_validator.release.set()
+    for run in runs:
+        run.join(10)
+    assert answers == {"first": {"success": True, "value": {}}, "second": {"success": True, "value": {}}}
+    assert fake_validator.most_at_once == 1
+    wait_until(lambda: not broker.tickets)  # both turns given back
+
+
+def test_without_a_broker_or_when_refused_validate_runs_at_once(students, start_broker, fake_validator, tmp_path):
+    (tmp_path / "lab.ipynb").write_text("{}")
+    fake_validator.release.set()
+    broker = start_broker(slots=1)
+    students["uid"] = 50_500  # one student: a ticket of hers is already in the queue (her other Validate)
+    holder = ValidateQueue(broker.path).turn(lambda *_: pytest.fail("a free slot: nothing to wait for"))
+    assert holder.__enter__() is True
+    try:
+        for queue in (None, ValidateQueue(tmp_path / "no-broker.sock"), ValidateQueue(broker.path)):
+            handler = server_handler(tmp_path, queue)
+            said = []
+            handler.status.say = lambda english, fields=None: said.append(english)
+            started = time.monotonic()
+            assert PatientValidateHandler.validate_notebook(handler, "lab.ipynb") == {"success": True, "value": {}}
+            assert said == [STARTING] and time.monotonic() - started < 2, queue
+    finally:
+        holder.__exit__(None, None, None)
+    with validate_turn(None, pytest.fail) as held:
+        assert held is False
+
+
+def notebook(folder: Path, name: str, solution: str) -> str:
+    nb = new_notebook(cells=[new_code_cell(solution), new_code_cell("assert answer() == 42", metadata=TEST_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / f"{name}.ipynb")
+    return f"{name}.ipynb"
+
+
+def test_a_turn_that_ends_mid_validate_lets_it_finish_and_a_real_failure_still_reads_as_one(students, start_broker,
+                                                                                           tmp_path):
+    holders = []
+    broker = start_broker(slots=1, max_hold=0.5, on_holders=holders.append)
+    handler = server_handler(tmp_path, ValidateQueue(broker.path))
+    slow = notebook(tmp_path, "slow", "import time\ntime.sleep(1.5)\ndef answer():\n    return 42\n")
+    started = time.monotonic()
+    assert PatientValidateHandler.validate_notebook(handler, slow) == {"success": True, "value": {}}
+    assert time.monotonic() - started > 1.5  # so the hold (0.5 s) ended while it ran
+    assert holders[0] == {os.getpid()} and holders[1] == set()  # granted, then ended by the broker, not failed
+    wrong = notebook(tmp_path, "wrong", "def answer():\n    return 41\n")
+    failed = PatientValidateHandler.validate_notebook(handler, wrong)
+    assert failed["success"] is True and "AssertionError" in failed["value"]["failed"][0]["raw_error"], failed
+    wait_until(lambda: not broker.tickets)  # every turn given back
