@@ -4,12 +4,17 @@ says its place in both languages through the status the labextension shows, runs
 fails for waiting (no broker, a refusal, a hold that ends).  In-process: the students are told apart by the uid
 the broker reads from each connection, given here per connection (a real account each: test_training_broker.py);
 the Validates are the server's handler's own method, with a fake notebook run where the verdict is not the point.
-About 10 s (two real Validates)."""
+About 6 s (two real Validates)."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
+import shutil
+import stat
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,10 +27,14 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from rlhf_course.classroom import training_broker, validate_extension
+from rlhf_course.classroom.hub import Classroom, parse_arguments
+from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.training_broker import SlotBroker
 from rlhf_course.classroom.validate_extension import STARTING, PatientValidateHandler, ValidateStatus
 from rlhf_course.classroom.validate_queue import WAITING_TURN, ValidateQueue, validate_turn
 from rlhf_course.i18n import CHINESE, ENGLISH, ZH
+from rlhf_course.lab.threads import usable_cpus
+from tests.support.course import REPO
 
 TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
                           "locked": True, "schema_version": 3}}
@@ -206,3 +215,64 @@ def test_a_turn_that_ends_mid_validate_lets_it_finish_and_a_real_failure_still_r
     failed = PatientValidateHandler.validate_notebook(handler, wrong)
     assert failed["success"] is True and "AssertionError" in failed["value"]["failed"][0]["raw_error"], failed
     wait_until(lambda: not broker.tickets)  # every turn given back
+
+
+# -- the hub's wiring (no hub: the classroom's own methods, as tests/classroom/test_training_queue_setup.py does) --
+
+def classroom(tmp_path, **kwargs):
+    return Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path(sys.executable), **kwargs)
+
+
+def test_every_server_is_given_the_validate_queue_and_the_hub_says_its_k(tmp_path):
+    room = classroom(tmp_path)
+    socket_path = tmp_path / "base" / "validate-queue" / "broker.sock"
+    assert room.validate_slots == max(1, usable_cpus())
+    assert room.validate_queue_env() == {"RLHF_VALIDATE_QUEUE": str(socket_path)}
+    assert ValidateQueue.from_environment(room.validate_queue_env()) == ValidateQueue(socket_path)
+    room.server = ServerEnv.__new__(ServerEnv)
+    room.server.python, room.server.path = sys.executable, os.environ["PATH"]
+    room.course_id, room.passwords, room.hub_dir = "c", {name: "p" for name in room.names}, tmp_path
+    room.write_hub_config()
+    environments = json.loads((tmp_path / "users.json").read_text())["environments"]
+    assert {env["RLHF_VALIDATE_QUEUE"] for env in environments.values()} == {str(socket_path)}
+    assert f"Validates running at once: {room.validate_slots} " in room.summary()
+    off = classroom(tmp_path, validate_slots=0)  # --validate-slots 0: no queue, no broker
+    off.passwords = room.passwords
+    assert off.validate_queue_env() == {} and "(no Validate queue)" in off.summary()
+    off.start_validate_broker()
+    assert off.validate_broker is None
+
+
+def test_the_validate_slots_option_and_make_variable(capsys):
+    assert parse_arguments(["--proxy", "/bin/true"]).validate_slots is None  # the classroom's default: the cores
+    assert parse_arguments(["--proxy", "/bin/true", "--validate-slots", "0"]).validate_slots == 0
+    with pytest.raises(SystemExit):
+        parse_arguments(["--proxy", "/bin/true", "--validate-slots", "-1"])
+    assert "--validate-slots: a number of slots, 0 or more, not -1" in capsys.readouterr().err
+    dry = subprocess.run(["make", "-n", "-o", ".venv/.installed-stamp", "-o",
+                          ".cache/hub-proxy/node_modules/.bin/configurable-http-proxy", "hub", "HUB_STUDENTS=a",
+                          "HUB_VALIDATE_SLOTS=3"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "--validate-slots 3" in " ".join(dry.replace("\\\n", " ").split())
+
+
+def test_the_hub_runs_the_validate_broker_on_a_socket_of_roots_and_stops_it(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the hub runs it as root")
+    base = Path(tempfile.mkdtemp(prefix="rlhf-vq-setup-"))  # a short path: a socket's is at most 107 bytes
+    try:
+        room = Classroom(tmp_path, base, "p_", ["a"], 1, Path(sys.executable), validate_slots=2)
+        room.start_validate_broker()
+        socket_path = room.validate_broker_socket
+        folder = socket_path.parent
+        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (0, 0o755)  # nobody plants or replaces
+        assert stat.S_IMODE(socket_path.stat().st_mode) == 0o666
+        assert (room.validate_broker.slots, room.validate_broker.max_hold) == (2, 600)
+        queue = ValidateQueue.from_environment(room.validate_queue_env())
+        with queue.turn(say=pytest.fail) as held:
+            assert held is True
+        room.remove()  # not created: only the brokers (and nothing else) are stopped
+        assert not socket_path.exists()
+        with queue.turn(say=pytest.fail) as held:
+            assert held is False  # no broker any more: Validate runs at once
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
