@@ -610,7 +610,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         folder.mkdir(mode=0o755, exist_ok=True)
         folder.chmod(0o755)
         self.training_broker = SlotBroker(self.training_broker_socket, self.training_slots, self.training_hold,
-                                              self.training_boost.hold if self.training_boost else None).start()
+                                          self.training_boost.hold if self.training_boost else None).start()
 
     def start_validate_broker(self) -> None:
         """The Validate queue's broker (root's, in this process), its socket in a folder of root's every account
