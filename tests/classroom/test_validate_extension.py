@@ -1,15 +1,18 @@
 """The Validate button's request, served by the course's server extension (rlhf_course/classroom/validate_extension.py),
 on a real Jupyter server: the answer is nbgrader's JSON from the patient Validator; while it runs, the server
 still answers (nbgrader's own handler blocks it for the whole Validate) and the status endpoint says, in both
-languages, that Validate is running; an endless loop comes back as a failure that names it.  About 15 s."""
+languages, that Validate is running; an endless loop comes back as a failure that names it; on the hub, it waits
+its turn in the class's Validate queue, saying its place.  About 25 s."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -50,9 +53,10 @@ def request(url: str, body: dict | None = None, timeout: float = 120) -> dict:
         return json.loads(reply.read())
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A Jupyter server with the course's Validate, its notebooks in tmp_path/work; its base URL."""
+@contextlib.contextmanager
+def running_server(tmp_path: Path, extra_env: dict[str, str]):
+    """A Jupyter server with the course's Validate, its notebooks in tmp_path/work, ``extra_env`` in its
+    environment; its base URL and notebooks' folder."""
     work, config = tmp_path / "work", tmp_path / "config"
     work.mkdir()
     config.mkdir()
@@ -62,6 +66,7 @@ def server(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
     env.update(JUPYTER_CONFIG_PATH=str(config), JUPYTER_CONFIG_DIR=str(tmp_path / "user"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    env.update(extra_env)
     (config / "jupyter_server_config.d").mkdir()  # the course's server extensions, as make lab and make hub install them
     shutil.copy2(REPO / "jupyter" / "server" / "rlhf_course.json", config / "jupyter_server_config.d")
     process = subprocess.Popen(
@@ -79,9 +84,17 @@ def server(tmp_path):
                 process.kill()
                 pytest.fail((tmp_path / "server.log").read_text()[-3000:])
             time.sleep(0.3)
-    yield url, work
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        yield url, work
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path):
+    with running_server(tmp_path, {}) as started:
+        yield started
 
 
 def test_validate_answers_nbgrader_json_and_says_meanwhile_that_it_runs(server):
@@ -115,3 +128,49 @@ def test_validate_answers_nbgrader_json_and_says_meanwhile_that_it_runs(server):
     from rlhf_course.classroom.validate_extension import KERNEL_STARTING
     said = request(f"{url}/rlhf-course/messages")["kernel_starting"]  # what the labextension shows
     assert said == {"en": KERNEL_STARTING, CHINESE: ZH[KERNEL_STARTING]}
+
+
+def test_validate_waits_its_turn_in_the_class_queue_saying_so_then_runs(tmp_path):
+    """The server's Validate asks the hub's queue (RLHF_VALIDATE_QUEUE) for its turn as the server's own process:
+    while another account holds the only slot, it waits and its status says its place in both languages; then it
+    runs and answers as usual."""
+    from rlhf_course.classroom.training_broker import SlotBroker
+    from rlhf_course.classroom.validate_queue import WAITING_TURN
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("another account holding the slot needs root and setpriv")
+    folder = Path(tempfile.mkdtemp(prefix="vq-"))  # a short path: a socket's is at most 107 bytes
+    folder.chmod(0o755)
+    broker = SlotBroker(folder / "broker.sock", 1, 600, name="validate-broker").start()
+    holder = subprocess.Popen(  # nobody, holding the one slot until its stdin closes
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+         "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+         "print(s.recv(100).decode().strip(), flush=True)\nsys.stdin.read()", str(broker.path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().startswith("granted 1 600")
+        with running_server(tmp_path, {"RLHF_VALIDATE_QUEUE": str(broker.path)}) as (url, work):
+            notebook(work, "quick", "def answer():\n    return 42\n")
+            answers = {}
+            run = threading.Thread(target=lambda: answers.update(
+                request(f"{url}/assignments/validate", {"path": "quick.ipynb"})))
+            run.start()
+            deadline = time.monotonic() + 60
+            while not (status := request(f"{url}/rlhf-course/validate-status", timeout=10))["busy"]:
+                assert time.monotonic() < deadline, status
+                time.sleep(0.2)
+            assert status["text"] == {"en": WAITING_TURN.format(ahead=0, slots=1),
+                                      CHINESE: ZH[WAITING_TURN].format(ahead=0, slots=1)}
+            time.sleep(1)
+            assert run.is_alive() and not answers  # no verdict while it waits, however long
+            holder.stdin.close()  # the holder's Validate is over: this one's turn
+            run.join(120)
+            assert answers == {"success": True, "value": {}}, answers
+            deadline = time.monotonic() + 10
+            while broker.tickets:  # its turn given back
+                assert time.monotonic() < deadline, broker.tickets
+                time.sleep(0.05)
+    finally:
+        holder.kill()
+        holder.wait()
+        broker.stop()
+        shutil.rmtree(folder, ignore_errors=True)
