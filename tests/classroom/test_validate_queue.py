@@ -42,7 +42,7 @@ TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1
 
 @pytest.fixture
 def students(monkeypatch):
-    """Each connection to a broker is a student of its own (a new uid), or the uid ``same_uid`` holds when set."""
+    """Each connection to a broker is a student of its own (a new uid), or of ``["uid"]`` once set (one student)."""
     uids, chosen = itertools.count(50_000), {}
     monkeypatch.setattr(training_broker, "peer_credentials",
                         lambda connection: (os.getpid(), chosen.get("uid") or next(uids), 0))
@@ -131,7 +131,8 @@ def test_the_queue_keeps_arrival_order_and_each_waiter_sees_its_place_in_both_la
     assert order == [("ann", True)]
     assert said_text(statuses["ben"]) == {
         ENGLISH: WAITING_TURN.format(ahead=0, slots=1),
-        CHINESE: "Validate 正在排队：全班的队列中你前面还有 0 个（本机同时最多运行 1 个 Validate）；你的笔记本没有问题。"}
+        CHINESE: "Validate 正在排队：全班的队列中你前面还有 0 个（本机同时最多运行 1 个 Validate）；"
+                 "你的笔记本没有问题。"}
     assert said_text(statuses["cai"]) == {ENGLISH: WAITING_TURN.format(ahead=1, slots=1),
                                           CHINESE: ZH[WAITING_TURN].format(ahead=1, slots=1)}
     leave["ann"].set()  # ann's Validate is over: ben's turn, and cai moves up
@@ -154,8 +155,12 @@ def test_k_validates_run_at_once_at_most_the_next_one_says_it_waits_then_runs(st
     (tmp_path / "lab.ipynb").write_text("{}")
     first, second = (server_handler(tmp_path, ValidateQueue(broker.path)) for _ in range(2))
     answers = {}
-    runs = [threading.Thread(target=lambda h=h, n=n: answers.__setitem__(
-        n, PatientValidateHandler.validate_notebook(h, "lab.ipynb"))) for n, h in (("first", first), ("second", second))]
+
+    def validate(name, handler):
+        answers[name] = PatientValidateHandler.validate_notebook(handler, "lab.ipynb")
+
+    runs = [threading.Thread(target=validate, args=(name, handler)) for name, handler in (("first", first),
+                                                                                          ("second", second))]
     runs[0].start()
     wait_until(lambda: fake_validator.running == 1)
     assert said_text(first.status)[ENGLISH] == STARTING.format(notebook="lab.ipynb")  # granted: its kernel starts
