@@ -199,6 +199,22 @@ def test_without_a_broker_or_when_refused_validate_runs_at_once(students, start_
         assert held is False
 
 
+def test_a_validate_that_breaks_gives_its_turn_back(students, start_broker, monkeypatch, tmp_path):
+    class BrokenValidator:
+        def __init__(self, config=None, on_wait=None):
+            pass
+
+        def validate(self, path):
+            raise RuntimeError("the notebook is not JSON")
+
+    monkeypatch.setattr(validate_extension, "PatientValidator", BrokenValidator)
+    broker = start_broker(slots=1)
+    (tmp_path / "lab.ipynb").write_text("{}")
+    answer = PatientValidateHandler.validate_notebook(server_handler(tmp_path, ValidateQueue(broker.path)), "lab.ipynb")
+    assert answer["success"] is False and "RuntimeError: the notebook is not JSON" in answer["value"]
+    wait_until(lambda: not broker.tickets)  # the next in the queue is not kept waiting
+
+
 def notebook(folder: Path, name: str, solution: str) -> str:
     nb = new_notebook(cells=[new_code_cell(solution), new_code_cell("assert answer() == 42", metadata=TEST_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
