@@ -19,7 +19,7 @@ import torch
 
 from rlhf_course import figure_output, first_figures
 from rlhf_course.course.errors import CourseError
-from rlhf_course.i18n import plot_text as L, t
+from rlhf_course.i18n import plot_language, plot_text as L, t
 
 CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
 
@@ -297,7 +297,8 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
 
     def redraw(**values):
         drawn = plot(student_function, **values)  # always the student's function: the cache skips pixels only
-        figure_output.show(cached_png=lambda figure: first_figures.cached_png(figure, plot.__name__, values, drawn))
+        figure_output.show(cached_png=lambda figure: first_figures.cached_png(figure, plot.__name__, values, drawn,
+                                                                              plot_language()))
         return drawn
 
     return widgets.interactive(redraw, **sliders(widgets))

@@ -16,6 +16,9 @@ inline backend would have sent, at the same size, up to a sub-pixel shift of the
 
 Anything else (another backend, another inline format such as SVG or retina, other print options) is shown by
 ``plt.show()`` as before.
+
+A panel figure whose PNG is already known (an explorer's first figure drawn with the reference's numbers, from the
+class's cache: rlhf_course/first_figures.py) is sent as those bytes, its artists built but not rasterised.
 """
 from __future__ import annotations
 

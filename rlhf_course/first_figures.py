@@ -2,8 +2,8 @@
 
 When a class presses Run All, every kernel draws the three explorers at the sliders' first values; a student whose
 function is right draws the very picture the reference draws, and matplotlib's rendering of it (0.35-0.6 CPU-s
-per figure) is most of those cells' cost.  ``python -m rlhf_course.first_figures FOLDER`` (``make hub`` runs it
-when the hub starts, as root, into a folder students read and none writes) renders each explorer's first figure
+per figure) is most of those cells' cost.  ``python -m rlhf_course.classroom.first_figures FOLDER`` (``make hub``
+runs it when the hub starts, as root, into a folder students read and none writes) renders each explorer's first figure
 from the reference answers (the source notebooks' solutions), in each edition's language, and writes each PNG
 under a key; a kernel finds the folder through ``RLHF_FIRST_FIGURES`` (the hub passes it to every server).
 
@@ -15,9 +15,12 @@ values, every number the plot function returns and every line's and collection's
 :data:`SIGNIFICANT_DIGITS` significant digits), every text in it, the language its labels are in, and what else
 the pixels depend on: the figure's size, dpi and canvas, matplotlib's settings (rcParams), the font files its
 texts resolve to, the versions of matplotlib, FreeType, numpy, Pillow and zlib, and the source of the modules
-that draw and label it.  So a hit means the student's own figure is the one in the file, pixel for pixel
-(tests/test_first_figures.py renders and compares); any difference (another function's numbers, a moved slider,
-another style or font) misses and is rendered as before, as is everything without the variable or the folder.
+that draw and label it.  So a hit means the student's figure holds the same data, text, style and fonts as the
+one the PNG was rendered from, its numbers equal to 9 significant digits, far below what moves a pixel: the PNG is
+the one their own figure renders to (tests/test_first_figures.py renders the reference and other ways of writing
+the same functions and compares the bytes).  Any difference (another function's numbers, a moved slider, another
+style or font) misses and is rendered as before, as is everything without the variable or the folder.  The
+student sees no difference but the time: nothing says which way a picture came.
 
 The folder holds PNGs named by their keys and ``index.json`` (the keys and file names): no code, no numbers,
 nothing of the hidden tests.  Only figures that :func:`rlhf_course.figure_output.show` sends whole through the
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import os
 import platform
@@ -69,12 +71,13 @@ def numbers_text(value, digits: int | None = SIGNIFICANT_DIGITS) -> str:
     return f"{array.shape}:" + ",".join(f"{x:.{digits}g}" for x in array.ravel().tolist())
 
 
+# The modules whose code decides a figure's pixels: the plots, their labels, the rendering, this key (read, not
+# imported: the explorers import this module)
+DRAWING_MODULES = ("explorers.py", "figure_output.py", "i18n.py", "first_figures.py")
+
+
 def _module_sources() -> bytes:
-    """The source of the modules whose code decides a figure's pixels: the plots, their labels, the rendering,
-    this key."""
-    from rlhf_course import explorers, figure_output, i18n
-    return b"".join(Path(inspect.getsourcefile(module)).read_bytes() for module in (explorers, figure_output, i18n)) \
-        + Path(__file__).read_bytes()
+    return b"".join(Path(__file__).with_name(name).read_bytes() for name in DRAWING_MODULES)
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,15 +108,15 @@ def _font_files(figure) -> list[str]:
     return sorted(set(files))
 
 
-def figure_key(figure, plot_name: str, sliders: dict, drawn: dict, digits: int | None = SIGNIFICANT_DIGITS) -> str:
+def figure_key(figure, plot_name: str, sliders: dict, drawn: dict, language: str,
+               digits: int | None = SIGNIFICANT_DIGITS) -> str:
     """The hex sha256 that names ``figure``'s PNG (see the module's docstring): ``sliders`` the values the plot
-    function was called with, ``drawn`` what it returned (name -> array or number)."""
+    function was called with, ``drawn`` what it returned (name -> array or number), ``language`` the one its
+    labels are in (:func:`rlhf_course.i18n.plot_language`)."""
     import matplotlib
     from matplotlib.collections import Collection
     from matplotlib.lines import Line2D
     from matplotlib.text import Text
-
-    from rlhf_course import i18n
 
     key = _Key()
     key.add("format", str(FORMAT))
@@ -128,7 +131,7 @@ def figure_key(figure, plot_name: str, sliders: dict, drawn: dict, digits: int |
         for collection in ax.findobj(Collection):
             key.add("collection", numbers_text(collection.get_offsets(), digits))
     key.add("texts", json.dumps([text.get_text() for text in figure.findobj(Text)]))
-    key.add("language", i18n.plot_language())
+    key.add("language", language)
     key.add("figure", f"{figure.dpi!r} {tuple(figure.get_size_inches())!r} "
                       f"{type(figure.canvas).__module__}.{type(figure.canvas).__qualname__}")
     key.add("rc", json.dumps(sorted((name, repr(value)) for name, value in matplotlib.rcParams.items()
@@ -151,9 +154,9 @@ def _index(folder: str) -> dict[str, str]:
     return _indexes[folder]
 
 
-def cached_png(figure, plot_name: str, sliders: dict, drawn: dict) -> bytes | None:
-    """The PNG of ``figure`` from the folder ``RLHF_FIRST_FIGURES`` names, if its key is there; else None (and
-    the figure is rendered).  A cache only saves time: anything unexpected here is a miss."""
+def cached_png(figure, plot_name: str, sliders: dict, drawn: dict, language: str) -> bytes | None:
+    """The PNG of ``figure`` from the folder ``RLHF_FIRST_FIGURES`` names, if its key (:func:`figure_key`) is there;
+    else None (and the figure is rendered).  A cache only saves time: anything unexpected here is a miss."""
     folder = os.environ.get(VARIABLE)
     if not folder:
         return None
@@ -161,100 +164,7 @@ def cached_png(figure, plot_name: str, sliders: dict, drawn: dict) -> bytes | No
         index = _index(folder)
         if not index:
             return None
-        name = index.get(figure_key(figure, plot_name, sliders, drawn))
+        name = index.get(figure_key(figure, plot_name, sliders, drawn, language))
         return None if name is None else (Path(folder) / Path(name).name).read_bytes()
     except Exception:  # noqa: BLE001 - a broken cache must never cost the student their figure
         return None
-
-
-# ----------------------------------------------------------------------------- making the folder
-
-def first_values(sliders) -> dict:
-    """The values an explorer's sliders start at (what its first drawing is called with)."""
-    import ipywidgets as widgets
-    return {name: widget.value for name, widget in sliders(widgets).items()}
-
-
-def render_first_figure(student_function, plot, sliders) -> tuple[str, bytes]:
-    """(key, PNG) of one explorer's first figure drawn from ``student_function``, in this process's language,
-    as :func:`rlhf_course.figure_output.show` would render it."""
-    import matplotlib.pyplot as plt
-
-    from rlhf_course import figure_output
-    values = first_values(sliders)
-    drawn = plot(student_function, **values)
-    figure = plt.gcf()
-    try:
-        return figure_key(figure, plot.__name__, values, drawn), figure_output.whole_png(figure)
-    finally:
-        plt.close(figure)
-
-
-def reference_editions(course_root: Path) -> dict[str, Path]:
-    """language -> the source notebook of the assignment's edition in it (the English source and each
-    translation's generated source), whose solution cells define the reference answers."""
-    from rlhf_course import ASSIGNMENT, NOTEBOOK
-    from rlhf_course.course.editions import editions, source_folder
-    from rlhf_course.course.settings import Course
-    from rlhf_course.i18n import ENGLISH
-    course = Course.at(course_root)
-    found = {ENGLISH: source_folder(course, ASSIGNMENT) / NOTEBOOK}
-    for edition in editions(course):
-        if edition.base == ASSIGNMENT:
-            found[edition.language] = source_folder(course, edition.assignment) / NOTEBOOK
-    return found
-
-
-def write_first_figures(folder: Path, course_root: Path) -> dict[str, str]:
-    """Render every explorer's first figure from the reference answers of each edition into ``folder`` (made if
-    missing; readable by all): ``<key>.png`` each, then ``index.json`` (key -> file name), written last and
-    whole so that a kernel never reads half a folder.  Returns the index."""
-    import matplotlib
-
-    from rlhf_course import STUDENT_FUNCTIONS, explorers, i18n
-    from rlhf_course.lab.notebook_functions import functions_from_notebook
-
-    folder.mkdir(parents=True, exist_ok=True)
-    index: dict[str, str] = {}
-    spoken = i18n.language()
-    try:
-        for language, notebook in reference_editions(course_root).items():
-            reference = functions_from_notebook(notebook, STUDENT_FUNCTIONS)
-            i18n.set_language(language)
-            with matplotlib.rc_context():  # the Chinese labels set the CJK font in rcParams: not for the next
-                for name, (plot, sliders) in explorers.EXPLORERS.items():
-                    key, png = render_first_figure(reference[name], plot, sliders)
-                    path = folder / f"{key}.png"
-                    path.write_bytes(png)
-                    path.chmod(0o644)
-                    index[key] = path.name
-    finally:
-        i18n.set_language(spoken)
-    partial = folder / f".{INDEX}.partial"
-    partial.write_text(json.dumps({"format": FORMAT, "figures": index}, indent=1, sort_keys=True))
-    partial.chmod(0o644)
-    os.replace(partial, folder / INDEX)
-    return index
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rlhf_course.first_figures FOLDER [--course ROOT]``: fill the folder from the course's
-    reference answers (`make hub` does, as it starts)."""
-    import argparse
-
-    import matplotlib
-
-    from rlhf_course import COURSE_ROOT
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--course", type=Path, default=COURSE_ROOT, help="the course directory (its source/)")
-    args = parser.parse_args(argv)
-    matplotlib.use("Agg")  # the canvas the inline backend renders with
-    index = write_first_figures(args.folder, args.course)
-    size = sum((args.folder / name).stat().st_size for name in index.values())
-    print(f"{len(index)} first figures in {args.folder} ({size / 1e3:.0f} kB)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
