@@ -16,11 +16,13 @@ values, every number the plot function returns and every line's and collection's
 the pixels depend on: the figure's size, dpi and canvas, matplotlib's settings (rcParams), the font files its
 texts resolve to, the versions of matplotlib, FreeType, numpy, Pillow and zlib, and the source of the modules
 that draw and label it.  So a hit means the student's figure holds the same data, text, style and fonts as the
-one the PNG was rendered from, its numbers equal to 9 significant digits, far below what moves a pixel: the PNG is
-the one their own figure renders to (tests/test_first_figures.py renders the reference and other ways of writing
-the same functions and compares the bytes).  Any difference (another function's numbers, a moved slider, another
-style or font) misses and is rendered as before, as is everything without the variable or the folder.  The
-student sees no difference but the time: nothing says which way a picture came.
+one the PNG was rendered from, its numbers equal to 9 significant digits: the PNG is the one their own figure
+renders to (tests/test_first_figures.py renders the reference, and other ways of writing the same functions, and
+compares the bytes).  The digits are the one allowance: numbers equal to 9 digits but not in every bit could in
+principle move a pixel's anti-aliasing by one level of 255 (numbers 4e-7 apart moved 4 pixels of 432,000 so;
+9 digits are 5e-10), never a line, a label or a limit.  Any other difference (another function's numbers, a moved
+slider, another style or font) misses and is rendered as before, as is everything without the variable or the
+folder.
 
 The folder holds PNGs named by their keys and ``index.json`` (the keys and file names): no code, no numbers,
 nothing of the hidden tests.  Only figures that :func:`rlhf_course.figure_output.show` sends whole through the
@@ -41,9 +43,9 @@ import numpy as np
 VARIABLE = "RLHF_FIRST_FIGURES"  # the folder, in a kernel's environment
 INDEX = "index.json"
 FORMAT = 1  # of the key and the folder; a change names every figure anew
-# Numbers are keyed to 9 significant digits: the same function written another way (torch.where for torch.min,
-# log(sigmoid) for logsigmoid) differs in its last bits, far below what moves a pixel (tests/test_first_figures.py
-# renders such variants and compares their PNGs with the cached one)
+# Numbers are keyed to 9 significant digits: the same function written another way (softplus for logsigmoid, the
+# max of negatives for torch.minimum) differs in its last bits, far below what moves a pixel; 5 of 7 such variants
+# hit, 3 with exact bits (tests/test_first_figures.py renders three and compares their PNGs with the cached one)
 SIGNIFICANT_DIGITS = 9
 # rc settings that choose the backend rather than the picture: a kernel's (the inline backend) and the hub's
 # (Agg) differ only in these; the canvas that renders is keyed itself
