@@ -44,7 +44,7 @@ VARIABLE = "RLHF_FIRST_FIGURES"  # the folder, in a kernel's environment
 INDEX = "index.json"
 FORMAT = 1  # of the key and the folder; a change names every figure anew
 # Numbers are keyed to 9 significant digits: the same function written another way (softplus for logsigmoid, the
-# max of negatives for torch.minimum) differs in its last bits, far below what moves a pixel; 5 of 7 such variants
+# max of negatives for torch.minimum) differs in its last bits, far below what moves a pixel; 5 of 8 such variants
 # hit, 3 with exact bits (tests/test_first_figures.py renders three and compares their PNGs with the cached one)
 SIGNIFICANT_DIGITS = 9
 # rc settings that choose the backend rather than the picture: a kernel's (the inline backend) and the hub's
