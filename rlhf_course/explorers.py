@@ -294,14 +294,19 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
         print(t("(explorer skipped while nbgrader runs this notebook)"))
         return None
     import ipywidgets as widgets
+    controls = sliders(widgets)
+    first = {name: control.value for name, control in controls.items()}  # the values the class's cache holds
 
     def redraw(**values):
         drawn = plot(student_function, **values)  # always the student's function: the cache skips pixels only
-        figure_output.show(cached_png=lambda figure: first_figures.cached_png(figure, plot.__name__, values, drawn,
-                                                                              plot_language()))
+        cached = None
+        if values == first:
+            def cached(figure):
+                return first_figures.cached_png(figure, plot.__name__, values, drawn, plot_language())
+        figure_output.show(cached_png=cached)
         return drawn
 
-    return widgets.interactive(redraw, **sliders(widgets))
+    return widgets.interactive(redraw, **controls)
 
 
 def ppo_sliders(widgets) -> dict:

@@ -139,8 +139,11 @@ def test_a_wrong_function_misses_and_shows_its_own_figure(cache, monkeypatch, na
 def test_a_moved_slider_misses_and_moving_it_back_hits(fns, cache, monkeypatch):
     _, _, explorer, shown = first_drawing(monkeypatch, "ppo_clipped_objective", fns["ppo_clipped_objective"], cache)
     epsilon = next(w for w in explorer.children if getattr(w, "description", None) == "epsilon")
+    looked_up, look_up = [], first_figures.cached_png
+    monkeypatch.setattr(first_figures, "cached_png", lambda *args: looked_up.append(args) or look_up(*args))
     epsilon.value = 0.3
     assert shown.draws == 1 and shown.pngs[-1] not in cached_pngs(cache)
+    assert not looked_up  # not the first values: not even a key is computed
     epsilon.value = 0.2  # the first figure again: the same numbers, the same picture
     assert shown.draws == 1 and shown.pngs[-1] == shown.pngs[0]
 
