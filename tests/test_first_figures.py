@@ -221,3 +221,37 @@ def test_the_hub_renders_them_and_every_server_is_told_where(tmp_path):
     room.write_hub_config()
     environments = json.loads((tmp_path / "users.json").read_text())["environments"]
     assert {env[first_figures.VARIABLE] for env in environments.values()} == {folder}  # every account's server
+
+
+def test_a_kernel_with_the_hubs_variable_sends_the_cached_png_without_rendering(repo, cache):
+    """The cache is made outside any kernel (Agg) and read inside one (the inline backend): the keys agree, so a
+    notebook's kernel of the reference answers sends the cached PNG and rasterises nothing."""
+    from jupyter_client.manager import start_new_kernel
+
+    functions_source = "\n".join(
+        "".join(cell["source"]) for cell in json.loads((repo / "source" / ASSIGNMENT / NOTEBOOK).read_text())["cells"]
+        if cell["cell_type"] == "code" and (cell["metadata"].get("nbgrader", {}).get("solution")
+                                            or cell["metadata"].get("nbgrader", {}).get("grade_id") == "setup"))
+    count_renders = ("from rlhf_course import figure_output as _fo\n_renders, _whole_png = [], _fo.whole_png\n"
+                     "_fo.whole_png = lambda figure: _renders.append(1) or _whole_png(figure)")
+    env = {**os.environ, first_figures.VARIABLE: str(cache), "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    manager, client = start_new_kernel(kernel_name="python3", env=env)
+    try:
+        shown, said = [], []
+
+        def keep(message):
+            content = message["content"]
+            if message["header"]["msg_type"] == "display_data" and "image/png" in content.get("data", {}):
+                shown.append(base64.b64decode(content["data"]["image/png"]))
+            elif message["header"]["msg_type"] == "stream":
+                said.append(content["text"])
+            elif message["header"]["msg_type"] == "error":
+                said.append("\n".join(content["traceback"]))
+        for code in (functions_source, count_renders, "from rlhf_course.explorers import dpo_explorer\n"
+                     "dpo_explorer(dpo_loss)", "print('renders', len(_renders))"):
+            client.execute_interactive(code, timeout=120, output_hook=keep)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert len(shown) == 1 and shown[0] in cached_pngs(cache), said
+    assert "renders 0" in "".join(said), said
