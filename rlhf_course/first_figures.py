@@ -26,7 +26,8 @@ folder.
 
 The folder holds PNGs named by their keys and ``index.json`` (the keys and file names): no code, no numbers,
 nothing of the hidden tests.  Only figures that :func:`rlhf_course.figure_output.show` sends whole through the
-inline backend as plain PNGs (its other paths never look here).
+inline backend as plain PNGs look here: that path exists only with the inline backend's default settings (PNG, the
+default print options: ``figure_output._inline_png_only``), and the backend's own rc settings are in rcParams.
 """
 from __future__ import annotations
 
