@@ -4,6 +4,8 @@ Each explorer is a pure plotting function ``plot_*(student_function, ..., axes=N
 and returns the data it drew, plus a thin ipywidgets wrapper ``*_explorer(student_function)``.
 Until the function is implemented the wrapper shows one friendly line instead of a traceback;
 under nbgrader (``NBGRADER_EXECUTION`` set: validate and autograde) it prints one line and skips.
+An explorer's figure is always built from the student's function; when its numbers are the reference's at the
+sliders' first values, its pixels come from the class's cache of first figures (:mod:`rlhf_course.first_figures`).
 """
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from rlhf_course import figure_output
+from rlhf_course import figure_output, first_figures
 from rlhf_course.course.errors import CourseError
-from rlhf_course.i18n import plot_text as L, t
+from rlhf_course.i18n import plot_language, plot_text as L, t
 
 CLIP_COLOR, UNCLIPPED_COLOR, FLAT_COLOR = "tab:blue", "tab:gray", "tab:red"
 
@@ -250,16 +252,17 @@ def plot_gae(compute_gae: Callable, gae_lambda: float = 0.95, gamma: float = 0.9
     for ax, (name, (rewards, values)) in zip(axes, (("guide", GUIDE_EPISODE), ("long", _long_episode()))):
         t = np.arange(len(rewards))
         advantages = gae_advantages(compute_gae, rewards, values, gamma, gae_lambda)
-        ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 0.0), ":", color="tab:gray",
-                label=L("lambda = 0 (TD residual)"))
-        ax.plot(t, gae_advantages(compute_gae, rewards, values, gamma, 1.0), "--", color="tab:gray",
-                label=L("lambda = 1 (return - V)"))
+        td_residuals = gae_advantages(compute_gae, rewards, values, gamma, 0.0)
+        returns_minus_values = gae_advantages(compute_gae, rewards, values, gamma, 1.0)
+        ax.plot(t, td_residuals, ":", color="tab:gray", label=L("lambda = 0 (TD residual)"))
+        ax.plot(t, returns_minus_values, "--", color="tab:gray", label=L("lambda = 1 (return - V)"))
         ax.plot(t, advantages, "o-", color="tab:green", lw=2, label=f"lambda = {gae_lambda:.2f}")
         ax.set(title=L("Guide example: reward 10 at the end" if name == "guide" else "A 30-token answer: reward 10 at the end"),
                xlabel=L("time step t (token)"), ylabel=L("advantage A_t"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         drawn[f"advantages_{name}"] = advantages
+        drawn[f"lambda_0_{name}"], drawn[f"lambda_1_{name}"] = td_residuals, returns_minus_values
     lambdas, bias, spread = _bias_variance(compute_gae, gamma)
     ax = axes[2]
     ax.plot(lambdas, np.abs(bias), "o-", color="tab:orange", label=L("|bias| of A_0"))
@@ -291,43 +294,62 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
         print(t("(explorer skipped while nbgrader runs this notebook)"))
         return None
     import ipywidgets as widgets
+    controls = sliders(widgets)
+    first = {name: control.value for name, control in controls.items()}  # the values the class's cache holds
 
     def redraw(**values):
-        drawn = plot(student_function, **values)
-        figure_output.show()
+        drawn = plot(student_function, **values)  # always the student's function: the cache skips pixels only
+        cached = None
+        if values == first:
+            def cached(figure):
+                return first_figures.cached_png(figure, plot.__name__, values, drawn, plot_language())
+        figure_output.show(cached_png=cached)
         return drawn
 
-    return widgets.interactive(redraw, **sliders(widgets))
+    return widgets.interactive(redraw, **controls)
+
+
+def ppo_sliders(widgets) -> dict:
+    return {
+        "clip_epsilon": widgets.FloatSlider(value=0.2, min=0.0, max=0.8, step=0.05, description="epsilon"),
+        "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
+    }
+
+
+def dpo_sliders(widgets) -> dict:
+    return {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
+                                            readout_format=f".{BETA_DECIMALS}f")}
+
+
+def gae_sliders(widgets) -> dict:
+    return {
+        "gae_lambda": widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.05, description="lambda",
+                                          continuous_update=False),
+        "gamma": widgets.FloatSlider(value=0.99, min=0.8, max=1.0, step=0.01, description="gamma",
+                                     continuous_update=False),
+    }
+
+
+# The notebook's three explorers: the student function each draws, its plot and its sliders
+# (rlhf_course/first_figures.py caches their first figures, the sliders at these values)
+EXPLORERS = {"ppo_clipped_objective": (plot_ppo_objective, ppo_sliders),
+             "dpo_loss": (plot_dpo_loss, dpo_sliders),
+             "compute_gae": (plot_gae, gae_sliders)}
 
 
 def ppo_explorer(ppo_clipped_objective: Callable):
-    def sliders(widgets):
-        return {
-            "clip_epsilon": widgets.FloatSlider(value=0.2, min=0.0, max=0.8, step=0.05, description="epsilon"),
-            "advantage": widgets.FloatSlider(value=1.0, min=0.25, max=2.0, step=0.25, description="|A|"),
-        }
     probe = lambda f: ppo_curve(f, np.array([1.0]), 1.0, 0.2)  # noqa: E731
-    return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, sliders)
+    return _explorer(plot_ppo_objective, probe, ppo_clipped_objective, ppo_sliders)
 
 
 def dpo_explorer(dpo_loss: Callable):
-    def sliders(widgets):
-        return {"beta": widgets.FloatLogSlider(value=0.1, base=10, min=-2, max=0.5, step=0.1, description="beta",
-                                                readout_format=f".{BETA_DECIMALS}f")}
     probe = lambda f: dpo_curve(f, np.array([0.0, 1.0]), 0.1)  # noqa: E731
-    return _explorer(plot_dpo_loss, probe, dpo_loss, sliders)
+    return _explorer(plot_dpo_loss, probe, dpo_loss, dpo_sliders)
 
 
 def gae_explorer(compute_gae: Callable):
-    def sliders(widgets):
-        return {
-            "gae_lambda": widgets.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.05, description="lambda",
-                                              continuous_update=False),
-            "gamma": widgets.FloatSlider(value=0.99, min=0.8, max=1.0, step=0.01, description="gamma",
-                                         continuous_update=False),
-        }
     probe = lambda f: gae_advantages(f, *GUIDE_EPISODE, 0.99, 0.95)  # noqa: E731
-    return _explorer(plot_gae, probe, compute_gae, sliders)
+    return _explorer(plot_gae, probe, compute_gae, gae_sliders)
 
 
 # ----------------------------------------------------------------------------- GRPO

@@ -16,11 +16,15 @@ inline backend would have sent, at the same size, up to a sub-pixel shift of the
 
 Anything else (another backend, another inline format such as SVG or retina, other print options) is shown by
 ``plt.show()`` as before.
+
+A panel figure whose PNG is already known (an explorer's first figure drawn with the reference's numbers, from the
+class's cache: rlhf_course/first_figures.py) is sent as those bytes, its artists built but not rasterised.
 """
 from __future__ import annotations
 
 import base64
 import io
+from typing import Callable
 
 import numpy as np
 
@@ -102,10 +106,11 @@ def tight_png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def show(fig=None) -> None:
+def show(fig=None, cached_png: Callable | None = None) -> None:
     """Show ``fig`` (default: the current figure) below the cell and close it: drawn once, whole if
     :func:`panels` made it (:func:`whole_png`), else as the inline backend's ``plt.show()`` would (:func:`tight_png`);
-    with any other backend or inline setting, ``plt.show()``."""
+    with any other backend or inline setting, ``plt.show()``.  ``cached_png(fig)``: for a :func:`panels` figure
+    shown inline, the bytes :func:`whole_png` would give, if known without drawing (else None: it is drawn)."""
     import matplotlib.pyplot as plt
     if fig is None:
         fig = plt.gcf()
@@ -117,7 +122,10 @@ def show(fig=None) -> None:
         plt.close(fig)
         return
     # base64 text, as IPython's own PNG formatter sends a figure
-    png = whole_png(fig) if getattr(fig, FIXED_MARGINS, False) else tight_png(fig)
+    whole = getattr(fig, FIXED_MARGINS, False)
+    png = cached_png(fig) if whole and cached_png is not None else None
+    if png is None:
+        png = whole_png(fig) if whole else tight_png(fig)
     data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(fig)}
     plt.close(fig)
     display(data, raw=True)

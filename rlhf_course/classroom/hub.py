@@ -32,6 +32,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
   (`--lab-setting`, every server's RLHF_LAB_SETTING: quick unless told).
+* `<base>/first-figures/`: root's, read by every user (RLHF_FIRST_FIGURES): the explorers' first figures, rendered
+  from the reference answers in both languages while the hub starts (rlhf_course/classroom/first_figures.py): a kernel
+  whose function draws the reference's picture sends that PNG instead of rendering it.
 
 The hub may stop and start again mid-class (a crash, an upgrade, `kill <pid in hub/jupyterhub.pid>`): the
 classroom starts it again; the users' servers and kernels run on (`JupyterHub.cleanup_servers = False`), behind
@@ -66,6 +69,7 @@ from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, t
 from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
                                                    check_weight)
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
+from rlhf_course.first_figures import VARIABLE as FIRST_FIGURES_VARIABLE
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
 
@@ -237,6 +241,8 @@ class Classroom:
         self.lab_cache = base / "lab-cache"
         self.lab_setting = lab_setting  # the length of every student's lab (RLHF_LAB_SETTING), trained for in lab_cache
         self.lab_cache_process: subprocess.Popen | None = None
+        self.first_figures = base / "first-figures"
+        self.first_figures_process: subprocess.Popen | None = None
         self.instructor_name = f"{prefix}instructor"
         self.student_names = [f"{prefix}{s}" for s in students]
         self.group = f"{prefix}instructors"
@@ -317,6 +323,7 @@ class Classroom:
         token.touch(mode=0o600)
         token.write_text(secrets.token_hex(32))
         self.fill_lab_cache()
+        self.render_first_figures()
         self.write_hub_config()
 
     def lab_threads(self) -> int:
@@ -361,6 +368,20 @@ class Classroom:
         return [self.server.python, "-m", "rlhf_course.lab.shared_stages", str(self.lab_cache),
                 "--threads", str(self.lab_threads()), "--setting", self.lab_setting]
 
+    def render_first_figures(self) -> None:
+        """The explorers' first figures, rendered once for the class in the background (seconds): a kernel that
+        draws before they are written renders its own, as without them."""
+        self.first_figures.mkdir()
+        self.first_figures.chmod(0o755)  # root's: students read it, none writes what another shows
+        self.first_figures_process = subprocess.Popen(
+            self.first_figures_command(), env={"PATH": self.server.path, "LANG": "C.UTF-8", **thread_environment(1)},
+            stdout=open(self.hub_dir / "first-figures.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def first_figures_command(self) -> list[str]:
+        """What renders them: the servers' Python (its matplotlib, its fonts), from the checkout's reference answers."""
+        return [self.server.python, "-m", "rlhf_course.classroom.first_figures", str(self.first_figures),
+                "--course", str(self.repo)]
+
     def instructor_env(self) -> dict:
         env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": self.course_id,
                "JUPYTER_CONFIG_PATH": str(self.everyone_config)}
@@ -370,6 +391,7 @@ class Classroom:
 
     def write_hub_config(self) -> None:
         base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache),
+                    FIRST_FIGURES_VARIABLE: str(self.first_figures),
                     "RLHF_LAB_SETTING": self.lab_setting,
                     **self.training_queue_env(), **self.validate_queue_env()}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
@@ -629,9 +651,10 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         if self.validate_broker:
             self.validate_broker.stop()
         self.stop()
-        if self.lab_cache_process and self.lab_cache_process.poll() is None:
-            self.lab_cache_process.kill()
-            self.lab_cache_process.wait()
+        for process in (self.lab_cache_process, self.first_figures_process):
+            if process and process.poll() is None:
+                process.kill()
+                process.wait()
         if not self.created:
             return
         self.remove_accounts()
@@ -662,6 +685,9 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   if self.validate_slots else "Validates run whenever they are pressed (no Validate queue)",
                   f"the labs' setting: {self.lab_setting} (--lab-setting; their SFT policy and reward model trained "
                   f"once for the class into {self.lab_cache})",
+                  f"the explorers' first figures: rendered from the reference into {self.first_figures} "
+                  f"(a student whose function draws the same picture is sent it; "
+                  f"log: {self.hub_dir}/first-figures.log)",
                   f"students' servers started before the class (as root): cd {self.repo} && .venv/bin/python "
                   f"-m rlhf_course.classroom prestart --base {self.base}",
                   f"idle servers stopped after {self.idle_timeout} s (files kept; the next login starts them)"
