@@ -12,7 +12,8 @@ function, which computes every number the figure shows and builds every artist, 
 Only the last step, turning those artists into pixels, may be skipped, and only when the key of the figure just
 built (:func:`figure_key`) names a PNG in the folder.  The key is a sha256 over the plot's name, the slider
 values, every number the plot function returns and every line's and collection's data in the figure (to
-:data:`SIGNIFICANT_DIGITS` significant digits), every text in it, the language its labels are in, and what else
+:data:`SIGNIFICANT_DIGITS` significant digits), every text in it, its axes' limits, scales, tick locators and
+formatters, the language its labels are in, and what else
 the pixels depend on: the figure's size, dpi and canvas, matplotlib's settings (rcParams), the font files its
 texts resolve to, the versions of matplotlib, FreeType, numpy, Pillow and zlib, and the source of the modules
 that draw and label it.  So a hit means the student's figure holds the same data, text, style and fonts as the
@@ -43,7 +44,7 @@ import numpy as np
 
 VARIABLE = "RLHF_FIRST_FIGURES"  # the folder, in a kernel's environment
 INDEX = "index.json"
-FORMAT = 1  # of the key and the folder; a change names every figure anew
+FORMAT = 2  # of the key and the folder; a change names every figure anew
 # Numbers are keyed to 9 significant digits: the same function written another way (softplus for logsigmoid, the
 # max of negatives for torch.minimum) differs in its last bits, far below what moves a pixel; 5 of 8 such variants
 # hit, 3 with exact bits (tests/test_first_figures.py renders three and compares their PNGs with the cached one)
@@ -95,13 +96,12 @@ def environment_fingerprint() -> str:
                        "sources": hashlib.sha256(_module_sources()).hexdigest()}, sort_keys=True)
 
 
-def _font_files(figure) -> list[str]:
-    """Each font file the figure's texts resolve to (their fallback chains, in order), with its size and time."""
+def _font_files(texts: list) -> list[str]:
+    """Each font file ``texts`` and the rc settings' default text (the tick labels') resolve to (their fallback
+    chains, in order), with its size and time."""
     from matplotlib import font_manager
-    from matplotlib.text import Text
     properties = {}
-    for text in figure.findobj(Text):
-        prop = text.get_fontproperties()
+    for prop in [text.get_fontproperties() for text in texts] + [font_manager.FontProperties()]:
         properties.setdefault(hash(prop), prop)
     files = []
     for prop in properties.values():
@@ -111,15 +111,37 @@ def _font_files(figure) -> list[str]:
     return sorted(set(files))
 
 
+def _ticking(axis) -> str:
+    """What decides an axis' ticks besides its limits and the rc settings: its scale, its locators and formatters
+    (with their values when fixed)."""
+    from matplotlib import ticker
+    parts = [axis.get_scale()]
+    for part in (axis.get_major_locator(), axis.get_minor_locator(), axis.get_major_formatter(),
+                 axis.get_minor_formatter()):
+        fixed = (list(part.tick_values(0.0, 1.0)) if isinstance(part, ticker.FixedLocator)
+                 else part.seq if isinstance(part, ticker.FixedFormatter) else None)
+        parts.append(f"{type(part).__module__}.{type(part).__qualname__}:{fixed!r}")
+    return " ".join(parts)
+
+
+def _axes_parts(ax) -> tuple[list, list, list]:
+    """An axes' lines, collections and texts, its legend's included, without its axes' tick objects: matplotlib
+    makes those only when asked (walking them made the key cost more than the rendering it saves), and what
+    they show follows from the limits, :func:`_ticking` and the rc settings, all in the key."""
+    legend = ax.get_legend()
+    lines = list(ax.lines) + (list(legend.get_lines()) if legend else [])
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+    if legend:
+        texts += [*legend.get_texts(), legend.get_title()]
+    return lines, list(ax.collections), texts
+
+
 def figure_key(figure, plot_name: str, sliders: dict, drawn: dict, language: str,
                digits: int | None = SIGNIFICANT_DIGITS) -> str:
     """The hex sha256 that names ``figure``'s PNG (see the module's docstring): ``sliders`` the values the plot
     function was called with, ``drawn`` what it returned (name -> array or number), ``language`` the one its
     labels are in (:func:`rlhf_course.i18n.plot_language`)."""
     import matplotlib
-    from matplotlib.collections import Collection
-    from matplotlib.lines import Line2D
-    from matplotlib.text import Text
 
     key = _Key()
     key.add("format", str(FORMAT))
@@ -127,19 +149,24 @@ def figure_key(figure, plot_name: str, sliders: dict, drawn: dict, language: str
     key.add("sliders", json.dumps(sorted((name, repr(value)) for name, value in sliders.items())))
     for name in sorted(drawn):
         key.add(f"drawn {name}", numbers_text(drawn[name], digits))
+    all_texts = list(figure.texts)
     for ax in figure.axes:
-        key.add("axes", f"{ax.get_position().bounds!r} {ax.get_xlim()!r} {ax.get_ylim()!r}")
-        for line in ax.findobj(Line2D):
+        key.add("axes", f"{ax.get_position().bounds!r} {ax.get_xlim()!r} {ax.get_ylim()!r} "
+                        f"{_ticking(ax.xaxis)} {_ticking(ax.yaxis)}")
+        lines, collections, texts = _axes_parts(ax)
+        for line in lines:
             key.add("line", numbers_text(line.get_xydata(), digits))
-        for collection in ax.findobj(Collection):
+        for collection in collections:
             key.add("collection", numbers_text(collection.get_offsets(), digits))
-    key.add("texts", json.dumps([text.get_text() for text in figure.findobj(Text)]))
+        key.add("titles", json.dumps([ax.get_title(loc) for loc in ("left", "center", "right")]))
+        all_texts += texts
+    key.add("texts", json.dumps([text.get_text() for text in all_texts]))
     key.add("language", language)
     key.add("figure", f"{figure.dpi!r} {tuple(figure.get_size_inches())!r} "
                       f"{type(figure.canvas).__module__}.{type(figure.canvas).__qualname__}")
     key.add("rc", json.dumps(sorted((name, repr(value)) for name, value in matplotlib.rcParams.items()
                                     if name not in NOT_PIXELS)))
-    key.add("fonts", json.dumps(_font_files(figure)))
+    key.add("fonts", json.dumps(_font_files(all_texts)))
     key.add("environment", environment_fingerprint())
     return key.hash.hexdigest()
 

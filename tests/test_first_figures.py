@@ -170,6 +170,24 @@ def test_without_the_variable_or_the_folder_the_explorer_renders(fns, cache, tmp
         assert draws == 1
 
 
+def test_the_key_sees_the_ticks_settings_without_making_the_tick_objects(fns):
+    def key(change=lambda ax: None):
+        drawn = explorers.plot_dpo_loss(fns["dpo_loss"])
+        figure = plt.gcf()
+        change(figure.axes[0])
+        found = first_figures.figure_key(figure, "plot_dpo_loss", {"beta": 0.1}, drawn, "en")
+        ticks_made = sum(len(ax.xaxis.majorTicks) + len(ax.yaxis.majorTicks) for ax in figure.axes)
+        plt.close(figure)
+        return found, ticks_made
+
+    plain, ticks_made = key()
+    assert ticks_made <= 2 * 3  # the one tick each axis makes when first asked: the key walked none
+    assert key()[0] == plain
+    assert key(lambda ax: ax.set_xticks([-40, 0, 40]))[0] != plain
+    assert key(lambda ax: ax.set_xticks([-40, 0, 40], ["a", "b", "c"]))[0] not in (plain, key(lambda ax: ax.set_xticks([-40, 0, 40]))[0])
+    assert key(lambda ax: ax.set_yscale("symlog"))[0] != plain
+
+
 def test_the_key_rounds_to_its_stated_digits_and_no_further():
     one, near, far = np.array([0.1, 2.0]), np.array([0.1 + 1e-12, 2.0]), np.array([0.1 + 1e-6, 2.0])
     assert first_figures.numbers_text(one) == first_figures.numbers_text(near) != first_figures.numbers_text(far)
