@@ -202,6 +202,16 @@ def default_validate_slots() -> int:
     return max(1, usable_cpus())
 
 
+def started_broker(socket_path: Path, slots: int, max_hold: float, on_holders=None,
+                   name: str = "training-broker") -> SlotBroker:
+    """A slot broker of root's (in this process) on ``socket_path``, in a folder of root's every account may search
+    and none may write (nobody plants or replaces the socket), started."""
+    folder = socket_path.parent
+    folder.mkdir(mode=0o755, exist_ok=True)
+    folder.chmod(0o755)
+    return SlotBroker(socket_path, slots, max_hold, on_holders, name=name).start()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -628,22 +638,16 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             return
         if self.training_boost_weight != DEFAULT_WEIGHT:
             self.training_boost = TrainingBoost(self.training_boost_weight, self.training_boost_cpus)
-        folder = self.training_broker_socket.parent
-        folder.mkdir(mode=0o755, exist_ok=True)
-        folder.chmod(0o755)
-        self.training_broker = SlotBroker(self.training_broker_socket, self.training_slots, self.training_hold,
-                                          self.training_boost.hold if self.training_boost else None).start()
+        self.training_broker = started_broker(self.training_broker_socket, self.training_slots, self.training_hold,
+                                              self.training_boost.hold if self.training_boost else None)
 
     def start_validate_broker(self) -> None:
         """The Validate queue's broker (root's, in this process), its socket in a folder of root's every account
         may search."""
         if not self.validate_slots:
             return
-        folder = self.validate_broker_socket.parent
-        folder.mkdir(mode=0o755, exist_ok=True)
-        folder.chmod(0o755)
-        self.validate_broker = SlotBroker(self.validate_broker_socket, self.validate_slots, validate_queue.MAX_HOLD,
-                                          name="validate-broker").start()
+        self.validate_broker = started_broker(self.validate_broker_socket, self.validate_slots,
+                                              validate_queue.MAX_HOLD, name="validate-broker")
 
     def remove(self) -> None:
         if self.training_broker:

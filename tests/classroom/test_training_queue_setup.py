@@ -2,11 +2,8 @@
 each user's CPU quota, the variables every server gets, the broker's socket (every account connects, none replaces
 it), and the options checked before anything is made."""
 import os
-import shutil
-import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, default_slot
 from rlhf_course.lab import training_slots
 from rlhf_course.lab.threads import usable_cpus
 from tests.support.course import REPO
+from tests.support.sockets import assert_a_socket_of_roots
 
 CHP = ".cache/hub-proxy/node_modules/.bin/configurable-http-proxy"  # make hub's proxy: not built by a dry run
 
@@ -44,26 +42,18 @@ def test_k_and_the_variables_every_server_gets(tmp_path):
     assert parse_arguments(["--proxy", "/bin/true", "--training-hold", "90"]).training_hold == 90
 
 
-def test_the_hub_runs_the_broker_on_a_socket_of_roots_and_stops_it(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("the hub runs it as root")
-    base = Path(tempfile.mkdtemp(prefix="rlhf-queue-setup-"))  # a short path: a socket's is at most 107 bytes
-    try:
-        room = Classroom(tmp_path, base, "p_", ["a"], 1, Path(sys.executable), training_slots=2)
-        room.start_training_broker()
-        socket_path = room.training_broker_socket
-        folder = socket_path.parent
-        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (0, 0o755)  # nobody plants or replaces
-        assert stat.S_ISSOCK(socket_path.stat().st_mode) and stat.S_IMODE(socket_path.stat().st_mode) == 0o666
-        queue = training_slots.TrainingQueue.from_environment(room.training_queue_env())
-        with queue.slot(say=pytest.fail) as held:
-            assert held is True and room.training_broker.holder_pids == {os.getpid()}
-        room.remove()  # not created: only the broker (and nothing else) is stopped
-        assert not socket_path.exists()
-        with queue.slot(say=pytest.fail) as held:
-            assert held is False  # no broker any more: train at once
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_the_hub_runs_the_broker_on_a_socket_of_roots_and_stops_it(tmp_path, socket_base):
+    room = Classroom(tmp_path, socket_base, "p_", ["a"], 1, Path(sys.executable), training_slots=2)
+    room.start_training_broker()
+    socket_path = room.training_broker_socket
+    assert_a_socket_of_roots(socket_path)
+    queue = training_slots.TrainingQueue.from_environment(room.training_queue_env())
+    with queue.slot(say=pytest.fail) as held:
+        assert held is True and room.training_broker.holder_pids == {os.getpid()}
+    room.remove()  # not created: only the broker (and nothing else) is stopped
+    assert not socket_path.exists()
+    with queue.slot(say=pytest.fail) as held:
+        assert held is False  # no broker any more: train at once
 
 
 def test_the_training_boost_is_a_lab_class_s_unless_told_otherwise(tmp_path):

@@ -11,8 +11,6 @@ import itertools
 import json
 import logging
 import os
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +33,7 @@ from rlhf_course.classroom.validate_queue import WAITING_TURN, ValidateQueue, va
 from rlhf_course.i18n import CHINESE, ENGLISH, ZH
 from rlhf_course.lab.threads import usable_cpus
 from tests.support.course import REPO
+from tests.support.sockets import assert_a_socket_of_roots
 
 TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
                           "locked": True, "schema_version": 3}}
@@ -276,24 +275,16 @@ def test_the_validate_slots_option_and_make_variable(capsys):
     assert "--validate-slots 3" in " ".join(dry.replace("\\\n", " ").split())
 
 
-def test_the_hub_runs_the_validate_broker_on_a_socket_of_roots_and_stops_it(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("the hub runs it as root")
-    base = Path(tempfile.mkdtemp(prefix="rlhf-vq-setup-"))  # a short path: a socket's is at most 107 bytes
-    try:
-        room = Classroom(tmp_path, base, "p_", ["a"], 1, Path(sys.executable), validate_slots=2)
-        room.start_validate_broker()
-        socket_path = room.validate_broker_socket
-        folder = socket_path.parent
-        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (0, 0o755)  # nobody plants or replaces
-        assert stat.S_IMODE(socket_path.stat().st_mode) == 0o666
-        assert (room.validate_broker.slots, room.validate_broker.max_hold) == (2, 600)
-        queue = ValidateQueue.from_environment(room.validate_queue_env())
-        with queue.turn(say=pytest.fail) as held:
-            assert held is True
-        room.remove()  # not created: only the brokers (and nothing else) are stopped
-        assert not socket_path.exists()
-        with queue.turn(say=pytest.fail) as held:
-            assert held is False  # no broker any more: Validate runs at once
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_the_hub_runs_the_validate_broker_on_a_socket_of_roots_and_stops_it(tmp_path, socket_base):
+    room = Classroom(tmp_path, socket_base, "p_", ["a"], 1, Path(sys.executable), validate_slots=2)
+    room.start_validate_broker()
+    socket_path = room.validate_broker_socket
+    assert_a_socket_of_roots(socket_path)
+    assert (room.validate_broker.slots, room.validate_broker.max_hold) == (2, 600)
+    queue = ValidateQueue.from_environment(room.validate_queue_env())
+    with queue.turn(say=pytest.fail) as held:
+        assert held is True
+    room.remove()  # not created: only the brokers (and nothing else) are stopped
+    assert not socket_path.exists()
+    with queue.turn(say=pytest.fail) as held:
+        assert held is False  # no broker any more: Validate runs at once
