@@ -76,8 +76,8 @@ class TrainingQueue:
 
     def _wait(self, connection: socket.socket, say: Callable[[str], None]) -> bool:
         started, shown = time.monotonic(), None
-        moved = [started]  # when the place last improved: the wait's limit counts from there
-        for words in broker_lines(connection, lambda: moved[0] + self.max_wait):
+        last_move = started  # when the place last improved: the wait's limit counts from there
+        for words in broker_lines(connection, lambda: last_move + self.max_wait):
             if words[:1] == ["granted"]:
                 if shown is not None:
                     say(t("Got a training slot after {seconds:.0f} s: training now",
@@ -88,11 +88,11 @@ class TrainingQueue:
                 return False
             if words[:1] == ["queued"] and len(words) == 3 and words[1] != shown:
                 if shown is not None and int(words[1]) < int(shown):
-                    moved[0] = time.monotonic()
+                    last_move = time.monotonic()
                 shown = words[1]
                 say(t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)",
                       ahead=int(words[1]), slots=int(words[2])))
-        still = time.monotonic() - moved[0]
+        still = time.monotonic() - last_move
         if still >= self.max_wait:
             say(t("The training queue has not moved for {still:.0f} s (you waited {seconds:.0f} s): training now without a slot",
                   still=still, seconds=time.monotonic() - started))
