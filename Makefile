@@ -100,7 +100,8 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # CPU weight while it holds a slot (everyone else 100; 100: no boost; the class's by default), and
 # HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).
 # HUB_VALIDATE_SLOTS: Validates that run at once, the others wait their turn and are told their place (the cores;
-# 0: no queue).  HUB_WARM_KERNELS=1|0
+# 0: no queue); HUB_VALIDATE_WEIGHT: a validating student's CPU weight meanwhile (10, below everyone's 100: Validate
+# yields to the class's cells and trainings; 100: no yield).  HUB_WARM_KERNELS=1|0
 # and HUB_PRESTART=1|0: the warm kernels and the servers' start in the background, on or off whatever the class.
 # HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
 # reward model make hub trains once for the class (quick).
@@ -117,6 +118,7 @@ hub: $(STAMP) $(CHP)
 	  $(if $(HUB_TRAINING_BOOST),--training-boost $(HUB_TRAINING_BOOST)) \
 	  $(if $(HUB_TRAINING_BOOST_CPUS),--training-boost-cpus $(HUB_TRAINING_BOOST_CPUS)) \
 	  $(if $(HUB_VALIDATE_SLOTS),--validate-slots $(HUB_VALIDATE_SLOTS)) \
+	  $(if $(HUB_VALIDATE_WEIGHT),--validate-weight $(HUB_VALIDATE_WEIGHT)) \
 	  $(if $(filter 1,$(HUB_WARM_KERNELS)),--warm-kernels) $(if $(filter 0,$(HUB_WARM_KERNELS)),--no-warm-kernels) \
 	  $(if $(filter 1,$(HUB_PRESTART)),--prestart) $(if $(filter 0,$(HUB_PRESTART)),--no-prestart) \
 	  --class $(HUB_CLASS) $(if $(HUB_LAB_SETTING),--lab-setting $(HUB_LAB_SETTING))

@@ -936,6 +936,9 @@ def main() -> int:
                         help="a slot holder's CPU weight (HUB_TRAINING_BOOST; default make hub's; 100: no boost)")
     parser.add_argument("--training-boost-cpus", type=float, default=None,
                         help="a slot holder's quota in cores while boosted (HUB_TRAINING_BOOST_CPUS; default: its own)")
+    parser.add_argument("--validate-weight", type=int, default=None,
+                        help="a validating student's CPU weight (HUB_VALIDATE_WEIGHT; default make hub's, 10 for a "
+                             "lab or a burst; 100: no yield)")
     parser.add_argument("--training-slots", type=int, default=None,
                         help="labs training at once (HUB_TRAINING_SLOTS; default make hub's, cores over each user's "
                              "CPU quota; 0: no training queue)")
@@ -972,7 +975,8 @@ def main() -> int:
     make_variables = (f"HUB_CLASS={args.hub_class}",) + (("HUB_WARM_KERNELS=1",) if args.warm_kernels else ()) + \
         ((f"HUB_TRAINING_SLOTS={args.training_slots}",) if args.training_slots is not None else ()) + \
         ((f"HUB_TRAINING_BOOST={args.training_boost}",) if args.training_boost is not None else ()) + \
-        ((f"HUB_TRAINING_BOOST_CPUS={args.training_boost_cpus}",) if args.training_boost_cpus is not None else ())
+        ((f"HUB_TRAINING_BOOST_CPUS={args.training_boost_cpus}",) if args.training_boost_cpus is not None else ()) + \
+        ((f"HUB_VALIDATE_WEIGHT={args.validate_weight}",) if args.validate_weight is not None else ())
     hub = Hub(students + second_class + extra + ["solo"], args.memory, make_variables)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     results: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

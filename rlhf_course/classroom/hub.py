@@ -24,11 +24,11 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
   that grants K slots, one per user at most, each for `--training-hold` seconds at most
   (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
-  `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (off by default;
-  rlhf_course/classroom/training_boost.py);
+  `--training-boost W`, a lab holding a slot weighs W in the CPU scheduler (rlhf_course/classroom/cpu_shares.py);
 * `<base>/validate-queue/broker.sock`: the class's Validate queue, a broker of the same kind: K Validates run at
   once (`--validate-slots`, the machine's cores unless told), the others wait their turn and their Validate
-  dialog says their place (rlhf_course/classroom/validate_queue.py);
+  dialog says their place (rlhf_course/classroom/validate_queue.py); a student holding a turn weighs
+  `--validate-weight` in the CPU scheduler (10: Validate yields to the class's cells and trainings);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
   (`--lab-setting`, every server's RLHF_LAB_SETTING: quick unless told).
@@ -66,8 +66,8 @@ from rlhf_course.classroom.accounts import User, add_account, remove_accounts
 from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
-from rlhf_course.classroom.training_boost import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, TrainingBoost, check_holder_cpus,
-                                                   check_weight)
+from rlhf_course.classroom.cpu_shares import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, VALIDATE_WEIGHT, CpuShares,
+                                              check_holder_cpus, check_weight)
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
 from rlhf_course.first_figures import VARIABLE as FIRST_FIGURES_VARIABLE
 from rlhf_course.i18n import cjk_font
@@ -131,14 +131,16 @@ def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
     Validate) warm kernels, the roster's servers pre-started in the background, and the training-slot holders
     boosted to weight LAB_BOOST_WEIGHT with HOLDERS_SHARE of the ``cores`` among the ``slots`` (at most each user's
     ``user_cpus``); ``burst`` (the class presses Run All together) the same without the boost, which would take the
-    CPU from everyone's cells and Validate; ``off`` none of it (a laptop, the tests)."""
+    CPU from everyone's cells and Validate; both with a Validate turn's holder at VALIDATE_WEIGHT; ``off`` none of it
+    (a laptop, the tests)."""
     if kind not in CLASSES:
         raise ValueError(f"no class {kind!r}; known: {', '.join(CLASSES)}")
     ready = kind != "off"
     boost = kind == "lab" and slots > 0
     return {"warm_kernels": ready, "prestart": ready,
             "training_boost": LAB_BOOST_WEIGHT if boost else DEFAULT_WEIGHT,
-            "training_boost_cpus": round(min(user_cpus, HOLDERS_SHARE * cores / slots), 2) if boost else None}
+            "training_boost_cpus": round(min(user_cpus, HOLDERS_SHARE * cores / slots), 2) if boost else None,
+            "validate_weight": VALIDATE_WEIGHT if ready else DEFAULT_WEIGHT}
 
 
 def check_checkout_private(repo: Path, make_private: bool = False) -> None:
@@ -225,7 +227,7 @@ class Classroom:
                  training_wait: float | None = None, warm_kernels: bool = False,
                  training_boost: int = DEFAULT_WEIGHT, lab_setting: str = "quick",
                  training_boost_cpus: float | None = None, training_hold: float = DEFAULT_MAX_HOLD,
-                 validate_slots: int | None = None):
+                 validate_slots: int | None = None, validate_weight: int = DEFAULT_WEIGHT):
         self.repo, self.base, self.prefix, self.port, self.proxy = repo, base, prefix, port, Path(proxy)
         self.make_checkout_private = make_checkout_private
         self.limits = limits or {}  # ClassroomSpawner's traits: mem_limit, cpu_limit, process_limit, file_size_limit
@@ -236,10 +238,12 @@ class Classroom:
         self.training_hold = training_hold  # seconds a lab holds its slot at most
         self.training_broker_socket = base / "training-queue" / SOCKET_NAME
         self.training_broker: SlotBroker | None = None
-        # a slot holder's cgroup cpu.weight while it trains (training_boost.py); the default weight (100): none
+        # a slot holder's cgroup cpu.weight while it trains (cpu_shares.py); the default weight (100): none
         self.training_boost_weight = training_boost
         self.training_boost_cpus = training_boost_cpus  # and its quota while it trains (None: the user's own)
-        self.training_boost: TrainingBoost | None = None
+        # a Validate turn holder's cgroup cpu.weight while it validates; the default weight (100): no yield
+        self.validate_weight = validate_weight
+        self.cpu_shares: CpuShares | None = None  # both weights' keeper, when either differs from the default
         # the class's Validate queue (validate_queue.py): K Validates at once, each a second kernel; 0: no queue
         self.validate_slots = default_validate_slots() if validate_slots is None else validate_slots
         self.validate_broker_socket = base / validate_queue.SOCKET_FOLDER / SOCKET_NAME
@@ -636,18 +640,27 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         search; with a boost, slot holders weigh ``training_boost_weight`` in the CPU scheduler while they train."""
         if not self.training_slots:
             return
-        if self.training_boost_weight != DEFAULT_WEIGHT:
-            self.training_boost = TrainingBoost(self.training_boost_weight, self.training_boost_cpus)
+        shares = self.shares()
         self.training_broker = started_broker(self.training_broker_socket, self.training_slots, self.training_hold,
-                                              self.training_boost.hold if self.training_boost else None)
+                                              shares.training if shares else None)
 
     def start_validate_broker(self) -> None:
         """The Validate queue's broker (root's, in this process), its socket in a folder of root's every account
         may search."""
         if not self.validate_slots:
             return
+        shares = self.shares() if self.validate_weight != DEFAULT_WEIGHT else None
         self.validate_broker = started_broker(self.validate_broker_socket, self.validate_slots,
-                                              validate_queue.MAX_HOLD, name="validate-broker")
+                                              validate_queue.MAX_HOLD, shares.validating if shares else None,
+                                              name="validate-broker")
+
+    def shares(self) -> CpuShares | None:
+        """The keeper of the slot holders' CPU weights (one for both brokers: a student training and validating at
+        once trains at the training's weight), made on first use; None when both weights are the default."""
+        weighted = (self.training_boost_weight, self.validate_weight) != (DEFAULT_WEIGHT, DEFAULT_WEIGHT)
+        if self.cpu_shares is None and weighted:
+            self.cpu_shares = CpuShares(self.training_boost_weight, self.training_boost_cpus, self.validate_weight)
+        return self.cpu_shares
 
     def remove(self) -> None:
         if self.training_broker:
@@ -680,12 +693,14 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                   f"labs training at once: {self.training_slots} (the others wait their turn; --training-slots), "
                   f"each for {self.training_hold:g} s at most (--training-hold)"
                   + (f", each at CPU weight {self.training_boost_weight} while it trains (--training-boost)"
-                     if self.training_boost else "")
+                     if self.training_boost_weight != DEFAULT_WEIGHT else "")
                   + (f" and at most {self.training_boost_cpus:g} cores (--training-boost-cpus)"
-                     if self.training_boost and self.training_boost_cpus is not None else "")
+                     if self.training_boost_weight != DEFAULT_WEIGHT and self.training_boost_cpus is not None else "")
                   if self.training_slots else "labs train whenever they are run (no training queue)",
                   f"Validates running at once: {self.validate_slots} (the others wait their turn and are told their "
                   f"place; --validate-slots), each holding its turn for {validate_queue.MAX_HOLD:g} s at most"
+                  + (f", at CPU weight {self.validate_weight} while it runs (--validate-weight)"
+                     if self.validate_weight != DEFAULT_WEIGHT else "")
                   if self.validate_slots else "Validates run whenever they are pressed (no Validate queue)",
                   f"the labs' setting: {self.lab_setting} (--lab-setting; their SFT policy and reward model trained "
                   f"once for the class into {self.lab_cache})",
@@ -756,6 +771,11 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="Validates that run at once on this machine (each runs the notebook in a second "
                              "kernel), the others wait their turn, told their place (default: the cores, at least "
                              "1; 0: no queue)")
+    parser.add_argument("--validate-weight", type=int, default=None,
+                        help=f"the CPU weight (everyone else: {DEFAULT_WEIGHT}) of a student whose Validate holds its "
+                             f"turn, while it runs: below {DEFAULT_WEIGHT}, Validate yields to the class's cells and "
+                             f"trainings and waits, told so (default: {VALIDATE_WEIGHT} for a lab or a burst; "
+                             f"{DEFAULT_WEIGHT}, no yield, for --class off)")
     parser.add_argument("--class", dest="klass", choices=CLASSES, default="lab",
                         help="what the hub is ready for, unless the options below say otherwise: lab (default; warm "
                              "kernels, the roster's servers pre-started in the background, training-slot holders "
@@ -801,13 +821,17 @@ def parse_arguments(argv=None) -> argparse.Namespace:
         args.training_boost = chosen["training_boost"]
         if args.training_boost_cpus is None:
             args.training_boost_cpus = chosen["training_boost_cpus"]
-    for option in ("warm_kernels", "prestart"):
+    for option in ("warm_kernels", "prestart", "validate_weight"):
         if getattr(args, option) is None:
             setattr(args, option, chosen[option])
     try:
         check_weight(args.training_boost)
     except ValueError as wrong:
         parser.error(f"--training-boost: {wrong}")
+    try:
+        check_weight(args.validate_weight)
+    except ValueError as wrong:
+        parser.error(f"--validate-weight: {wrong}")
     try:
         check_holder_cpus(args.training_boost_cpus)
     except ValueError as wrong:
@@ -847,7 +871,7 @@ def main(argv=None) -> None:
                           args.idle_timeout, args.training_slots, args.training_wait, args.warm_kernels,
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
                           training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold,
-                          validate_slots=args.validate_slots)
+                          validate_slots=args.validate_slots, validate_weight=args.validate_weight)
 
     stop_once_on_signals()
     started = time.time()

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlhf_course.classroom import accounts, spawner
-from rlhf_course.classroom.training_boost import DEFAULT_WEIGHT, TrainingBoost, user_cgroup
+from rlhf_course.classroom.cpu_shares import DEFAULT_WEIGHT, CpuShares, user_cgroup
 from rlhf_course.classroom.training_broker import SlotBroker
 from tests.support.accounts import PREFIX
 from tests.support.cgroups import cpu_weight
@@ -55,7 +55,7 @@ def start_broker(students):
     uid of each grant in order (``granted_uids``)."""
     started = []
 
-    def start(max_hold: float, boost: TrainingBoost | None = None) -> SlotBroker:
+    def start(max_hold: float, boost: CpuShares | None = None) -> SlotBroker:
         reported, granted_uids = [], []
         path = Path(tempfile.mkdtemp(prefix="queue-", dir=students["folder"])) / "broker.sock"
         path.parent.chmod(0o755)
@@ -64,7 +64,7 @@ def start_broker(students):
             granted_uids.extend(os.stat(f"/proc/{pid}").st_uid for pid in pids - (reported[-1] if reported else set()))
             reported.append(pids)
             if boost:
-                boost.hold(pids)
+                boost.training(pids)
         broker = SlotBroker(path, 1, max_hold, on_holders).start()
         broker.reported, broker.granted_uids = reported, granted_uids
         started.append(broker)
@@ -247,7 +247,7 @@ def test_the_boost_follows_the_grants_and_a_stopped_server_leaves_no_weight(stud
     if not spawner.UserCgroup(name).prepare(None, 1.0, 64):
         pytest.skip("no cgroup with a CPU controller here")
     preexec = spawner.limited_preexec(name, set_user_setuid(name), None, 1.0, 64, None)
-    boost = TrainingBoost(weight=700)
+    boost = CpuShares(training_weight=700)
     broker = start_broker(max_hold=60, boost=boost)
     server = subprocess.Popen(
         [SYSTEM_PYTHON, "-c", textwrap.dedent("""
