@@ -91,7 +91,7 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # HUB_CLASS: what the hub is ready for (lab, the default: each server keeps a kernel with the notebook's imports
 # done, the students' servers are started in the background as the hub starts, and a lab holding a training slot
 # goes first (CPU weight 10000) on at most 0.85 of the cores among the slots; burst: the same without that boost,
-# for a class that runs everything at once; off: none of it).  The variables below tune it; each wins over HUB_CLASS.
+# a student's Validate yielding instead, for a class that runs everything at once; off: none of it).  The variables below tune it; each wins over HUB_CLASS.
 # Each user's server and kernels together: HUB_MEMORY (4G), HUB_CPUS (1), HUB_PROCESSES (256), HUB_FILE_SIZE
 # (largest file, 1G).  HUB_IDLE_TIMEOUT: seconds before an idle server is stopped (3600; its files stay; 0: never).
 # HUB_TRAINING_SLOTS: labs that train at once, the others wait their turn (cores / HUB_CPUS; 0: no queue);
@@ -100,8 +100,8 @@ $(CHP): jupyter/hub/package.json jupyter/hub/package-lock.json
 # CPU weight while it holds a slot (everyone else 100; 100: no boost; the class's by default), and
 # HUB_TRAINING_BOOST_CPUS its quota meanwhile, below HUB_CPUS (the share it leaves the others).
 # HUB_VALIDATE_SLOTS: Validates that run at once, the others wait their turn and are told their place (the cores;
-# 0: no queue); HUB_VALIDATE_WEIGHT: a validating student's CPU weight meanwhile (10, below everyone's 100: Validate
-# yields to the class's cells and trainings; 100: no yield).  HUB_WARM_KERNELS=1|0
+# 0: no queue); HUB_VALIDATE_WEIGHT: a validating student's CPU weight meanwhile (a burst's 10, below everyone's
+# 100: Validate yields to the class's cells and trainings; 100, a lab's: no yield).  HUB_WARM_KERNELS=1|0
 # and HUB_PRESTART=1|0: the warm kernels and the servers' start in the background, on or off whatever the class.
 # HUB_LAB_SETTING: the length of every student's lab (quick, full, smoke: RLHF_LAB_SETTING), whose SFT policy and
 # reward model make hub trains once for the class (quick).

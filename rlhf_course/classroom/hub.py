@@ -28,7 +28,7 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/validate-queue/broker.sock`: the class's Validate queue, a broker of the same kind: K Validates run at
   once (`--validate-slots`, the machine's cores unless told), the others wait their turn and their Validate
   dialog says their place (rlhf_course/classroom/validate_queue.py); a student holding a turn weighs
-  `--validate-weight` in the CPU scheduler (10: Validate yields to the class's cells and trainings);
+  `--validate-weight` in the CPU scheduler (a burst's 10: Validate yields to the class's cells and trainings);
 * `<base>/lab-cache/`: root's, read by every user (RLHF_LAB_CACHE): the lab's SFT policy and reward model,
   trained once for the class (rlhf_course/lab/shared_stages.py) while the hub starts, for the labs' setting
   (`--lab-setting`, every server's RLHF_LAB_SETTING: quick unless told).
@@ -131,8 +131,9 @@ def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
     Validate) warm kernels, the roster's servers pre-started in the background, and the training-slot holders
     boosted to weight LAB_BOOST_WEIGHT with HOLDERS_SHARE of the ``cores`` among the ``slots`` (at most each user's
     ``user_cpus``); ``burst`` (the class presses Run All together) the same without the boost, which would take the
-    CPU from everyone's cells and Validate; both with a Validate turn's holder at VALIDATE_WEIGHT; ``off`` none of it
-    (a laptop, the tests)."""
+    CPU from everyone's cells and Validate, and with a Validate turn's holder at VALIDATE_WEIGHT instead (Validate
+    yields to the trainings and cells; the lab's boost already puts its trainings first, and a lab's Validates would
+    only wait longer: bench/RESULTS.md); ``off`` none of it (a laptop, the tests)."""
     if kind not in CLASSES:
         raise ValueError(f"no class {kind!r}; known: {', '.join(CLASSES)}")
     ready = kind != "off"
@@ -140,7 +141,7 @@ def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
     return {"warm_kernels": ready, "prestart": ready,
             "training_boost": LAB_BOOST_WEIGHT if boost else DEFAULT_WEIGHT,
             "training_boost_cpus": round(min(user_cpus, HOLDERS_SHARE * cores / slots), 2) if boost else None,
-            "validate_weight": VALIDATE_WEIGHT if ready else DEFAULT_WEIGHT}
+            "validate_weight": VALIDATE_WEIGHT if kind == "burst" else DEFAULT_WEIGHT}
 
 
 def check_checkout_private(repo: Path, make_private: bool = False) -> None:
@@ -774,13 +775,14 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--validate-weight", type=int, default=None,
                         help=f"the CPU weight (everyone else: {DEFAULT_WEIGHT}) of a student whose Validate holds its "
                              f"turn, while it runs: below {DEFAULT_WEIGHT}, Validate yields to the class's cells and "
-                             f"trainings and waits, told so (default: {VALIDATE_WEIGHT} for a lab or a burst; "
-                             f"{DEFAULT_WEIGHT}, no yield, for --class off)")
+                             f"trainings and waits, told so (default: {VALIDATE_WEIGHT} for a burst; "
+                             f"{DEFAULT_WEIGHT}, no yield, for a lab, whose boost puts its trainings first, and off)")
     parser.add_argument("--class", dest="klass", choices=CLASSES, default="lab",
                         help="what the hub is ready for, unless the options below say otherwise: lab (default; warm "
                              "kernels, the roster's servers pre-started in the background, training-slot holders "
                              f"boosted to weight {LAB_BOOST_WEIGHT} on {HOLDERS_SHARE:g} of the cores), burst (the "
-                             "same without the boost: the class runs all at once), off (none of it)")
+                             "same without the boost, Validate yielding instead: the class runs all at once), off "
+                             "(none of it)")
     parser.add_argument("--training-boost", type=int, default=None,
                         help=f"the CPU weight (cgroup v2 cpu.weight, v1 cpu.shares scaled alike; everyone else: "
                              f"{DEFAULT_WEIGHT}) of a lab holding a training slot, while it holds it, e.g. "

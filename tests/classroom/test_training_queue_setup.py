@@ -91,7 +91,7 @@ def test_make_hub_is_ready_for_a_class_by_default_and_each_variable_still_tunes_
     # on the 2-core machine of bench/RESULTS.md, 2 slots of one core: the measured 0.85 core each, 0.3 left over
     assert class_defaults("lab", 2, 2, 1.0) == {"warm_kernels": True, "prestart": True,
                                                "training_boost": LAB_BOOST_WEIGHT, "training_boost_cpus": 0.85,
-                                               "validate_weight": VALIDATE_WEIGHT}
+                                               "validate_weight": DEFAULT_WEIGHT}
     assert class_defaults("lab", 8, 4, 1.0)["training_boost_cpus"] == 1.0  # never above the user's own quota
     assert class_defaults("lab", 2, 4, 0.5)["training_boost_cpus"] == pytest.approx(HOLDERS_SHARE * 2 / 4, abs=0.01)
     assert class_defaults("lab", 2, 0, 1.0)["training_boost"] == DEFAULT_WEIGHT  # no queue: nothing to boost
@@ -108,9 +108,10 @@ def test_make_hub_is_ready_for_a_class_by_default_and_each_variable_still_tunes_
     assert (args.warm_kernels, args.prestart, args.training_boost_cpus) == (False, False, 0.5)
     args = parse_arguments(["--proxy", "/bin/true", "--class", "off", "--warm-kernels"])
     assert (args.warm_kernels, args.prestart) == (True, False)
-    assert parse_arguments(["--proxy", "/bin/true"]).validate_weight == VALIDATE_WEIGHT
+    assert parse_arguments(["--proxy", "/bin/true"]).validate_weight == DEFAULT_WEIGHT  # a lab: its boost instead
+    assert parse_arguments(["--proxy", "/bin/true", "--class", "burst"]).validate_weight == VALIDATE_WEIGHT
     assert parse_arguments(["--proxy", "/bin/true", "--class", "off"]).validate_weight == DEFAULT_WEIGHT
-    assert parse_arguments(["--proxy", "/bin/true", "--class", "burst", "--validate-weight", "40"]).validate_weight == 40
+    assert parse_arguments(["--proxy", "/bin/true", "--validate-weight", "40"]).validate_weight == 40
 
 
 def test_a_validate_weight_outside_the_schedulers_range_is_refused_before_anything_is_made(capsys):
