@@ -1,6 +1,7 @@
 """A released notebook, opened in JupyterLab and left untouched, is not marked as changed: the kernel's connection
 writes its ``language_info`` (and kernelspec) into the notebook's metadata, which the course's extension does not
 count as the student's change.  What the student does change keeps its mark, through a restart of the kernel."""
+import json
 import shutil
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
@@ -10,9 +11,10 @@ from tests.support.browser import LabServer, wait_for_dom
 KERNEL_IDLE = ("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
                ".some(e => /\\| Idle$/.test(e.textContent.trim()))")
 TYPED = "# typed by the student"
-# How long after the kernel is idle the kernel's metadata write has surely landed in the model (it follows the
-# kernel's info reply, which the Idle status already waited for).
-SETTLE_MS = 2_000
+# The notebook's model holds the language_info the kernel's info reply wrote (the release's has only the name):
+# read through the application JupyterLab exposes when asked (LabApp.expose_app_in_browser).
+KERNEL_WROTE = ("() => { const model = window.jupyterapp.shell.currentWidget.context.model;"
+                " return (model.getMetadata('language_info') || {}).version !== undefined; }")
 
 
 def notebook_tab(page):
@@ -24,20 +26,25 @@ def is_dirty(page) -> bool:
 
 
 def wait_until_idle(page) -> None:
+    """The kernel is idle and its language_info is in the notebook's model (the write that marked it dirty)."""
     wait_for_dom(page, KERNEL_IDLE, timeout=60_000)
-    page.wait_for_timeout(SETTLE_MS)
+    page.wait_for_function(KERNEL_WROTE, polling=200, timeout=30_000)
 
 
 def test_an_untouched_notebook_stays_clean_and_a_changed_one_stays_dirty(tmp_path, browser, repo, artifacts):
     workdir = tmp_path / "student"
     (workdir / ASSIGNMENT).mkdir(parents=True)
     shutil.copy2(repo / "release" / ASSIGNMENT / NOTEBOOK, workdir / ASSIGNMENT / NOTEBOOK)
+    released = json.loads((workdir / ASSIGNMENT / NOTEBOOK).read_text())["metadata"]["language_info"]
+    assert "version" not in released, "the release's language_info already says what the kernel writes"
     scratch = tmp_path / "server"
-    scratch.mkdir()
+    (scratch / "config").mkdir(parents=True)
+    (scratch / "config" / "jupyter_server_config.json").write_text(
+        json.dumps({"LabApp": {"expose_app_in_browser": True}}))
     server = LabServer(workdir, scratch, disabled_extensions=("@jupyterlab/mathjax-extension",))
     try:
         path = f"{ASSIGNMENT}/{NOTEBOOK}"
-        kernel = server.start_kernel_for(path)
+        server.start_kernel_for(path)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(server.url(f"lab/workspaces/clean-open/tree/{path}"))
         notebook = page.locator(".jp-NotebookPanel .jp-Notebook")
@@ -51,7 +58,8 @@ def test_an_untouched_notebook_stays_clean_and_a_changed_one_stays_dirty(tmp_pat
         page.keyboard.insert_text(TYPED)
         wait_for_dom(page, "() => document.querySelector('.lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty')",
                      timeout=10_000)
-        server.restart_kernel(kernel)
+        # as Kernel > Restart Kernel does, past its dialog: the page has seen the restart when this returns
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()")
         wait_until_idle(page)
         page.screenshot(path=str(artifacts / "clean_open_typed_restarted.png"))
         assert is_dirty(page), "the student's typing lost its unsaved-changes mark when the kernel restarted"
