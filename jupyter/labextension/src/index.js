@@ -11,8 +11,8 @@
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
 // server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
 // show their folders in their tabs.  And an untouched notebook does not say it has unsaved changes when its kernel
-// connects (the kernel's metadata is not the student's change).  Built with `npm run build` (jupyter/labextension/README.md);
-// the build is committed.
+// connects (the kernel's metadata is not the student's change).  Built with `npm run build`
+// (jupyter/labextension/README.md); the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
@@ -377,7 +377,7 @@ const tabs = {
 // student's change never loses its dot or its save prompt.
 const KERNEL_WRITTEN = ['language_info', 'kernelspec'];
 
-function canonical(value) {  // JSON with sorted keys: the shared model keeps no order of its maps' keys
+function canonical(value) {  // JSON with sorted keys: key order is no part of a notebook's content
   return JSON.stringify(value, (key, item) => (item && typeof item === 'object' && !Array.isArray(item)
     ? Object.fromEntries(Object.keys(item).sort().map(name => [name, item[name]])) : item));
 }
