@@ -10,8 +10,9 @@
 // what it is doing (rlhf_course/classroom/validate_extension.py: /rlhf-course/validate-status); while a notebook's
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
 // server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
-// show their folders in their tabs.  Built with `npm run build` (jupyter/labextension/README.md);
-// the build is committed.
+// show their folders in their tabs.  And an untouched notebook does not say it has unsaved changes when its kernel
+// connects (the kernel's metadata is not the student's change).  Built with `npm run build`
+// (jupyter/labextension/README.md); the build is committed.
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
@@ -368,4 +369,67 @@ const tabs = {
   }
 };
 
-export default [plugin, waits, tabs];
+// When a kernel connects, JupyterLab writes its language_info (and kernelspec) into the notebook's metadata, and
+// the release carries only {"name": "python"} there (the course does not pin Python to the patch): the model
+// differs from the file, and the tab shows unsaved changes the student never made (closing it asks them to save).
+// So when a notebook turns dirty and all that differs from what was last loaded or saved is that metadata, it is
+// clean again.  Anything else that differs (a cell typed, run, added, an output, other metadata) keeps the mark: a
+// student's change never loses its dot or its save prompt.
+const KERNEL_WRITTEN = ['language_info', 'kernelspec'];
+
+function canonical(value) {  // JSON with sorted keys: key order is no part of a notebook's content
+  return JSON.stringify(value, (key, item) => (item && typeof item === 'object' && !Array.isArray(item)
+    ? Object.fromEntries(Object.keys(item).sort().map(name => [name, item[name]])) : item));
+}
+
+function withoutKernelMetadata(model) {  // the notebook, but for what a kernel's connection writes
+  const notebook = model.toJSON();
+  const metadata = { ...notebook.metadata };
+  for (const key of KERNEL_WRITTEN) {
+    delete metadata[key];
+  }
+  return canonical({ ...notebook, metadata });
+}
+
+const cleanOpen = {
+  id: 'rlhf-course-deadlines:clean-open',
+  description: 'A notebook whose only change is the metadata its kernel wrote is not marked as changed.',
+  autoStart: true,
+  optional: [INotebookTracker],
+  activate: (app, tracker) => {
+    if (!tracker) {
+      return;
+    }
+    tracker.widgetAdded.connect((_, panel) => {
+      const context = panel.context;
+      let clean = null;  // the notebook as last loaded or saved, without its kernel metadata
+      const remember = () => {
+        if (context.model && !context.model.dirty) {
+          clean = withoutKernelMetadata(context.model);
+        }
+      };
+      const onlyKernelMetadataChanged = () => clean !== null && context.model.dirty &&
+        withoutKernelMetadata(context.model) === clean;
+      context.ready.then(() => {
+        remember();
+        context.model.stateChanged.connect((model, change) => {
+          if (change.name !== 'dirty') {
+            return;
+          }
+          if (!change.newValue) {
+            remember();  // loaded, reverted or saved
+          } else if (onlyKernelMetadataChanged()) {
+            // after the dirty state's own transaction and before the tab is drawn again
+            queueMicrotask(() => {
+              if (onlyKernelMetadataChanged()) {
+                model.dirty = false;
+              }
+            });
+          }
+        });
+      }).catch(() => undefined);  // a notebook that fails to load says so itself
+    });
+  }
+};
+
+export default [plugin, waits, tabs, cleanOpen];
