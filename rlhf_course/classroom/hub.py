@@ -244,7 +244,10 @@ class Classroom:
         self.training_boost_cpus = training_boost_cpus  # and its quota while it trains (None: the user's own)
         # a Validate turn holder's cgroup cpu.weight while it validates; the default weight (100): no yield
         self.validate_weight = validate_weight
-        self.cpu_shares: CpuShares | None = None  # both weights' keeper, when either differs from the default
+        # both weights' keeper, one for both brokers (a student training and validating at once trains at the
+        # training's weight); none when both are the default
+        weighted = (training_boost, validate_weight) != (DEFAULT_WEIGHT, DEFAULT_WEIGHT)
+        self.cpu_shares = CpuShares(training_boost, training_boost_cpus, validate_weight) if weighted else None
         # the class's Validate queue (validate_queue.py): K Validates at once, each a second kernel; 0: no queue
         self.validate_slots = default_validate_slots() if validate_slots is None else validate_slots
         self.validate_broker_socket = base / validate_queue.SOCKET_FOLDER / SOCKET_NAME
@@ -641,27 +644,18 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         search; with a boost, slot holders weigh ``training_boost_weight`` in the CPU scheduler while they train."""
         if not self.training_slots:
             return
-        shares = self.shares()
         self.training_broker = started_broker(self.training_broker_socket, self.training_slots, self.training_hold,
-                                              shares.training if shares else None)
+                                              self.cpu_shares.training if self.cpu_shares else None)
 
     def start_validate_broker(self) -> None:
         """The Validate queue's broker (root's, in this process), its socket in a folder of root's every account
         may search."""
         if not self.validate_slots:
             return
-        shares = self.shares() if self.validate_weight != DEFAULT_WEIGHT else None
         self.validate_broker = started_broker(self.validate_broker_socket, self.validate_slots,
-                                              validate_queue.MAX_HOLD, shares.validating if shares else None,
+                                              validate_queue.MAX_HOLD,
+                                              self.cpu_shares.validating if self.cpu_shares else None,
                                               name="validate-broker")
-
-    def shares(self) -> CpuShares | None:
-        """The keeper of the slot holders' CPU weights (one for both brokers: a student training and validating at
-        once trains at the training's weight), made on first use; None when both weights are the default."""
-        weighted = (self.training_boost_weight, self.validate_weight) != (DEFAULT_WEIGHT, DEFAULT_WEIGHT)
-        if self.cpu_shares is None and weighted:
-            self.cpu_shares = CpuShares(self.training_boost_weight, self.training_boost_cpus, self.validate_weight)
-        return self.cpu_shares
 
     def remove(self) -> None:
         if self.training_broker:
@@ -826,18 +820,12 @@ def parse_arguments(argv=None) -> argparse.Namespace:
     for option in ("warm_kernels", "prestart", "validate_weight"):
         if getattr(args, option) is None:
             setattr(args, option, chosen[option])
-    try:
-        check_weight(args.training_boost)
-    except ValueError as wrong:
-        parser.error(f"--training-boost: {wrong}")
-    try:
-        check_weight(args.validate_weight)
-    except ValueError as wrong:
-        parser.error(f"--validate-weight: {wrong}")
-    try:
-        check_holder_cpus(args.training_boost_cpus)
-    except ValueError as wrong:
-        parser.error(f"--training-boost-cpus: {wrong}")
+    for option, check in (("training_boost", check_weight), ("validate_weight", check_weight),
+                          ("training_boost_cpus", check_holder_cpus)):
+        try:
+            check(getattr(args, option))
+        except ValueError as wrong:
+            parser.error(f"--{option.replace('_', '-')}: {wrong}")
     for option in ("training_slots", "validate_slots"):
         if (getattr(args, option) or 0) < 0:
             parser.error(f"--{option.replace('_', '-')}: a number of slots, 0 or more, not {getattr(args, option)}")
