@@ -162,6 +162,14 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return -F.logsigmoid(0.1 * margin)
 ''', frozenset({"dpo_beta_scales_margin"})),
     WrongAnswer(
+        # beta scales the loss instead of the margin: -beta * log sigmoid(h), DPO's loss at beta = 1 made smaller.
+        "dpo_beta_outside_the_sigmoid", DPO_CELL, '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
+    return -beta * F.logsigmoid(margin)
+''', frozenset({"dpo_visible_tests", "dpo_zero_margin_is_ln2", "dpo_values", "dpo_beta_scales_margin",
+                "dpo_gradient"})),
+    WrongAnswer(
         # Vectorised from powers of gamma * lambda: A_t = sum_{k >= t} (gl)^k delta_k / (gl)^t.  Right
         # whenever gamma * lambda > 0, but 0 / 0 = NaN at gamma * lambda = 0 (lambda = 0 or gamma = 0).
         "gae_vectorised_powers_nan", GAE_CELL, '''
@@ -255,6 +263,21 @@ def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
         advantages[t] = gae
     return advantages
 ''', frozenset({"gae_lambda_one_is_monte_carlo", "gae_lambda_zero_is_td_residual"})),
+    WrongAnswer(
+        # The exercise guide's bootstrap: V(s_T) taken as values[-1], which is V(s_{T-1}), the value before the last step.
+        "gae_bootstraps_from_last_value", GAE_CELL, '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    T = len(rewards)
+    advantages = torch.zeros_like(rewards)
+    gae = 0.0
+    for t in reversed(range(T)):
+        next_v = values[-1] if t == T - 1 else values[t + 1]
+        delta = rewards[t] + gamma * next_v - values[t]
+        gae = delta + gamma * gae_lambda * gae
+        advantages[t] = gae
+    return advantages
+''', frozenset({"gae_visible_tests", "gae_values", "gae_lambda_one_is_monte_carlo", "gae_lambda_zero_is_td_residual",
+                "gae_single_step", "gae_bootstraps_next_value", "gae_random_lengths"})),
 ]
 
 WRONG_BY_NAME = by_name(WRONG_ANSWERS)
@@ -381,6 +404,14 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "for whatever value is passed."), (
         "忽略了 beta 参数",
         "把 0.1 写死而不用参数 beta，只在默认值下才对；无论传入什么值，beta 都必须缩放边际。")),
+    "dpo_beta_outside_the_sigmoid": said(_DPO_PART, (
+        "beta outside the log-sigmoid",
+        "beta multiplies the log-ratio margin inside the sigmoid, -F.logsigmoid(beta * h); -beta * F.logsigmoid(h) "
+        "only scales DPO's loss at beta = 1, so at margin 0 the loss is beta * ln 2 instead of ln 2 and the gradient "
+        "weight sigmoid(-h) no longer depends on beta."), (
+        "把 beta 放在了 log-sigmoid 外面",
+        "beta 应在 sigmoid 内部乘以对数概率比边际，即 -F.logsigmoid(beta * h)；写成 -beta * F.logsigmoid(h) 只是把 "
+        "beta = 1 时的 DPO 损失整体缩小，于是边际为 0 时损失是 beta * ln 2 而不是 ln 2，梯度权重 sigmoid(-h) 也不再依赖于 beta。")),
     "gae_vectorised_powers_nan": said(_GAE_PART, (
         "Dividing by powers of gamma * lambda",
         "Rescaling by (gamma * lambda)^t divides 0 by 0 when gamma * lambda = 0 (lambda = 0 or gamma = 0) and "
@@ -403,6 +434,14 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "忽略了 next_value",
         "最后一步的 TD 误差要用 next_value = V(s_T) 自举：在回合结束前被切断的片段，最后一步之后仍有价值，"
         "只有回合真的结束时那里才是 0。")),
+    "gae_bootstraps_from_last_value": said(_GAE_PART, (
+        "values[-1] as the bootstrap value",
+        "values[-1] is V(s_{T-1}), the value of the state before the last step, not V(s_T) after it, so the last TD "
+        "residual gains gamma * V(s_{T-1}) even when the episode has ended; the value after the last step is the "
+        "separate input next_value."), (
+        "用 values[-1] 作自举值",
+        "values[-1] 是 V(s_{T-1})，即最后一步之前的状态的价值，而不是最后一步之后的 V(s_T)，所以即使回合已经结束，"
+        "最后一个 TD 误差也多出了 gamma * V(s_{T-1})；最后一步之后的价值是单独的输入 next_value。")),
     "gae_forgets_lambda": said(_GAE_PART, (
         "lambda left out of the recursion",
         "The recursion is A_t = delta_t + gamma * lambda * A_{t+1}: without lambda it weights the TD residuals by "

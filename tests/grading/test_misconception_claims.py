@@ -168,3 +168,52 @@ def test_the_population_std_makes_every_scaled_advantage_larger():
     contract = GRPO_CHECKS.advantages_reference(rewards)
     assert (population(rewards).abs() > contract.abs()).all()
     assert "makes every scaled advantage too large" in explanation(GRPO_CATALOGUE, "grpo_population_std", "en")
+
+
+# ----------------------------------------------------------------------------- beta outside the log-sigmoid
+
+def test_beta_outside_the_log_sigmoid_scales_the_loss_not_the_margin():
+    outside = dpo_function(RLHF_CATALOGUE.WRONG_BY_NAME["dpo_beta_outside_the_sigmoid"].source)
+    at_beta_one = reference_dpo()
+    margins = torch.linspace(-30.0, 30.0, 13, dtype=torch.float64)
+    zero = torch.zeros_like(margins)
+    for beta in (0.05, 0.1, 0.5):
+        h = margins.clone().requires_grad_(True)
+        loss = outside(h, zero, zero, zero, beta=beta)
+        assert torch.allclose(loss, beta * at_beta_one(margins, zero, zero, zero, beta=1.0))  # DPO's at beta = 1, scaled
+        at_zero = outside(torch.zeros((), dtype=torch.float64), *(torch.zeros((), dtype=torch.float64),) * 3, beta=beta)
+        assert at_zero.item() == pytest.approx(beta * math.log(2))  # not ln 2
+        (grad,) = torch.autograd.grad(loss.sum(), h)
+        assert torch.allclose(grad / -beta, torch.sigmoid(-margins))  # the weight sigmoid(-h): beta nowhere in it
+    english = flat(explanation(RLHF_CATALOGUE, "dpo_beta_outside_the_sigmoid", "en"))
+    assert "at margin 0 the loss is beta * ln 2 instead of ln 2" in english
+    assert "the gradient weight sigmoid(-h) no longer depends on beta" in english
+    chinese = explanation(RLHF_CATALOGUE, "dpo_beta_outside_the_sigmoid", "zh-CN")
+    assert "边际为 0 时损失是 beta * ln 2 而不是 ln 2" in chinese and "梯度权重 sigmoid(-h) 也不再依赖于 beta" in chinese
+
+
+# ----------------------------------------------------------------------------- GAE: the guide's values[-1]
+
+def reference_gae():
+    source = notebooks.solution_answers(notebooks.read(REPO / "source" / "rlhf" / "rlhf_building_blocks.ipynb"))["gae_answer"]
+    return answers.function_from(source, "compute_gae")
+
+
+def test_bootstrapping_from_values_last_adds_gamma_times_it_to_the_last_residual():
+    guide = answers.function_from(RLHF_CATALOGUE.WRONG_BY_NAME["gae_bootstraps_from_last_value"].source, "compute_gae")
+    generator = torch.Generator().manual_seed(5)
+    rewards = torch.randn(7, dtype=torch.float64, generator=generator)
+    values = torch.randn(7, dtype=torch.float64, generator=generator)
+    gamma, lam = 0.99, 0.95
+    ended = [guide(rewards, values, next_value=0.0, gamma=gamma, gae_lambda=lam),
+             guide(rewards, values, next_value=2.5, gamma=gamma, gae_lambda=lam)]
+    assert torch.equal(ended[0], ended[1])  # next_value is never read
+    right = reference_gae()(rewards, values, next_value=0.0, gamma=gamma, gae_lambda=lam)
+    extra = gamma * values[-1].item()
+    assert ended[0][-1].item() - right[-1].item() == pytest.approx(extra)  # the episode ended, yet gamma * V(s_{T-1})
+    steps_back = torch.arange(6, -1, -1, dtype=torch.float64)
+    assert torch.allclose(ended[0] - right, extra * (gamma * lam) ** steps_back)  # carried back by the recursion
+    english = flat(explanation(RLHF_CATALOGUE, "gae_bootstraps_from_last_value", "en"))
+    assert "the last TD residual gains gamma * V(s_{T-1}) even when the episode has ended" in english
+    chinese = explanation(RLHF_CATALOGUE, "gae_bootstraps_from_last_value", "zh-CN")
+    assert "即使回合已经结束，最后一个 TD 误差也多出了 gamma * V(s_{T-1})" in chinese

@@ -262,6 +262,22 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     z = beta * ((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l))
     return torch.log1p(torch.exp(-z))
 ''', "dpo_naive_log_sigmoid"),
+    # The guide's bootstrap, V(s_T) = values[-1], the value before the last step: vectorised, with a mask of its own
+    "gae_guide_bootstrap_vectorised": ("rlhf", '''
+def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
+    next_values = torch.cat([values[1:], values[-1:]])
+    deltas = rewards + gamma * next_values - values
+    advantages = torch.zeros_like(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = deltas[t] + gamma * gae_lambda * running
+        advantages[t] = running
+    return advantages
+''', "gae_bootstraps_from_last_value"),
+    "dpo_beta_times_softplus": ("rlhf", '''
+def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+    return beta * F.softplus(-((log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)))
+''', "dpo_beta_outside_the_sigmoid"),
     "gae_forwards_into_a_list": ("rlhf", '''
 def compute_gae(rewards, values, next_value=0.0, gamma=0.99, gae_lambda=0.95):
     out, running = [], 0.0
