@@ -162,7 +162,7 @@ def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     return -F.logsigmoid(0.1 * margin)
 ''', frozenset({"dpo_beta_scales_margin"})),
     WrongAnswer(
-        # beta scales the loss instead of the margin: -beta * log sigmoid(h), DPO's loss at beta = 1 made smaller.
+        # beta scales the loss instead of the margin: -beta * log sigmoid(h), DPO's loss at beta = 1 times beta.
         "dpo_beta_outside_the_sigmoid", DPO_CELL, '''
 def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
     margin = (log_p_w - ref_log_p_w) - (log_p_l - ref_log_p_l)
@@ -411,7 +411,7 @@ MISCONCEPTIONS: dict[str, Misconception] = {
         "weight sigmoid(-h) no longer depends on beta."), (
         "把 beta 放在了 log-sigmoid 外面",
         "beta 应在 sigmoid 内部乘以对数概率比边际，即 -F.logsigmoid(beta * h)；写成 -beta * F.logsigmoid(h) 只是把 "
-        "beta = 1 时的 DPO 损失整体缩小，于是边际为 0 时损失是 beta * ln 2 而不是 ln 2，梯度权重 sigmoid(-h) 也不再依赖于 beta。")),
+        "beta = 1 时的 DPO 损失整体缩放，于是边际为 0 时损失是 beta * ln 2 而不是 ln 2，梯度权重 sigmoid(-h) 也不再依赖于 beta。")),
     "gae_vectorised_powers_nan": said(_GAE_PART, (
         "Dividing by powers of gamma * lambda",
         "Rescaling by (gamma * lambda)^t divides 0 by 0 when gamma * lambda = 0 (lambda = 0 or gamma = 0) and "

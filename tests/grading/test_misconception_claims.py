@@ -189,7 +189,7 @@ def test_beta_outside_the_log_sigmoid_scales_the_loss_not_the_margin():
     assert "at margin 0 the loss is beta * ln 2 instead of ln 2" in english
     assert "the gradient weight sigmoid(-h) no longer depends on beta" in english
     chinese = explanation(RLHF_CATALOGUE, "dpo_beta_outside_the_sigmoid", "zh-CN")
-    assert "边际为 0 时损失是 beta * ln 2 而不是 ln 2" in chinese and "梯度权重 sigmoid(-h) 也不再依赖于 beta" in chinese
+    assert "DPO 损失整体缩放" in chinese and "边际为 0 时损失是 beta * ln 2 而不是 ln 2" in chinese and "梯度权重 sigmoid(-h) 也不再依赖于 beta" in chinese
 
 
 # ----------------------------------------------------------------------------- GAE: the guide's values[-1]
