@@ -607,7 +607,7 @@ def wrong_answer_classes() -> dict[str, tuple[str, ...]]:
     """Submissions that together hold every catalogued mistake, at most one per function: the k-th
     submission takes the k-th mistake of each function.  A grade cell tests one function, so such a
     submission must lose exactly the union of its mistakes' cells, and each mistake exactly its own
-    among its function's cells (the slow graders, stock and sandboxed, run 9 notebooks, not 19; the
+    among its function's cells (the slow graders, stock and sandboxed, run 10 notebooks, not 25; the
     in-process tests still grade each mistake alone).  Maps student id -> names of its mistakes."""
     return {f"mistakes_{k + 1}": tuple(wrong.name for wrong in group.values())
             for k, group in enumerate(_kth_of_each_cell(WRONG_ANSWERS))}
