@@ -152,8 +152,16 @@ class ReleaseCommand(CourseCommand):
     """)
 
     def start(self):
-        for path in release.generate_release(self.course, self.extra_args or None):
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.course.due_dates import kept_date_note
+        generated = release.generate_release(self.course, self.extra_args or None)
+        for path in generated:
             print("generated", path)
+        with Gradebook(self.course.db_url) as gradebook:
+            for assignment in sorted({path.parent.name for path in generated}):
+                if note := kept_date_note(gradebook, self.course, assignment):
+                    print(note, file=sys.stderr)
 
 
 class ExamplesCommand(CourseCommand):

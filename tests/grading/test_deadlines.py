@@ -66,6 +66,29 @@ def test_a_release_records_each_assignments_due_date_only_where_the_gradebook_ha
     assert due_dates.due_date_for(configured, "grpo") == configured.settings()[0].due_date  # the default
 
 
+def test_a_release_says_when_the_gradebook_keeps_another_due_date_than_the_configuration(course, capsys,
+                                                                                     monkeypatch):
+    """An instructor who moves a due date in nbgrader_config.py and runs `make release` again is told that the
+    gradebook's date stays (the one the late penalty uses), and how to change it; the same date says nothing."""
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(course).db_url) as gb:
+        gb.update_or_create_assignment("kl_penalty", duedate=SET_IN_THE_FORMGRADER)
+    monkeypatch.setenv("RLHF_DUE_DATE", "2027-01-10 23:59 UTC")  # the course's nbgrader_config.py reads it
+    assert app.main(["release", "--course-root", str(course), "kl_penalty"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("kl_penalty: the gradebook's due date 2027-01-15 12:00 UTC stays, not nbgrader_config.py's "
+            "2027-01-10 23:59 UTC") in said
+    assert "nbgrader db assignment add kl_penalty --duedate=" in said and "publish-deadlines" in said
+    with Gradebook(Course.at(course).db_url) as gb:
+        assert gb.find_assignment("kl_penalty").duedate == SET_IN_THE_FORMGRADER  # kept, as before
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(course / "walk-exchange"))
+    handed_out = release.nbgrader(course, "release_assignment", "kl_penalty")  # says the same
+    assert "kl_penalty: the gradebook's due date 2027-01-15 12:00 UTC stays" in " ".join(handed_out.stderr.split())
+    monkeypatch.setenv("RLHF_DUE_DATE", "2027-01-15 12:00 UTC")
+    assert app.main(["release", "--course-root", str(course), "kl_penalty"]) == 0
+    assert "stays" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, says", [
     (["carol", ASSIGNMENT, "--hours", "48"], "no student 'carol'"),
     (["ada", "rlhf_final", "--hours", "48"], "no assignment 'rlhf_final'"),
