@@ -124,3 +124,16 @@ def test_the_command_writes_the_file_and_refuses_an_unknown_format(tmp_path, cap
     assert _rows(written)[0][:5] == CANVAS_IDENTITY
     assert course_command(["export", "--course-root", str(course), "--format", "blackboard"]) == 2
     assert "unknown format 'blackboard': one of canvas, moodle, long" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", lms_export.FORMATS)
+def test_the_default_export_file_is_kept_out_of_git_as_grades_csv_is(fmt):
+    """The export's default file holds every student's grades in the course root, like grades.csv: a course kept
+    in git must not commit it."""
+    import shutil
+    import subprocess
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    for name in ("grades.csv", f"grades-{fmt}.csv"):
+        ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name])
+        assert ignored.returncode == 0, f"{name} is not git-ignored"
