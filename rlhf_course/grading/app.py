@@ -245,6 +245,10 @@ class ExtendCommand(CourseCommand):
         granted = deadlines.grant_extension(self.course, student, assignment, hours=self.hours or None,
                                             until=self.until or None)
         print("extension:", granted.line())
+        for edition, points in deadlines.penalties_kept(self.course, student, assignment):
+            print(f"{student}'s graded submission of {edition} keeps its late penalty of {points:g} points until it "
+                  f"is graded again: `make grade ASSIGNMENT={edition}` (as root; a person's grades are kept)",
+                  file=sys.stderr)
         _publish(self, failing=False)  # granted all the same: grading reads the gradebook
 
 

@@ -105,6 +105,27 @@ def test_a_wrong_extension_is_refused_with_its_reason_and_nothing_written(course
     assert _gradebook_state(course) == before
 
 
+def test_an_extension_for_a_penalised_graded_submission_says_it_applies_at_the_next_grading(course, capsys):
+    """The late penalty is written when a submission is graded: an extension granted after that leaves it in the
+    gradebook, the export and the feedback until `make grade` runs again, and the command says so."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+    with Gradebook(Course.at(course).db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips a harmless autoflush warning
+        gb.update_or_create_student("cleo")
+        submission = gb.update_or_create_submission(ASSIGNMENT, "cleo", timestamp=DUE + dt.timedelta(minutes=5))
+        submission.notebooks[0].late_submission_penalty = 2.0  # as grading it wrote
+        gb.db.commit()
+    assert _extend(course, "cleo", ASSIGNMENT, "--until", "2027-06-01 12:00 UTC") == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert (f"cleo's graded submission of {ASSIGNMENT} keeps its late penalty of 2 points until it is graded "
+            f"again: `make grade ASSIGNMENT={ASSIGNMENT}`") in said
+    assert _extend(course, "ben", ASSIGNMENT, "--until", "2027-06-01 12:00 UTC") == 0  # nothing graded: no note
+    assert "late penalty" not in capsys.readouterr().err
+
+
 def test_an_extension_already_past_is_refused(course, capsys):
     now = dt.datetime(2027, 3, 1)
     with pytest.raises(deadlines.DeadlineError, match="already past"):
