@@ -135,10 +135,16 @@ class ExportCommand(CourseCommand):
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
             table = lms_export.grade_table(gb, self.course)
+            waiting = lms_export.waiting_for_a_person(gb, table)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
               f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
+        if waiting:
+            print(f"{len(waiting)} student(s) with grades that still need a person, exported as they stand: "
+                  + ", ".join(f"{student} ({', '.join(found)})" for student, found in sorted(waiting.items()))
+                  + " (the class report lists each cell; grade them in the Formgrader, then export again)",
+                  file=sys.stderr)
 
 
 class ReleaseCommand(CourseCommand):
