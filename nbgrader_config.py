@@ -74,6 +74,9 @@ c.TrustedGradingOnly.allow = os.environ.get("RLHF_ALLOW_STOCK_AUTOGRADE") == "1"
 c.Autograde.sanitize_preprocessors = [
     TrustedGradingOnly, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
 ]
+# Refused before nbgrader clears a student's autograded/ folder (it does, for --force or a newer submission):
+# `make grade`'s copy and grading record stay.
+c.Autograde.exporter_class = "rlhf_course.grading.nbgrader_ext.TrustedGradingOnlyExporter"
 
 # The Formgrader shows submissions with MathJax from this Jupyter server (the jupyter_server_mathjax
 # extension), not from nbconvert's CDN default: offline the CDN leaves LaTeX raw and stops the page's

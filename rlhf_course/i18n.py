@@ -211,6 +211,7 @@ ZH = {
     "result": "结果",
     "property": "检查的性质",
     "Written answers, graded by a person: {score:g} / {points:g} so far.": "书面回答（由老师评分）：目前 {score:g} / {points:g}。",
+    "Written answers, graded by a person: {score:g} / {points:g}.": "书面回答（由老师评分）：{score:g} / {points:g}。",
     "answer": "回答",
     "status": "状态",
     "comment": "评语",

@@ -105,6 +105,21 @@ def test_under_nbgrader_skips_with_one_line(fns, monkeypatch, capsys):
     assert capsys.readouterr().out.count("explorer skipped while nbgrader runs this notebook") == 3
 
 
+def test_under_nbgrader_a_broken_function_is_one_plain_line_not_a_widgets_repr(monkeypatch, capsys):
+    """The feedback page and the Formgrader show a cell's text output: a widget there reads
+    "HTML(value='<b>...</b>')", so under nbgrader the sentence is printed instead."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+
+    def dpo_loss(log_p_w, log_p_l, ref_log_p_w, ref_log_p_l, beta=0.1):
+        raise ValueError("nope")
+
+    assert explorers.dpo_explorer(dpo_loss) is None
+    assert explorers.ppo_explorer(_todo) is None
+    said = capsys.readouterr().out
+    assert "dpo_loss raised ValueError" in said and "Fix it above to see this plot." in said
+    assert "above to see this plot." in said.splitlines()[-1] and "HTML(" not in said and "<b>" not in said
+
+
 def test_explorer_figures_render_to_png(fns, tmp_path):
     import matplotlib.pyplot as plt
     for name, plot, function in (("ppo", explorers.plot_ppo_objective, fns["ppo_clipped_objective"]),

@@ -28,3 +28,22 @@ def record_due_date(gradebook, assignment: str, due: str) -> None:
         gradebook.update_or_create_assignment(assignment, duedate=due)
     else:
         gradebook.update_or_create_assignment(assignment)
+
+
+def kept_date_note(gradebook, course: Course, assignment: str) -> str:
+    """A sentence when ``assignment``'s due date in the gradebook is not the configured one, else "": a release
+    never overwrites a recorded date, so a date moved in nbgrader_config.py alone changes nothing, and the late
+    penalty goes on using the gradebook's.  Says which date stays and how to move it."""
+    from nbgrader.api import MissingEntry
+    configured = due_date_for(course, assignment)
+    try:
+        kept = gradebook.find_assignment(assignment).duedate
+    except MissingEntry:
+        return ""
+    if not configured or kept is None or parse_when(configured) == kept:
+        return ""
+    wanted = f"{parse_when(configured):%Y-%m-%d %H:%M} UTC"
+    return (f"{assignment}: the gradebook's due date {kept:%Y-%m-%d %H:%M} UTC stays, not nbgrader_config.py's "
+            f"{wanted} (a release never overwrites a recorded date; the late penalty uses the gradebook's). To move "
+            f"it: `nbgrader db assignment add {assignment} --duedate='{wanted}'` (or the Formgrader), then "
+            f"`python -m rlhf_course.grading publish-deadlines`.")

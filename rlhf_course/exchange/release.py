@@ -48,9 +48,11 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         `make release` does: a course released straight from a checkout's committed release/ has its due date too."""
         from nbgrader.api import Gradebook
 
-        from rlhf_course.course.due_dates import due_date_for, record_due_date
+        from rlhf_course.course.due_dates import due_date_for, kept_date_note, record_due_date
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
             record_due_date(gradebook, self.coursedir.assignment_id, due_date_for(course, self.coursedir.assignment_id))
+            if note := kept_date_note(gradebook, course, self.coursedir.assignment_id):
+                self.log.warning(note)
 
     def init_dest(self):
         super().init_dest()

@@ -135,10 +135,16 @@ class ExportCommand(CourseCommand):
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
             table = lms_export.grade_table(gb, self.course)
+            waiting = lms_export.waiting_for_a_person(gb, table)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
               f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
+        if waiting:
+            print(f"{len(waiting)} student(s) with grades that still need a person, exported as they stand: "
+                  + ", ".join(f"{student} ({', '.join(found)})" for student, found in sorted(waiting.items()))
+                  + " (the class report lists each cell; grade them in the Formgrader, then export again)",
+                  file=sys.stderr)
 
 
 class ReleaseCommand(CourseCommand):
@@ -152,8 +158,16 @@ class ReleaseCommand(CourseCommand):
     """)
 
     def start(self):
-        for path in release.generate_release(self.course, self.extra_args or None):
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.course.due_dates import kept_date_note
+        generated = release.generate_release(self.course, self.extra_args or None)
+        for path in generated:
             print("generated", path)
+        with Gradebook(self.course.db_url) as gradebook:
+            for assignment in sorted({path.parent.name for path in generated}):
+                if note := kept_date_note(gradebook, self.course, assignment):
+                    print(note, file=sys.stderr)
 
 
 class ExamplesCommand(CourseCommand):
@@ -237,6 +251,10 @@ class ExtendCommand(CourseCommand):
         granted = deadlines.grant_extension(self.course, student, assignment, hours=self.hours or None,
                                             until=self.until or None)
         print("extension:", granted.line())
+        for edition, points in deadlines.penalties_kept(self.course, student, assignment):
+            print(f"{student}'s graded submission of {edition} keeps its late penalty of {points:g} points until it "
+                  f"is graded again: `make grade ASSIGNMENT={edition}` (as root; a person's grades are kept)",
+                  file=sys.stderr)
         _publish(self, failing=False)  # granted all the same: grading reads the gradebook
 
 

@@ -42,6 +42,23 @@ def _same_assignment(course: Course, assignment: str) -> list[str]:
     return [base] + sorted(e.assignment for e in found if e.base == base)
 
 
+def penalties_kept(course: Course, student: str, assignment: str) -> list[tuple[str, float]]:
+    """(edition, points) for each of ``student``'s graded submissions of ``assignment`` (and its language editions)
+    that carry a late penalty: grading wrote it, with the extension of that time, and only grading again changes it
+    (an extension granted since is not in it yet)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    kept = []
+    with Gradebook(course.db_url) as gb:
+        for name in _same_assignment(course, assignment):
+            try:
+                submission = gb.find_submission(name, student)
+            except MissingEntry:
+                continue
+            if submission.timestamp is not None and submission.late_submission_penalty:
+                kept.append((name, float(submission.late_submission_penalty)))
+    return kept
+
+
 def grant_extension(course: Course, student: str, assignment: str, hours: float | None = None,
                     until: str | None = None, now: dt.datetime | None = None) -> Extension:
     """Give ``student`` ``hours`` more on ``assignment`` (and its language editions), or until the date

@@ -1,7 +1,9 @@
 """Small extensions plugged into nbgrader through its configuration (never a fork)."""
 from __future__ import annotations
 
+from nbconvert.exporters import NotebookExporter
 from nbgrader import utils
+from nbgrader.converters.base import NbGraderException
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 from traitlets import Bool
 
@@ -46,6 +48,21 @@ class TrustedGradingOnly(NbGraderPreprocessor):
             self.log.error(self.MESSAGE)
             raise RuntimeError(self.MESSAGE)
         return nb, resources
+
+
+class TrustedGradingOnlyExporter(NotebookExporter):
+    """Stock autograde's exporter (``c.Autograde.exporter_class``): the same refusal as :class:`TrustedGradingOnly`,
+    made as the converter starts.  nbgrader clears ``autograded/<student>/<assignment>`` before it runs the
+    preprocessors (with ``--force``, which the Formgrader's Autograde button passes, or when the submission is
+    newer), and removes it again when one fails: refused there, stock autograde would delete the copy and grading
+    record `make grade` wrote.  The exporter is made before any folder is touched."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        refusal = TrustedGradingOnly(parent=self)
+        if not refusal.allow:
+            self.log.error(refusal.MESSAGE)
+            raise NbGraderException(refusal.MESSAGE)
 
 
 class EditionAnswerStubs(ClearSolutions):

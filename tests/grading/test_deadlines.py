@@ -66,6 +66,29 @@ def test_a_release_records_each_assignments_due_date_only_where_the_gradebook_ha
     assert due_dates.due_date_for(configured, "grpo") == configured.settings()[0].due_date  # the default
 
 
+def test_a_release_says_when_the_gradebook_keeps_another_due_date_than_the_configuration(course, capsys,
+                                                                                     monkeypatch):
+    """An instructor who moves a due date in nbgrader_config.py and runs `make release` again is told that the
+    gradebook's date stays (the one the late penalty uses), and how to change it; the same date says nothing."""
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(course).db_url) as gb:
+        gb.update_or_create_assignment("kl_penalty", duedate=SET_IN_THE_FORMGRADER)
+    monkeypatch.setenv("RLHF_DUE_DATE", "2027-01-10 23:59 UTC")  # the course's nbgrader_config.py reads it
+    assert app.main(["release", "--course-root", str(course), "kl_penalty"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("kl_penalty: the gradebook's due date 2027-01-15 12:00 UTC stays, not nbgrader_config.py's "
+            "2027-01-10 23:59 UTC") in said
+    assert "nbgrader db assignment add kl_penalty --duedate=" in said and "publish-deadlines" in said
+    with Gradebook(Course.at(course).db_url) as gb:
+        assert gb.find_assignment("kl_penalty").duedate == SET_IN_THE_FORMGRADER  # kept, as before
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(course / "walk-exchange"))
+    handed_out = release.nbgrader(course, "release_assignment", "kl_penalty")  # says the same
+    assert "kl_penalty: the gradebook's due date 2027-01-15 12:00 UTC stays" in " ".join(handed_out.stderr.split())
+    monkeypatch.setenv("RLHF_DUE_DATE", "2027-01-15 12:00 UTC")
+    assert app.main(["release", "--course-root", str(course), "kl_penalty"]) == 0
+    assert "stays" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, says", [
     (["carol", ASSIGNMENT, "--hours", "48"], "no student 'carol'"),
     (["ada", "rlhf_final", "--hours", "48"], "no assignment 'rlhf_final'"),
@@ -80,6 +103,27 @@ def test_a_wrong_extension_is_refused_with_its_reason_and_nothing_written(course
     assert _extend(course, *args) == 2
     assert says in capsys.readouterr().err
     assert _gradebook_state(course) == before
+
+
+def test_an_extension_for_a_penalised_graded_submission_says_it_applies_at_the_next_grading(course, capsys):
+    """The late penalty is written when a submission is graded: an extension granted after that leaves it in the
+    gradebook, the export and the feedback until `make grade` runs again, and the command says so."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+    with Gradebook(Course.at(course).db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips a harmless autoflush warning
+        gb.update_or_create_student("cleo")
+        submission = gb.update_or_create_submission(ASSIGNMENT, "cleo", timestamp=DUE + dt.timedelta(minutes=5))
+        submission.notebooks[0].late_submission_penalty = 2.0  # as grading it wrote
+        gb.db.commit()
+    assert _extend(course, "cleo", ASSIGNMENT, "--until", "2027-06-01 12:00 UTC") == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert (f"cleo's graded submission of {ASSIGNMENT} keeps its late penalty of 2 points until it is graded "
+            f"again: `make grade ASSIGNMENT={ASSIGNMENT}`") in said
+    assert _extend(course, "ben", ASSIGNMENT, "--until", "2027-06-01 12:00 UTC") == 0  # nothing graded: no note
+    assert "late penalty" not in capsys.readouterr().err
 
 
 def test_an_extension_already_past_is_refused(course, capsys):

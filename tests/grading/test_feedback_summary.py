@@ -72,3 +72,17 @@ def test_the_formgraders_copy_keeps_the_whole_finding():
     copy = nbformat.reads(render_page(result, max_cells=1000, seconds=10).autograded_copy, as_version=4)
     cell, = [c for c in copy.cells if notebooks.grade_id(c) == failing]
     assert "WHOLE FINDING" in cell.outputs[-1].text and FAKE_VERDICT in cell.outputs[0].text
+
+
+@pytest.mark.parametrize("language, pending, done", [
+    ("en", "Written answers, graded by a person: 0 / 4 so far.", "Written answers, graded by a person: 3.5 / 4."),
+    ("zh-CN", "书面回答（由老师评分）：目前 0 / 4。", "书面回答（由老师评分）：3.5 / 4。"),
+])
+def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language, pending, done):
+    result, _, _ = _result(language)
+    assert pending in render_page(result, max_cells=1000, seconds=10).html  # lab_question_2 awaits a person
+    result.written["lab_question_2"]["score"] = 1.5
+    result.written["lab_question_1"] = {"answered": True, "points": 2.0, "score": 2.0, "comment": ""}
+    scores = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html,
+                           features="html.parser").find(class_="rlhf-scores").get_text()
+    assert done in scores and "so far" not in scores and "目前" not in scores

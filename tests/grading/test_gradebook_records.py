@@ -131,6 +131,35 @@ def test_stock_autograde_refuses_unless_allowed_and_changes_no_score(course, mon
     assert after == before
 
 
+def _files_under(folder):
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("how", ["--force", "a newer submission"])
+def test_a_refused_stock_autograde_keeps_the_trusted_copy(course, monkeypatch, how):
+    """nbgrader clears autograded/<student>/<assignment> before it converts (with --force, as the Formgrader's
+    Autograde button runs it, or when the submission is newer): the refusal comes first, so `make grade`'s copy
+    and grading record stay, and the Formgrader, the feedback release and the class report keep them."""
+    import os
+    import shutil
+    submitted = course / "submitted" / "ada" / ASSIGNMENT
+    kept = course / "autograded" / "ada" / ASSIGNMENT
+    kept.mkdir(parents=True, exist_ok=True)
+    for name in ("rlhf_building_blocks.ipynb", "timestamp.txt"):
+        shutil.copy2(submitted / name, kept / name)
+    (kept / ".rlhf_building_blocks.feedback.json").write_text('{"as make grade wrote it": true}')
+    if how == "a newer submission":  # nbgrader replaces a copy older than its submission, without --force
+        os.utime(kept / "timestamp.txt", (0, 0))
+        (kept / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
+    before = _files_under(kept)
+    monkeypatch.delenv("RLHF_ALLOW_STOCK_AUTOGRADE", raising=False)
+    proc = release.nbgrader(course, "autograde", ASSIGNMENT, "--student=ada",
+                            *(["--force"] if how == "--force" else []), check=False)
+    assert proc.returncode != 0
+    assert "Stock autograde is disabled" in proc.stdout + proc.stderr
+    assert _files_under(kept) == before
+
+
 WRITTEN = ("lab_question_1", "lab_question_2", "lab_question_3")
 
 

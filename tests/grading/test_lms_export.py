@@ -124,3 +124,42 @@ def test_the_command_writes_the_file_and_refuses_an_unknown_format(tmp_path, cap
     assert _rows(written)[0][:5] == CANVAS_IDENTITY
     assert course_command(["export", "--course-root", str(course), "--format", "blackboard"]) == 2
     assert "unknown format 'blackboard': one of canvas, moodle, long" in capsys.readouterr().err
+
+
+def test_the_command_names_the_students_whose_grades_still_need_a_person(tmp_path, capsys):
+    """An export before the manual grading is done writes those submissions' scores as they stand (an unscored
+    submission's zeros, a written answer's 0): the command says whose, so they are not uploaded as final."""
+    from nbgrader.api import Gradebook
+
+    from tests.support.course import copy_course
+    course = copy_course(tmp_path / "course")
+    url = _gradebook(course)
+    with Gradebook(url) as gb:
+        for submission in (s for assignment in gb.assignments for s in assignment.submissions):
+            for grade in submission.notebooks[0].grades:  # as grading leaves them: scored, nothing waiting
+                grade.needs_manual_grade = False
+        gb.find_grade("lab_question_1", "nb", "rlhf_zh", "bea").needs_manual_grade = True
+        gb.db.commit()
+    assert course_command(["export", "--course-root", str(course)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("1 student(s) with grades that still need a person, exported as they stand: bea (rlhf)" in said
+            and "ada" not in said)
+    with Gradebook(url) as gb:
+        graded = gb.find_grade("lab_question_1", "nb", "rlhf_zh", "bea")
+        graded.manual_score, graded.needs_manual_grade = 0.5, False
+        gb.db.commit()
+    assert course_command(["export", "--course-root", str(course)]) == 0
+    assert "needs a person" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", lms_export.FORMATS)
+def test_the_default_export_file_is_kept_out_of_git_as_grades_csv_is(fmt):
+    """The export's default file holds every student's grades in the course root, like grades.csv: a course kept
+    in git must not commit it."""
+    import shutil
+    import subprocess
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    for name in ("grades.csv", f"grades-{fmt}.csv"):
+        ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name])
+        assert ignored.returncode == 0, f"{name} is not git-ignored"

@@ -103,6 +103,22 @@ def totals(table: GradeTable) -> dict[str, tuple[float, float]]:
             for student in table.students}
 
 
+def waiting_for_a_person(gradebook, table: GradeTable) -> dict[str, list[str]]:
+    """{student id: [assignment, ...]} whose counted submission (in an open nbgrader ``gradebook``) still has a grade
+    only a person can give, so its score is exported as it stands (an unscored submission's zeros, an ungraded
+    written answer's 0).  One query, whatever the class's size."""
+    from nbgrader.api import Assignment, Student, SubmittedAssignment
+    waiting_editions = set(gradebook.db.query(Student.id, Assignment.name)
+                           .join(SubmittedAssignment, SubmittedAssignment.student_id == Student.id)
+                           .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
+                           .filter(SubmittedAssignment.needs_manual_grade))
+    waiting: dict[str, list[str]] = {}
+    for (student, assignment), grade in sorted(table.grades.items()):
+        if grade is not None and (student, grade.edition) in waiting_editions:
+            waiting.setdefault(student, []).append(assignment)
+    return waiting
+
+
 def _number(value: float):
     """A score as an LMS reads it: 24 rather than 24.0, at most four decimals (numbers stay numbers: inert)."""
     return int(value) if float(value).is_integer() else round(value, 4)

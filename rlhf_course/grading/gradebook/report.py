@@ -27,16 +27,40 @@ def format_table(results: list[SubmissionResult]) -> str:
     return "\n".join(lines)
 
 
+COLUMNS = ["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail"]
+
+
 def write_report(path: Path, results: list[SubmissionResult]) -> Path:
     """One row per submission; the student's id, flags and detail carry text the student shaped, so every
-    cell is made inert for a spreadsheet (scores and seconds stay numbers)."""
+    cell is made inert for a spreadsheet (scores and seconds stay numbers).  The rows an earlier batch wrote for
+    submissions this one did not grade (another assignment, other students) are kept as they were written."""
+    rows = []
+    for r in results:
+        values = spreadsheet.row([r.assignment, r.notebook, one_line(r.student), r.state, r.score, r.max_score,
+                                  round(r.seconds, 2), one_line(" | ".join(r.flags)), one_line((r.detail or "")[:500])])
+        rows.append({**dict(zip(COLUMNS, values)),
+                     **{f"s: {stage}": round(seconds, 3) for stage, seconds in r.timings.items()}})
+    graded_now = {_key(row) for row in rows}
+    rows += [row for row in _earlier_rows(path) if _key(row) not in graded_now]
+    stages = sorted({column for row in rows for column in row if column.startswith("s: ")})
     with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        stages = sorted({stage for r in results for stage in r.timings})
-        writer.writerow(["assignment", "notebook", "student", "state", "score", "max_score", "seconds", "review_flags", "detail",
-                         *[f"s: {stage}" for stage in stages]])
-        for r in sorted(results, key=lambda r: (r.assignment, r.notebook, r.student)):
-            writer.writerow(spreadsheet.row([r.assignment, r.notebook, one_line(r.student), r.state, r.score, r.max_score, round(r.seconds, 2),
-                             one_line(" | ".join(r.flags)), one_line((r.detail or "")[:500]),
-                             *[round(r.timings.get(stage, 0.0), 3) for stage in stages]]))
+        writer = csv.DictWriter(handle, COLUMNS + stages, restval=0.0, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=_key))
     return path
+
+
+def _key(row: dict) -> tuple[str, str, str]:
+    return str(row["assignment"]), str(row["notebook"]), str(row["student"])
+
+
+def _earlier_rows(path: Path) -> list[dict]:
+    """The rows of the report an earlier batch wrote (none if there is none, or it is not one)."""
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            if not set(COLUMNS) <= set(reader.fieldnames or ()):
+                return []
+            return [row for row in reader if all(row.get(column) is not None for column in COLUMNS)]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []

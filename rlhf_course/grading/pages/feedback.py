@@ -199,9 +199,11 @@ def _written_answers(result: SubmissionResult, language: str) -> dict | None:
         return None
     score = sum(w.get("score") or 0.0 for w in result.written.values())
     points = sum(w.get("points", 0.0) for w in result.written.values())
+    waiting = any(_written_status(w) == "awaiting a person" for w in result.written.values())
     return {
         "score": score, "points": points,
-        "sentence": t("Written answers, graded by a person: {score:g} / {points:g} so far.", language,
+        "sentence": t("Written answers, graded by a person: {score:g} / {points:g} so far." if waiting else
+                      "Written answers, graded by a person: {score:g} / {points:g}.", language,
                       score=score, points=points),
         "headings": [t(heading, language) for heading in ("answer", "points", "status", "comment")],
         "rows": [{"grade_id": gid, "score": w.get("score"), "points": w.get("points", 0.0),
