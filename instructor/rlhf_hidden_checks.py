@@ -21,7 +21,7 @@ import torch
 
 from rlhf_course.grading.checks import (Check, CheckFailed, Recall, by_id, changed_input, compare,  # noqa: F401
                                         evaluate, generator, gradients, judge_observation, run, short, uniform,
-                                        phrasebook, translated_messages, unmodified, unmodified_only)
+                                        Finding, phrasebook, translated_messages, unmodified, unmodified_only)
 from rlhf_course.grading.sandbox.observe import Case, Observation
 
 
@@ -75,8 +75,18 @@ def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, ep
     gen = generator(seed)
     r = (_log_uniform(gen, r_low, r_high, count) if log_scale else uniform(gen, r_low, r_high, count)).float()
     a = (a_sign * uniform(gen, 0.2, 3.0, count)).float()
-    return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or f"ratio={r[i]:.4g}, A={a[i]:.3f}, eps={eps:g}")
+    return [Case((r[i:i + 1], a[i:i + 1], eps), note=note or _one_token_note(float(r[i]), float(a[i]), eps))
             for i in range(count)]
+
+
+def _one_token_note(ratio: float, advantage: float, eps: float) -> Finding:
+    """A one-token case as the instructor reads it (with its values) and as a student does: where the ratio lies
+    against the clip range, and the advantage's sign.  Never the values: with the expected objective a failed line
+    shows, they would be the whole case, the same for every student."""
+    band = "r < 1 - eps" if ratio < 1 - eps else "r > 1 + eps" if ratio > 1 + eps else "1 - eps <= r <= 1 + eps"
+    sign = "A > 0" if advantage > 0 else "A < 0" if advantage < 0 else "A = 0"
+    regime = say("one token, {band}, {sign}, eps = {eps:g}", band=Finding(band), sign=Finding(sign), eps=eps)
+    return Finding(f"{regime.public}; ratio={ratio:.4g}, A={advantage:.3f}", regime.public)
 
 
 def _ppo_value_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
@@ -182,8 +192,8 @@ def _ppo_gradient_cases() -> list[Case]:
     points = [(1e-3, 1.0), (0.05, 2.0), (0.5, 1.0), (0.9, 2.0), (1.1, 2.0), (1.5, 1.0), (30.0, 0.5),
               (1e3, 1.0),
               (1e-3, -1.0), (0.5, -1.0), (0.9, -2.0), (1.5, -1.0), (5.0, -0.5), (1e3, -1.0)]
-    return [Case((torch.tensor([r]), torch.tensor([a]), 0.2), grad_wrt=(0,),
-                 note=f"ratio={r:g}, A={a:g}, eps=0.2") for r, a in points]
+    return [Case((torch.tensor([r]), torch.tensor([a]), 0.2), grad_wrt=(0,), note=_one_token_note(r, a, 0.2))
+            for r, a in points]
 
 
 def _ppo_gradient_judge(case: Case, obs: Observation, recall: Recall) -> str | None:

@@ -73,6 +73,11 @@ class Finding(str):
         return finding
 
 
+def public_note(note: str) -> str:
+    """What a student reads of a case's note: a :class:`Finding`'s public part, else the note as written."""
+    return note.public if isinstance(note, Finding) else str(note)
+
+
 def public_text(detail: str) -> str:
     """The line a student reads for a failed check's ``detail``: its public part, or only "wrong value"."""
     return detail.public if isinstance(detail, Finding) else t("wrong value")
@@ -175,9 +180,10 @@ def judge_observation(check: Check, case: Case, observation: Observation, recall
     else:
         detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
-        # The note is the grader's own description of the case, written before any call.
+        # The note is the grader's own description of the case, written before any call; a student reads its
+        # public part (the regime a case tests, never its tensors' values: tests/grading/test_case_notes.py).
         detail = Finding(t("{detail} ({note})", detail=detail, note=case.note),
-                         t("{detail} ({note})", detail=public_text(detail), note=str(case.note)))
+                         t("{detail} ({note})", detail=public_text(detail), note=public_note(case.note)))
     return detail
 
 
