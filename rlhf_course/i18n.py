@@ -379,6 +379,11 @@ ZH = {
     "late by {late}: the late penalty applies": "迟交 {late}，将扣除迟交罚分",
     "Submitted {assignment} at {when}: {verdict} ({deadline}).": "已提交 {assignment}（{when}）：{verdict}（{deadline}）。",
     "submitted {when}": "提交于 {when}",
+    "{notebook} was not submitted: Jupyter cannot read it ({why}). Your earlier submission, if any, is still the one "
+    "graded. Restore the notebook's last good state (in JupyterLab: File > Revert Notebook to Checkpoint, or ask for a "
+    "fresh copy), save it, and submit again.": "{notebook} 未提交：Jupyter 无法读取它（{why}）。你之前的提交（如果有）"
+                                               "仍是被评分的那一份。请把 notebook 恢复到上一个完好的状态（在 JupyterLab 中："
+                                               "File > Revert Notebook to Checkpoint，或向老师要一份新的副本），保存后再提交。",
     "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
     "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
                                  "最后一次提交会被评分。",

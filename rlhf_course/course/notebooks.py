@@ -21,6 +21,25 @@ def read(path: str | Path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
 
 
+class NotANotebook(ValueError):
+    """Text nbformat cannot read as a version 4 notebook, or whose notebook its schema refuses; the message
+    names the error's class and says why."""
+
+
+def parse(text: str) -> nbformat.NotebookNode:
+    """The notebook ``text`` holds, read and validated once (nbformat 4), else :class:`NotANotebook`: the one
+    judgement of an unreadable notebook, the exchange's submit's and the grader's intake's alike."""
+    import nbformat
+    try:
+        invalid: dict = {}  # reads validates; one validation, not two
+        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
+        if invalid:
+            raise invalid["ValidationError"]
+    except Exception as exc:
+        raise NotANotebook(f"{type(exc).__name__}: {exc}") from None
+    return nb
+
+
 def nbgrader_metadata(cell) -> dict:
     """A cell's ``metadata.nbgrader`` when it is a mapping, else ``{}``: a submitted notebook may hold any
     JSON there (the notebook schema allows it), and a value of another type means no nbgrader cell."""

@@ -8,9 +8,10 @@ import shutil
 import tempfile
 
 from nbgrader.exchange.default import ExchangeSubmit
-from nbgrader.utils import get_username, parse_utc
+from nbgrader.utils import find_all_notebooks, get_username, parse_utc
 
 from rlhf_course import i18n
+from rlhf_course.course import notebooks
 from rlhf_course.exchange import deadlines
 from rlhf_course.exchange.base import PrintableNames, SUBMISSION_DIR_MODE, SUBMISSION_FILE_MODE, TraversableRoot
 
@@ -33,11 +34,26 @@ class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
                     shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
 
     def copy_files(self):
+        self.refuse_unreadable()
         self.warn_of_replaced_edition()
         super().copy_files()
         dest = os.path.join(self.inbound_path, self.assignment_filename)
         self.set_perms(dest, fileperms=SUBMISSION_FILE_MODE, dirperms=SUBMISSION_DIR_MODE)
         self.tell_deadline()
+
+    def refuse_unreadable(self) -> None:
+        """Refused before anything is copied, in the edition's language: a notebook Jupyter cannot read would
+        replace the student's earlier submission (only the latest is graded) with one grading scores 0."""
+        for name in find_all_notebooks(self.src_path):
+            try:
+                with open(os.path.join(self.src_path, name), encoding="utf-8") as handle:
+                    notebooks.parse(handle.read())
+            except (OSError, UnicodeDecodeError, notebooks.NotANotebook) as exc:
+                why = str(exc) if isinstance(exc, notebooks.NotANotebook) else f"{type(exc).__name__}: {exc}"
+                deadline = deadlines.read(self.root, self.coursedir.course_id, self.coursedir.assignment_id,
+                                          get_username())
+                language = deadline.language if deadline is not None else i18n.ENGLISH
+                self.fail(i18n.t(UNREADABLE, language, notebook=name, why=why[:300]))
 
     def warn_of_replaced_edition(self) -> str | None:
         """"This replaces your rlhf submission of ... (and any manual grade on it) ..." when the student's latest
@@ -67,6 +83,9 @@ class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
         return sentence
 
 
+UNREADABLE = ("{notebook} was not submitted: Jupyter cannot read it ({why}). Your earlier submission, if any, is "
+              "still the one graded. Restore the notebook's last good state (in JupyterLab: File > Revert Notebook to "
+              "Checkpoint, or ask for a fresh copy), save it, and submit again.")
 REPLACES = ("This replaces your {other} submission of {when} (and any manual grade on it): only the latest "
             "submission of either edition is graded.")
 

@@ -141,12 +141,9 @@ def parse_notebook(text: str, limits: Limits):
     if cells is not None and cells > limits.cells:
         raise Unreadable(TOO_LARGE, f"the notebook has {cells} cells (limit {limits.cells})")
     try:
-        invalid: dict = {}  # reads validates; one validation, not two
-        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
-        if invalid:
-            raise invalid["ValidationError"]
-    except Exception as exc:
-        raise Unreadable(MALFORMED, f"the notebook cannot be read: {type(exc).__name__}: {exc}"[:500]) from None
+        nb = notebooks.parse(text)
+    except notebooks.NotANotebook as exc:
+        raise Unreadable(MALFORMED, f"the notebook cannot be read: {exc}"[:500]) from None
     if len(nb.cells) > limits.cells:
         raise Unreadable(TOO_LARGE, f"the notebook has {len(nb.cells)} cells (limit {limits.cells})")
     return nb

@@ -25,6 +25,7 @@ from rlhf_course.grading.pages.feedback import deadline_line
 
 REPO = Path(__file__).resolve().parents[2]
 COURSE = "rlhf-course"
+EMPTY_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'  # submit reads it
 DUE = dt.datetime(2026, 12, 18, 23, 59)
 ME = os.environ.get("USER") or __import__("getpass").getuser()
 
@@ -48,7 +49,7 @@ def exchange(tmp_path, monkeypatch):
     root = tmp_path / "exchange"
     for assignment in ("rlhf", "rlhf_zh"):
         (root / COURSE / "outbound" / assignment).mkdir(parents=True)
-        (root / COURSE / "outbound" / assignment / "a.ipynb").write_text("{}")
+        (root / COURSE / "outbound" / assignment / "a.ipynb").write_text(EMPTY_NOTEBOOK)
     (root / COURSE / "inbound").mkdir()
     monkeypatch.chdir(tmp_path)
     return root
@@ -91,7 +92,7 @@ def test_list_and_submit_tell_the_student_the_deadline_and_how_late(exchange):
 
     other = exchange / COURSE / "inbound" / "zed+rlhf_zh+2026-12-05 10:00:00.000000 UTC"  # a classmate's entry
     other.mkdir()
-    (other / "a.ipynb").write_text("{}")
+    (other / "a.ipynb").write_text(EMPTY_NOTEBOOK)
     submitted, lines = _run(StrictExchangeList, exchange, inbound=True)  # what the Assignment List's Submit gets
     # an instructor listing inbound sees others' entries: nothing is said of their lateness (their extensions
     # are not readable here)

@@ -16,6 +16,7 @@ from tests.support.command_session import OwnCommandSession
 from tests.support.course import copy_course, release_course
 
 COURSE_ID = "rlhf-course"
+EMPTY_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'  # submit reads it
 WARNING_ZH = "这次提交将取代你在 "
 
 
@@ -66,7 +67,7 @@ def test_the_assignment_list_says_beside_submit_what_submitting_would_replace(tm
     exchange, cache = tmp_path / "exchange", tmp_path / "cache"
     for assignment, language in (("rlhf", "en"), ("rlhf_zh", "zh-CN")):
         (exchange / COURSE_ID / "outbound" / assignment).mkdir(parents=True)
-        (exchange / COURSE_ID / "outbound" / assignment / "a.ipynb").write_text("{}")
+        (exchange / COURSE_ID / "outbound" / assignment / "a.ipynb").write_text(EMPTY_NOTEBOOK)
         deadlines.publish_due_date(str(exchange), COURSE_ID, assignment, None, language, edition_of="rlhf")
     (exchange / COURSE_ID / "inbound").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -1,0 +1,41 @@
+"""A notebook Jupyter cannot read is not submitted: submit refuses it, says why and what to do, in the edition's
+language, and the student's earlier submission stays the one graded (only the latest is; grading would score an
+unreadable one 0 as a malformed notebook)."""
+from rlhf_course import NOTEBOOK
+from tests.support.command_session import OwnCommandSession
+from tests.support.course import copy_course, release_course
+
+COURSE_ID = "rlhf-course"
+
+
+def test_an_unreadable_notebook_is_refused_and_the_earlier_submission_kept(tmp_path, monkeypatch):
+    exchange = tmp_path / "exchange"
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
+    course = release_course(copy_course(tmp_path / "course"))
+    home, config = tmp_path / "student", tmp_path / "config"
+    home.mkdir(), config.mkdir()
+    (config / "nbgrader_config.py").write_text(
+        f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
+    env = {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    inbound = exchange / COURSE_ID / "inbound"
+    with OwnCommandSession(home) as commands:
+        for assignment in ("rlhf", "rlhf_zh"):
+            commands.nbgrader("release_assignment", assignment, cwd=course)
+        commands.nbgrader("fetch_assignment", "rlhf", "rlhf_zh", env=env)
+        commands.nbgrader("submit", "rlhf", env=env)
+        kept = sorted(p.name for p in inbound.iterdir())
+        assert len(kept) == 1
+
+        (home / "rlhf" / NOTEBOOK).write_text('{"cells": [{"cell_type": "code", "source": "x = 1"')  # cut short
+        refused = commands.nbgrader("submit", "rlhf", env=env, check=False)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0, said
+        assert f"{NOTEBOOK} was not submitted: Jupyter cannot read it" in said, said
+        assert "Revert Notebook to Checkpoint" in said and "NotJSONError" in said
+        assert sorted(p.name for p in inbound.iterdir()) == kept  # nothing new: the earlier one is graded
+
+        (home / "rlhf_zh" / NOTEBOOK).write_text('{"nbformat": 4, "nbformat_minor": 5, "cells": "not a list"}')
+        refused_zh = commands.nbgrader("submit", "rlhf_zh", env=env, check=False)
+        said_zh = refused_zh.stdout + refused_zh.stderr
+        assert refused_zh.returncode != 0 and f"{NOTEBOOK} 未提交：Jupyter 无法读取它" in said_zh, said_zh
+        assert sorted(p.name for p in inbound.iterdir()) == kept
