@@ -72,3 +72,22 @@ def test_the_formgraders_copy_keeps_the_whole_finding():
     copy = nbformat.reads(render_page(result, max_cells=1000, seconds=10).autograded_copy, as_version=4)
     cell, = [c for c in copy.cells if notebooks.grade_id(c) == failing]
     assert "WHOLE FINDING" in cell.outputs[-1].text and FAKE_VERDICT in cell.outputs[0].text
+
+
+def test_a_persons_comment_renders_its_markdown_and_maths_and_stays_inert():
+    """The Formgrader's comment box takes Markdown and maths: the student reads them rendered (the maths as MathML,
+    as the notebook's), through the course's sanitiser: a script or an event handler in a comment does nothing."""
+    result, _, _ = _result("en")
+    result.written["lab_question_2"].update(score=1.5, comment=(
+        "This **generalises**: the $\\mathrm{KL}$ term keeps it close.\n\n* first\n* second\n\n"
+        "<script>alert(1)</script><img src=x onerror=alert(2)> [x](javascript:alert(3))"))
+    page = render_page(result, max_cells=1000, seconds=10).html
+    soup = BeautifulSoup(page, features="html.parser")
+    comment_cell = soup.find(class_="rlhf-scores").find_all("table")[-1].find_all("tr")[-1].find_all("td")[-1]
+    assert comment_cell.find("strong").get_text() == "generalises"
+    assert "**" not in comment_cell.get_text() and "$" not in comment_cell.get_text()
+    assert comment_cell.find("math") is not None and "KL" in comment_cell.find("math").get_text()
+    assert [li.get_text() for li in comment_cell.find_all("li")] == ["first", "second"]
+    assert comment_cell.find("script") is None and not comment_cell.select("[onerror]")
+    assert not any((a.get("href") or "").startswith("javascript") for a in comment_cell.find_all("a"))
+    assert "alert(1)" in comment_cell.get_text()  # shown as text, never run
