@@ -139,3 +139,22 @@ def before_release(release) -> None:
         refresh_pages(course, release.coursedir.assignment_id, release.coursedir.student_id or "*", release.log)
     except StalePages as exc:
         release.fail(f"No feedback released: {exc}")
+    export_grades(course, release.log)
+
+
+def export_grades(course: Course, log) -> None:
+    """``grades.csv`` written again from the gradebook, as ``make grade`` and ``nbgrader export`` write it: the
+    grades being returned are the ones the file holds (a person's manual grades since `make grade` included).
+    Returning feedback goes on if the file cannot be written; the log says so and names the command that writes it."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading.gradebook.export import EditionsCsvExport
+    destination = course.root / "grades.csv"
+    try:
+        with Gradebook(course.db_url) as gb:
+            EditionsCsvExport(config=course.config, to=str(destination), course_root=str(course.root)).export(gb)
+    except OSError as exc:
+        log.error("%s not written (%s): it may hold grades older than the gradebook's; write it with "
+                  "`nbgrader export` in the course root", destination, exc)
+        return
+    log.info("%s written again from the gradebook: it holds the grades being returned", destination)
