@@ -102,6 +102,7 @@ class StudentRow:
     feedback: list[str] = field(default_factory=list)  # links relative to the report's folder
     submission_ids: list[str] = field(default_factory=list)  # nbgrader's submitted notebooks, by notebook name
     formgrader: str = ""  # the Formgrader's page of the (first) submitted notebook
+    without_copy: list[str] = field(default_factory=list)  # notebooks with no autograded copy: nothing to grade by hand
 
     @property
     def score(self) -> float:
@@ -320,6 +321,14 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
     return sorted(rows, key=lambda r: r.student), due, max_score
 
 
+def _copies_missing(course: Course, rows: list[StudentRow]) -> None:
+    """Each row's notebooks without an autograded copy (a submission trusted grading could not read): the
+    Formgrader has no page to grade them on (``row.feedback``: still ``<edition>/<notebook>``)."""
+    for row in rows:
+        row.without_copy = [notebook for edition, _, notebook in (where.partition("/") for where in row.feedback)
+                            if not (course.folder("autograded", row.student, edition) / f"{notebook}.ipynb").is_file()]
+
+
 def _feedback_links(course: Course, rows: list[StudentRow], report_folder: Path) -> None:
     """Each row's feedback pages that exist, as URLs relative to the report's folder (each part quoted: an id
     is the student's)."""
@@ -381,6 +390,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     """The numbers of one base assignment (``group``: it and its editions, as in the gradebook); the
     misconceptions named in ``language``."""
     rows, due, max_score = _gradebook_rows(course, group)
+    _copies_missing(course, rows)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     _formgrader_links(rows, ClassReportSettings(config=course.config).formgrader_url)
     roster = _roster(course)
