@@ -102,7 +102,7 @@ class StudentRow:
     feedback: list[str] = field(default_factory=list)  # links relative to the report's folder
     submission_ids: list[str] = field(default_factory=list)  # nbgrader's submitted notebooks, by notebook name
     formgrader: str = ""  # the Formgrader's page of the (first) submitted notebook
-    without_copy: list[str] = field(default_factory=list)  # notebooks with no autograded copy: nothing to grade by hand
+    unreadable: list[str] = field(default_factory=list)  # notebooks trusted grading could not read: nothing to grade
 
     @property
     def score(self) -> float:
@@ -321,12 +321,16 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
     return sorted(rows, key=lambda r: r.student), due, max_score
 
 
-def _copies_missing(course: Course, rows: list[StudentRow]) -> None:
-    """Each row's notebooks without an autograded copy (a submission trusted grading could not read): the
-    Formgrader has no page to grade them on (``row.feedback``: still ``<edition>/<notebook>``)."""
+def _unreadable_notebooks(course: Course, rows: list[StudentRow]) -> None:
+    """Each row's notebooks trusted grading could not read (their grading record's state): no autograded copy,
+    nothing the Formgrader can show to grade by hand (``row.feedback``: still ``<edition>/<notebook>``)."""
+    from rlhf_course.grading.pages.grading_record import recorded_state
+    from rlhf_course.grading.results import UNREADABLE_STATES
     for row in rows:
-        row.without_copy = [notebook for edition, _, notebook in (where.partition("/") for where in row.feedback)
-                            if not (course.folder("autograded", row.student, edition) / f"{notebook}.ipynb").is_file()]
+        if not set(row.to_do) & set(row.cells):  # scored: its tests need no person (and its record is not read)
+            continue
+        row.unreadable = [notebook for edition, _, notebook in (where.partition("/") for where in row.feedback)
+                          if (recorded_state(course, row.student, edition, notebook) or ("",))[0] in UNREADABLE_STATES]
 
 
 def _feedback_links(course: Course, rows: list[StudentRow], report_folder: Path) -> None:
@@ -390,7 +394,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     """The numbers of one base assignment (``group``: it and its editions, as in the gradebook); the
     misconceptions named in ``language``."""
     rows, due, max_score = _gradebook_rows(course, group)
-    _copies_missing(course, rows)
+    _unreadable_notebooks(course, rows)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     _formgrader_links(rows, ClassReportSettings(config=course.config).formgrader_url)
     roster = _roster(course)

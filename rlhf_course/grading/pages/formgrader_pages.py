@@ -100,19 +100,13 @@ def without_copy(course, gradebook, resources: dict) -> dict:
     """What the page of a submitted notebook without an autograded copy says (``resources``: those nbgrader's
     handler gives its 404 page): the grading record's state and detail (none: not graded), the gradebook's score,
     the submitted file.  Paths are relative to the course root."""
-    import json
-
     from nbgrader.api import MissingEntry
 
-    from rlhf_course.grading.pages.grading_record import record_path
-    from rlhf_course.grading.results import MALFORMED, TOO_LARGE, one_line
+    from rlhf_course.grading.pages.grading_record import recorded_state
+    from rlhf_course.grading.results import UNREADABLE_STATES, one_line
     student, assignment, notebook = resources["student"], resources["assignment_id"], resources["notebook_id"]
-    state = detail = ""
-    try:
-        recorded = json.loads(record_path(course, student, assignment, notebook).read_text())["result"]
-        state, detail = str(recorded["state"]), one_line(str(recorded.get("detail") or ""))[:500]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # no readable record: not graded by `make grade`
+    state, detail = recorded_state(course, student, assignment, notebook) or ("", "")
+    detail = one_line(detail)[:500]
     try:
         submitted_nb = gradebook.find_submission_notebook_by_id(resources["submission_id"])
         score, max_score, flagged = float(submitted_nb.score), float(submitted_nb.max_score), submitted_nb.flagged
@@ -123,7 +117,7 @@ def without_copy(course, gradebook, resources: dict) -> dict:
     copy = course.folder("autograded", student, assignment) / f"{notebook}.ipynb"
     return {"student": student, "assignment": assignment, "notebook": notebook,
             "base_url": resources.get("base_url", ""), "state": state, "detail": detail,
-            "unreadable": state in (MALFORMED, TOO_LARGE), "score": score, "max_score": max_score,
+            "unreadable": state in UNREADABLE_STATES, "score": score, "max_score": max_score,
             "flagged": flagged, "submitted": os.path.relpath(submitted, course.root),
             "submitted_exists": submitted.is_file(), "copy": os.path.relpath(copy, course.root)}
 
