@@ -91,3 +91,12 @@ def test_a_persons_comment_renders_its_markdown_and_maths_and_stays_inert():
     assert comment_cell.find("script") is None and not comment_cell.select("[onerror]")
     assert not any((a.get("href") or "").startswith("javascript") for a in comment_cell.find_all("a"))
     assert "alert(1)" in comment_cell.get_text()  # shown as text, never run
+
+
+def test_the_last_resort_page_shows_a_persons_comment_as_escaped_text():
+    """When no renderer can run, the page is the scores as text: a comment is there, its markup inert."""
+    from rlhf_course.grading.pages.feedback import _plain_page
+    result, _, _ = _result("en")
+    result.written["lab_question_2"].update(score=1.5, comment="**Good**\n<script>alert(1)</script>")
+    page = _plain_page(result, "the page could not be rendered")
+    assert "**Good** &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page

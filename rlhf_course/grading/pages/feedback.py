@@ -206,6 +206,7 @@ def _written_answers(result: SubmissionResult, language: str) -> dict | None:
         "headings": [t(heading, language) for heading in ("answer", "points", "status", "comment")],
         "rows": [{"grade_id": gid, "score": w.get("score"), "points": w.get("points", 0.0),
                   "result": t(_written_status(w), language),
+                  "text": _cell_text(w.get("comment") or ""),  # the last resort's plain page
                   "comment": _comment_markdown(w.get("comment") or "")} for gid, w in result.written.items()],
     }
 
