@@ -335,7 +335,7 @@ ZH = {
     "Due {due}. {late} submission(s) late (after the due date plus any extension), {penalised} penalised, {extended} "
     "with an extension.":
         "截止时间 {due}。{late} 份提交迟交（晚于截止时间加延期），{penalised} 份被扣分，{extended} 份有延期。",
-    "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "hours late": "迟交小时数",
+    "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "late by": "迟交时长",
     "+{hours} h": "+{hours} 小时",
     "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",

@@ -590,6 +590,9 @@ def render_html(report: ClassReport, language: str = ENGLISH) -> str:
     env.filters["num"] = lambda v, digits=2: "" if v is None else f"{v:.{digits}f}"
     env.filters["when"] = lambda v: f"{v:%Y-%m-%d %H:%M} UTC" if v else "-"
     env.filters["translated"] = lambda text: t(text, language)
+    from rlhf_course.exchange.deadlines import how_late
+    # As the feedback page says it: the penalty counts every started hour, so "0.0" hours would sit beside one.
+    env.filters["late_by"] = lambda row: how_late(row.hours_late * 3600, language) if row.hours_late > 0 else ""
     env.globals["_"] = lambda text, **fields: t(text, language, **fields)
     return env.get_template("index.html.j2").render(
         report=report, csp=CONTENT_SECURITY_POLICY, language=language,
