@@ -6,9 +6,10 @@ written with its *grading record* beside it (:func:`rlhf_course.grading.pages.gr
 its notebook and the copy as the grader ran it, and the grades the page shows), and the course's
 ``release_feedback`` (:class:`rlhf_course.exchange.release.StrictExchangeReleaseFeedback`, the Formgrader's
 *Release feedback* too; :func:`before_release` is its ``before_release``) first rewrites every page whose grades
-changed since (:func:`refresh_pages`): the
-gradebook's scores and comments put into the recorded result, the page rendered again from the recorded
-notebooks.  No student code runs: nothing is graded again.  nbgrader's ``generate_feedback`` (the Formgrader's
+changed since (:func:`refresh_pages`): the gradebook's scores and comments put into the recorded result, the page
+rendered again from the recorded notebooks.  No student code runs: nothing is graded again.  Then it writes
+``grades.csv`` again from the gradebook (:func:`export_grades`): the file holds the grades being returned, not
+those of the last `make grade`.  nbgrader's ``generate_feedback`` (the Formgrader's
 *Generate Feedback* too) writes the same page through :class:`CourseFeedbackExporter`, never stock nbgrader's.
 
 A page without a readable record (written by an older version of the course, or by hand) cannot be shown to
