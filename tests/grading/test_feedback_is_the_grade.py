@@ -138,3 +138,25 @@ def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept
     assert refused.returncode != 0 and "no grading record" in said, said
     assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
     assert _course_page_of(course, student) == before  # nothing removed, nothing stock written
+
+
+def test_a_grades_csv_that_cannot_be_written_is_said_and_names_the_command(loop, caplog):
+    """Returning feedback goes on; the log says grades.csv may be stale and what writes it."""
+    import logging
+    import shutil
+
+    from rlhf_course.course.settings import Course
+    from rlhf_course.grading.pages.returned_feedback import export_grades
+    course = loop["course"]
+    saved = (course / "grades.csv").read_bytes() if (course / "grades.csv").is_file() else None
+    (course / "grades.csv").unlink(missing_ok=True)
+    (course / "grades.csv").mkdir()  # cannot be opened for writing
+    try:
+        with caplog.at_level(logging.ERROR):
+            export_grades(Course.at(course), logging.getLogger("test-release-feedback"))
+    finally:
+        shutil.rmtree(course / "grades.csv")
+        if saved is not None:
+            (course / "grades.csv").write_bytes(saved)
+    said = caplog.text
+    assert "grades.csv not written" in said and "`nbgrader export`" in said, said
