@@ -308,6 +308,13 @@ ZH = {
     "submissions that could not be scored). Grade them in the Formgrader.":
         "{n} 项成绩需要人工评定（nbgrader 的“needs manual grade”：尚未打分的书面回答，以及无法评分的提交中的单元格）。"
         "请在 Formgrader 中评分。",
+    "{n} submission(s) have no notebook the Formgrader can show (trusted grading could not read them: "
+    "grading_report.csv says why), so they cannot be graded by hand: each scored 0 on every test and is flagged, and "
+    "its link opens a page saying where the file is. Ask the student to submit again, then collect and run "
+    "`sudo make grade`:":
+        "{n} 份提交没有 Formgrader 能显示的笔记本（可信评分无法读取它们，原因见 grading_report.csv），因此无法人工评分："
+        "每份的所有测试均得 0 分并已标记待查，其链接打开的页面会说明文件所在位置。请让学生重新提交，然后收取并运行"
+        " `sudo make grade`：",
     "grade cell": "评分单元格", "to do": "待评", "None: every grade has its score.": "无：每项成绩都已评定。",
     "Pass: full points. Discrimination is the point-biserial correlation r between passing the test (1/0) and the "
     "rest of the student's score (the raw score before the late penalty, minus this test's points), over every "
@@ -329,7 +336,7 @@ ZH = {
     "Due {due}. {late} submission(s) late (after the due date plus any extension), {penalised} penalised, {extended} "
     "with an extension.":
         "截止时间 {due}。{late} 份提交迟交（晚于截止时间加延期），{penalised} 份被扣分，{extended} 份有延期。",
-    "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "hours late": "迟交小时数",
+    "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "late by": "迟交时长",
     "+{hours} h": "+{hours} 小时",
     "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",

@@ -18,6 +18,7 @@ GRADED, FAILED_TESTS = "graded", "failed tests"
 TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
 TOO_LARGE, GRADER_ERROR = "too large", "grader error"
 SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look
+UNREADABLE_STATES = (MALFORMED, TOO_LARGE)  # no check ran and no copy of the cells exists: nothing to grade by hand
 SEVERITY = (GRADED, FAILED_TESTS, MEMORY_LIMIT, CRASHED, TIMED_OUT, TOO_LARGE, MALFORMED, GRADER_ERROR)
 
 

@@ -154,3 +154,20 @@ def test_discrimination_is_pearsons_r_and_the_threshold_is_two_standard_errors()
     assert test.discrimination == pytest.approx(expected) and expected < -2 / 10 ** 0.5
     assert test.flags == ["negative discrimination"]
     assert class_report.negative_discrimination_threshold(10) == pytest.approx(-2 / 10 ** 0.5)
+
+
+@pytest.mark.parametrize("language, late_by", [("en", "2 min"), ("zh-CN", "2 分钟")])
+def test_a_submission_minutes_late_says_how_late_beside_its_penalty(language, late_by):
+    """The penalty counts every started hour: 2 minutes late costs a whole hour's points.  The page says "2 min",
+    never "0.0" hours beside a penalty."""
+    import datetime as dt
+    due = dt.datetime(2026, 12, 18, 23, 59)
+    row = StudentRow("ada", ASSIGNMENT, due + dt.timedelta(minutes=2, seconds=30), due, None, 40.0, 2.0, 50.0)
+    report = class_report.ClassReport(ASSIGNMENT, [ASSIGNMENT], due, 50.0, [row], [], [], {}, {}, [], [],
+                                      dt.datetime(2026, 12, 20))
+    page = class_report.render_html(report, language)
+    for anchor in ("lateness", "students"):
+        section = _section(page, anchor)
+        ada = section[section.index("<td>ada</td>"):]
+        ada = ada[:ada.index("</tr>")]
+        assert late_by in ada and '<td class="n">0.0</td>' not in ada and '<td class="n">2.0</td>' in ada, ada

@@ -7,6 +7,7 @@ The whole loop runs as this test's user (the student is this account): release, 
 Formgrader's save calls), release_feedback, fetch_feedback."""
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -27,10 +28,28 @@ def _grade_written_answer(course, student: str, score: float, comment: str) -> N
         gb.db.commit()
 
 
+def _grades_csv_score(course, student: str) -> str:
+    with open(course / "grades.csv", newline="") as handle:
+        [row] = [r for r in csv.DictReader(handle) if r["student_id"] == student and r["assignment"] == ASSIGNMENT]
+    return row["score"]
+
+
+def _export_as_make_grade_does(course) -> None:
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.course.settings import Course
+    from rlhf_course.grading.gradebook.export import EditionsCsvExport
+    handle = Course.at(course)
+    with Gradebook(gradebook_url(course)) as gb:
+        EditionsCsvExport(config=handle.config, to=str(course / "grades.csv"), course_root=str(course)).export(gb)
+
+
 def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     course, student = loop["course"], loop["student"]
     page = (course / "feedback" / student / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
     assert f"{ASSIGNMENT}: 44 / 50" in page and "awaiting a person" in page  # as `make grade` wrote it
+    _export_as_make_grade_does(course)
+    assert float(_grades_csv_score(course, student)) == 44
     _grade_written_answer(course, student, 1.5, "Right; now say why entropy measures it.")
     released = loop["commands"].nbgrader("release_feedback", ASSIGNMENT, env=loop["env"])
     loop["commands"].nbgrader("fetch_feedback", ASSIGNMENT, cwd=loop["home"], env=loop["env"])
@@ -42,6 +61,9 @@ def test_a_manual_grade_given_after_grading_is_what_the_student_fetches(loop):
     named = re.findall(r"Feedback released to: (\S+)", said)
     assert named and all(Path(path).is_file() and not path.endswith("-tmp.html") for path in named), said
     assert f"feedback for {student} on {ASSIGNMENT}/{NOTEBOOK.removesuffix('.ipynb')} rewritten" in said, said
+    # grades.csv is the returned grade too: release_feedback wrote it again from the gradebook.
+    assert float(_grades_csv_score(course, student)) == 45.5
+    assert "grades.csv" in said, said
 
     # Released again with nothing changed: the page is not rewritten (it is the grade already).
     again = loop["commands"].nbgrader("release_feedback", ASSIGNMENT, env=loop["env"])
@@ -116,3 +138,25 @@ def test_generate_feedback_without_a_grading_record_is_refused_and_the_page_kept
     assert refused.returncode != 0 and "no grading record" in said, said
     assert f"`make grade ASSIGNMENT={ASSIGNMENT}` (as root)" in said
     assert _course_page_of(course, student) == before  # nothing removed, nothing stock written
+
+
+def test_a_grades_csv_that_cannot_be_written_is_said_and_names_the_command(loop, caplog):
+    """Returning feedback goes on; the log says grades.csv may be stale and what writes it."""
+    import logging
+    import shutil
+
+    from rlhf_course.course.settings import Course
+    from rlhf_course.grading.pages.returned_feedback import export_grades
+    course = loop["course"]
+    saved = (course / "grades.csv").read_bytes() if (course / "grades.csv").is_file() else None
+    (course / "grades.csv").unlink(missing_ok=True)
+    (course / "grades.csv").mkdir()  # cannot be opened for writing
+    try:
+        with caplog.at_level(logging.ERROR):
+            export_grades(Course.at(course), logging.getLogger("test-release-feedback"))
+    finally:
+        shutil.rmtree(course / "grades.csv")
+        if saved is not None:
+            (course / "grades.csv").write_bytes(saved)
+    said = caplog.text
+    assert "grades.csv not written" in said and "`nbgrader export`" in said, said

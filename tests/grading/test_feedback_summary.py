@@ -86,3 +86,31 @@ def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language,
     scores = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html,
                            features="html.parser").find(class_="rlhf-scores").get_text()
     assert done in scores and "so far" not in scores and "目前" not in scores
+
+
+def test_a_persons_comment_renders_its_markdown_and_maths_and_stays_inert():
+    """The Formgrader's comment box takes Markdown and maths: the student reads them rendered (the maths as MathML,
+    as the notebook's), through the course's sanitiser: a script or an event handler in a comment does nothing."""
+    result, _, _ = _result("en")
+    result.written["lab_question_2"].update(score=1.5, comment=(
+        "This **generalises**: the $\\mathrm{KL}$ term keeps it close.\n\n* first\n* second\n\n"
+        "<script>alert(1)</script><img src=x onerror=alert(2)> [x](javascript:alert(3))"))
+    page = render_page(result, max_cells=1000, seconds=10).html
+    soup = BeautifulSoup(page, features="html.parser")
+    comment_cell = soup.find(class_="rlhf-scores").find_all("table")[-1].find_all("tr")[-1].find_all("td")[-1]
+    assert comment_cell.find("strong").get_text() == "generalises"
+    assert "**" not in comment_cell.get_text() and "$" not in comment_cell.get_text()
+    assert comment_cell.find("math") is not None and "KL" in comment_cell.find("math").get_text()
+    assert [li.get_text() for li in comment_cell.find_all("li")] == ["first", "second"]
+    assert comment_cell.find("script") is None and not comment_cell.select("[onerror]")
+    assert not any((a.get("href") or "").startswith("javascript") for a in comment_cell.find_all("a"))
+    assert "alert(1)" in comment_cell.get_text()  # shown as text, never run
+
+
+def test_the_last_resort_page_shows_a_persons_comment_as_escaped_text():
+    """When no renderer can run, the page is the scores as text: a comment is there, its markup inert."""
+    from rlhf_course.grading.pages.feedback import _plain_page
+    result, _, _ = _result("en")
+    result.written["lab_question_2"].update(score=1.5, comment="**Good**\n<script>alert(1)</script>")
+    page = _plain_page(result, "the page could not be rendered")
+    assert "**Good** &lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page

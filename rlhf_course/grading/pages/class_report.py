@@ -102,6 +102,7 @@ class StudentRow:
     feedback: list[str] = field(default_factory=list)  # links relative to the report's folder
     submission_ids: list[str] = field(default_factory=list)  # nbgrader's submitted notebooks, by notebook name
     formgrader: str = ""  # the Formgrader's page of the (first) submitted notebook
+    unreadable: list[str] = field(default_factory=list)  # notebooks trusted grading could not read: nothing to grade
 
     @property
     def score(self) -> float:
@@ -320,6 +321,18 @@ def _gradebook_rows(course: Course, group: list[str]) -> tuple[list[StudentRow],
     return sorted(rows, key=lambda r: r.student), due, max_score
 
 
+def _unreadable_notebooks(course: Course, rows: list[StudentRow]) -> None:
+    """Each row's notebooks trusted grading could not read (their grading record's state): no autograded copy,
+    nothing the Formgrader can show to grade by hand (``row.feedback``: still ``<edition>/<notebook>``)."""
+    from rlhf_course.grading.pages.grading_record import recorded_state
+    from rlhf_course.grading.results import UNREADABLE_STATES
+    for row in rows:
+        if not set(row.to_do) & set(row.cells):  # scored: its tests need no person (and its record is not read)
+            continue
+        row.unreadable = [notebook for edition, _, notebook in (where.partition("/") for where in row.feedback)
+                          if (recorded_state(course, row.student, edition, notebook) or ("",))[0] in UNREADABLE_STATES]
+
+
 def _feedback_links(course: Course, rows: list[StudentRow], report_folder: Path) -> None:
     """Each row's feedback pages that exist, as URLs relative to the report's folder (each part quoted: an id
     is the student's)."""
@@ -381,6 +394,7 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
     """The numbers of one base assignment (``group``: it and its editions, as in the gradebook); the
     misconceptions named in ``language``."""
     rows, due, max_score = _gradebook_rows(course, group)
+    _unreadable_notebooks(course, rows)
     _feedback_links(course, rows, report_folder or course.root / FOLDER)
     _formgrader_links(rows, ClassReportSettings(config=course.config).formgrader_url)
     roster = _roster(course)
@@ -576,6 +590,9 @@ def render_html(report: ClassReport, language: str = ENGLISH) -> str:
     env.filters["num"] = lambda v, digits=2: "" if v is None else f"{v:.{digits}f}"
     env.filters["when"] = lambda v: f"{v:%Y-%m-%d %H:%M} UTC" if v else "-"
     env.filters["translated"] = lambda text: t(text, language)
+    from rlhf_course.exchange.deadlines import how_late
+    # As the feedback page says it: the penalty counts every started hour, so "0.0" hours would sit beside one.
+    env.filters["late_by"] = lambda row: how_late(row.hours_late * 3600, language) if row.hours_late > 0 else ""
     env.globals["_"] = lambda text, **fields: t(text, language, **fields)
     return env.get_template("index.html.j2").render(
         report=report, csp=CONTENT_SECURITY_POLICY, language=language,

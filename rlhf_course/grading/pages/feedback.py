@@ -208,8 +208,15 @@ def _written_answers(result: SubmissionResult, language: str) -> dict | None:
         "headings": [t(heading, language) for heading in ("answer", "points", "status", "comment")],
         "rows": [{"grade_id": gid, "score": w.get("score"), "points": w.get("points", 0.0),
                   "result": t(_written_status(w), language),
-                  "text": _cell_text(w.get("comment") or "")} for gid, w in result.written.items()],
+                  "text": _cell_text(w.get("comment") or ""),  # the last resort's plain page
+                  "comment": _comment_markdown(w.get("comment") or "")} for gid, w in result.written.items()],
     }
+
+
+def _comment_markdown(comment: str) -> str:
+    """A person's comment from the Formgrader, kept as Markdown (its line breaks are its paragraphs and lists):
+    printable and bounded; the template renders it, maths included, and sanitises it as a markdown cell."""
+    return printable(comment)[:CELL_TEXT_CHARS]
 
 
 def _written_status(written: dict) -> str:

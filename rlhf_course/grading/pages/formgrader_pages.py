@@ -2,7 +2,13 @@
 extension that serves ``/formgrader/submissions/<id>/`` with nbgrader's handler, whose render of the
 autograded copy would otherwise run nbconvert inside the server's one event loop (a slow page held every
 other request of the server, ``/api/status`` included).  Only that render changes: nbgrader's ``get`` runs
-as it is (its checks, redirect, 404 page and resources) and its one call to the exporter is deferred.
+as it is (its checks, redirect and resources) and its one call to the exporter is deferred.
+
+A submitted notebook without an autograded copy (one trusted grading could not read: a malformed or too large
+notebook) gets nbgrader's 404 page, whose template nbgrader 0.9.6 cannot render (it imports a
+``formgrade_macros.tpl`` it does not ship: HTTP 500).  That one template is the course's
+(``templates/formgrade/submission_without_copy.html.j2``): the grade the gradebook holds, where the submitted file
+is, and what a person can do with it (it cannot be graded by hand: there are no cells to grade).
 
 The page is rendered by the same exporter (nbgrader's, with the course's configuration: the
 sanitiser, the course's lexer, the course's page additions) in a child process forked from
@@ -86,6 +92,45 @@ def over_budget_page(resources: dict, seconds: float) -> str:
             f"</body></html>")
 
 
+NBGRADER_MISSING_PAGE = "formgrade_404.tpl"  # nbgrader 0.9.6's; it imports a formgrade_macros.tpl nbgrader lacks
+WITHOUT_COPY_TEMPLATE = "formgrade/submission_without_copy.html.j2"
+
+
+def without_copy(course, gradebook, resources: dict) -> dict:
+    """What the page of a submitted notebook without an autograded copy says (``resources``: those nbgrader's
+    handler gives its 404 page): the grading record's state and detail (none: not graded), the gradebook's score,
+    the submitted file.  Paths are relative to the course root."""
+    from nbgrader.api import MissingEntry
+
+    from rlhf_course.grading.pages.grading_record import recorded_state
+    from rlhf_course.grading.results import UNREADABLE_STATES, one_line
+    student, assignment, notebook = resources["student"], resources["assignment_id"], resources["notebook_id"]
+    state, detail = recorded_state(course, student, assignment, notebook) or ("", "")
+    detail = one_line(detail)[:500]
+    try:
+        submitted_nb = gradebook.find_submission_notebook_by_id(resources["submission_id"])
+        score, max_score, flagged = float(submitted_nb.score), float(submitted_nb.max_score), submitted_nb.flagged
+    except MissingEntry:
+        score = max_score = None
+        flagged = False
+    submitted = course.folder("submitted", student, assignment) / f"{notebook}.ipynb"
+    copy = course.folder("autograded", student, assignment) / f"{notebook}.ipynb"
+    return {"student": student, "assignment": assignment, "notebook": notebook,
+            "base_url": resources.get("base_url", ""), "state": state, "detail": detail,
+            "unreadable": state in UNREADABLE_STATES, "score": score, "max_score": max_score,
+            "flagged": flagged, "submitted": os.path.relpath(submitted, course.root),
+            "submitted_exists": submitted.is_file(), "copy": os.path.relpath(copy, course.root)}
+
+
+def without_copy_page(page: dict) -> str:
+    """The page of :func:`without_copy`'s data, every value escaped."""
+    from jinja2 import Environment, FileSystemLoader
+
+    from rlhf_course.grading.pages import TEMPLATES
+    environment = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True)
+    return environment.get_template(WITHOUT_COPY_TEMPLATE).render(page=page)
+
+
 class _DeferredRender:
     """Stands in for nbgrader's exporter while nbgrader's handler runs: it keeps what the handler asks to render
     (the autograded notebook and the page's resources) for :func:`render_bounded`, and hands back an empty page."""
@@ -103,8 +148,19 @@ def _handler_class(seconds: float):
     from nbgrader.server_extensions.formgrader import handlers
 
     class BoundedSubmissionHandler(handlers.SubmissionHandler):
-        """nbgrader's grading page (its checks, redirect, 404 page and resources, unchanged), whose render, the one
-        call to its exporter, is deferred to a child process the server awaits."""
+        """nbgrader's grading page (its checks, redirect and resources, unchanged), whose render, the one call to
+        its exporter, is deferred to a child process the server awaits; its 404 page is the course's."""
+
+        def render(self, name, **namespace):
+            """nbgrader's templates, but its 404 page (a notebook without an autograded copy, a malformed
+            submission's) is the course's: nbgrader's own cannot render."""
+            if name != NBGRADER_MISSING_PAGE:
+                return super().render(name, **namespace)
+            from pathlib import Path
+
+            from rlhf_course.course.settings import Course
+            course = Course.at(Path(self.coursedir.root), self.coursedir.config)
+            return without_copy_page(without_copy(course, self.gradebook, namespace["resources"]))
 
         @property
         def exporter(self):

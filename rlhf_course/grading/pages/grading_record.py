@@ -38,3 +38,13 @@ def keep_record(course: Course, result: SubmissionResult) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"result": data, "shown": page_grades(result)}))
     return path
+
+
+def recorded_state(course: Course, student: str, assignment: str, notebook: str) -> tuple[str, str] | None:
+    """The state and detail the grading record of one notebook holds (``("malformed notebook", "the notebook
+    cannot be read: ...")``), or None without a readable record (not graded by `make grade`)."""
+    try:
+        result = json.loads(record_path(course, student, assignment, notebook).read_text())["result"]
+        return str(result["state"]), str(result.get("detail") or "")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -6,9 +6,10 @@ written with its *grading record* beside it (:func:`rlhf_course.grading.pages.gr
 its notebook and the copy as the grader ran it, and the grades the page shows), and the course's
 ``release_feedback`` (:class:`rlhf_course.exchange.release.StrictExchangeReleaseFeedback`, the Formgrader's
 *Release feedback* too; :func:`before_release` is its ``before_release``) first rewrites every page whose grades
-changed since (:func:`refresh_pages`): the
-gradebook's scores and comments put into the recorded result, the page rendered again from the recorded
-notebooks.  No student code runs: nothing is graded again.  nbgrader's ``generate_feedback`` (the Formgrader's
+changed since (:func:`refresh_pages`): the gradebook's scores and comments put into the recorded result, the page
+rendered again from the recorded notebooks.  No student code runs: nothing is graded again.  Then it writes
+``grades.csv`` again from the gradebook (:func:`export_grades`): the file holds the grades being returned, not
+those of the last `make grade`.  nbgrader's ``generate_feedback`` (the Formgrader's
 *Generate Feedback* too) writes the same page through :class:`CourseFeedbackExporter`, never stock nbgrader's.
 
 A page without a readable record (written by an older version of the course, or by hand) cannot be shown to
@@ -139,3 +140,22 @@ def before_release(release) -> None:
         refresh_pages(course, release.coursedir.assignment_id, release.coursedir.student_id or "*", release.log)
     except StalePages as exc:
         release.fail(f"No feedback released: {exc}")
+    export_grades(course, release.log)
+
+
+def export_grades(course: Course, log) -> None:
+    """``grades.csv`` written again from the gradebook, as ``make grade`` and ``nbgrader export`` write it: the
+    grades being returned are the ones the file holds (a person's manual grades since `make grade` included).
+    Returning feedback goes on if the file cannot be written; the log says so and names the command that writes it."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading.gradebook.export import EditionsCsvExport
+    destination = course.root / "grades.csv"
+    try:
+        with Gradebook(course.db_url) as gb:
+            EditionsCsvExport(config=course.config, to=str(destination), course_root=str(course.root)).export(gb)
+    except OSError as exc:
+        log.error("%s not written (%s): it may hold grades older than the gradebook's; write it with "
+                  "`nbgrader export` in the course root", destination, exc)
+        return
+    log.info("%s written again from the gradebook: it holds the grades being returned", destination)
