@@ -25,7 +25,7 @@ from rlhf_course.grading.gradebook import misconception_record
 from rlhf_course.grading.assignment import Assignment, resolve
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from rlhf_course.grading.pages.feedback import write_feedback
-from rlhf_course.grading.gradebook.gradebook import record_in_gradebook, require_assignment_in_gradebook, submission_timestamp
+from rlhf_course.grading.gradebook.gradebook import complete_gradebook, record_in_gradebook, submission_timestamp
 from rlhf_course.course.limits import Limits
 from rlhf_course.grading.gradebook.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
@@ -157,7 +157,7 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
     if assignments is None:
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]
     resolved = {name: resolve(course, name) for name in assignments}  # before any grading: what is missing stops it
-    require_assignment_in_gradebook(course.db_url, assignments)
+    complete_gradebook(course, assignments)  # before grading anything too
     tasks = grading_tasks(course, resolved, students)
     source = (grade_on_dask(course, tasks, dask_address, limits) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))

@@ -9,18 +9,34 @@ from rlhf_course.grading.results import SCORED_STATES, SubmissionResult, printab
 from rlhf_course.course.settings import NotReady, shown_url
 
 
-def require_assignment_in_gradebook(db_url: str, assignments: list[str]) -> None:
-    """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
-    regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
+def complete_gradebook(course, assignments: list[str]) -> None:
+    """Before grading anything: each assignment in the gradebook with the notebooks and grade cells grading writes
+    scores into.  An assignment released without them (`make lab`, ``nbgrader release_assignment``: its row and due
+    date alone) has them recorded from source/ as `make release` records them, release/ left as it is
+    (:func:`~rlhf_course.grading.generate.record_assignment`); a gradebook that holds them is not written to.
+    Grading never regenerates the release itself (that would rewrite the committed ``release/`` as a side effect).
+    :class:`NotReady` when an assignment is not in the gradebook at all, or lacks a released notebook."""
     from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(db_url) as gb:
-        for assignment in assignments:
+
+    from rlhf_course.grading.generate import record_assignment
+    db_url = course.db_url
+    for assignment in assignments:
+        with Gradebook(db_url) as gb:
             try:
-                gb.find_assignment(assignment)
+                recorded = sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
             except MissingEntry:
                 raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
                                f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
                                f"course root (it records into the same c.CourseDirectory.db_url)") from None
+        if not recorded:
+            record_assignment(course, assignment)
+            continue
+        missing = sorted({p.stem for p in course.folder("release", assignment=assignment).glob("*.ipynb")}
+                         - set(recorded))
+        if missing:
+            raise NotReady(f"the gradebook {shown_url(db_url)} records the notebooks {', '.join(recorded)} of "
+                           f"{assignment!r}, not the released {', '.join(missing)}: run `make release` in the "
+                           f"course root to record them, then grade again")
 
 
 def submission_timestamp(submitted: Path):
