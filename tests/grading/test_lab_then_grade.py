@@ -24,6 +24,7 @@ from tests.support.course import REPO, copy_course, gradebook_url
 from tests.support.in_process_sandbox import grade_in_process
 
 EDITION = "rlhf_zh"  # the walk's assignment: the Chinese edition, released and submitted from the lab
+KL, KL_NOTEBOOK = "kl_penalty", "kl_penalty.ipynb"  # the smallest assignment, where the walk's assignment is not needed
 STUDENT = "root"
 
 
@@ -39,22 +40,27 @@ def release_files(course: Path) -> dict[str, bytes]:
             for p in sorted((course / "release").rglob("*")) if p.is_file()}
 
 
-def lab_submission(course: Path) -> Course:
-    """`make lab`'s release to the exchange, then one student's correct submission, as nbgrader collect lays it."""
+def lab_submission(course: Path, assignment: str = EDITION) -> Course:
+    """`make lab`'s release to the exchange, then one student's correct submission of ``assignment`` (the walk's,
+    or the KL exercise), as nbgrader collect lays it."""
     handle = Course.at(course)
     local.release_for_lab(handle)
-    examples.write_submission(handle, STUDENT, examples.answers_for(handle, ()), assignment=EDITION)
+    if assignment == KL:
+        answers = notebooks.solution_answers(notebooks.read(course / "source" / KL / KL_NOTEBOOK))
+        examples.write_submission(handle, STUDENT, answers, assignment=KL, notebook=KL_NOTEBOOK)
+    else:
+        examples.write_submission(handle, STUDENT, examples.answers_for(handle, ()), assignment=assignment)
     return handle
 
 
-def submission_row_without_notebooks(course: Path, extension: dt.timedelta) -> None:
+def submission_row_without_notebooks(course: Path, assignment: str, extension: dt.timedelta) -> None:
     """What an extension granted (or a grading stopped) records while the gradebook holds the assignment's row
     alone: a submission with none of the notebooks (nbgrader's update_or_create_submission, as grant_extension)."""
     from nbgrader.api import Gradebook
     with Gradebook(gradebook_url(course)) as gb, warnings.catch_warnings():
         warnings.simplefilter("ignore", SAWarning)
         gb.update_or_create_student(STUDENT)
-        gb.update_or_create_submission(EDITION, STUDENT, extension=extension)
+        gb.update_or_create_submission(assignment, STUDENT, extension=extension)
 
 
 def test_a_submission_to_a_lab_released_assignment_is_graded(tmp_path):
@@ -76,22 +82,22 @@ def test_a_submission_to_a_lab_released_assignment_is_graded(tmp_path):
 def test_an_extension_granted_before_the_gradebook_had_notebooks_is_kept_and_graded(tmp_path):
     from nbgrader.api import Gradebook
     course = fresh_clone(tmp_path / "course")
-    handle = lab_submission(course)
-    submission_row_without_notebooks(course, dt.timedelta(hours=48))
-    [result] = grade_in_process(handle, assignments=[EDITION])
-    assert (result.state, result.score) == ("graded", result.max_score)
+    handle = lab_submission(course, KL)
+    submission_row_without_notebooks(course, KL, dt.timedelta(hours=48))
+    [result] = grade_in_process(handle, assignments=[KL])
+    assert (result.state, result.score) == ("graded", result.max_score) and result.max_score > 0
     with Gradebook(gradebook_url(course)) as gb:
-        assert gb.find_submission(EDITION, STUDENT).extension == dt.timedelta(hours=48)
+        assert gb.find_submission(KL, STUDENT).extension == dt.timedelta(hours=48)
 
 
 def test_make_release_after_the_lab_records_the_assignment_and_keeps_release_as_committed(tmp_path):
     course = fresh_clone(tmp_path / "course")
     committed = release_files(course)
-    handle = lab_submission(course)
-    submission_row_without_notebooks(course, dt.timedelta(hours=24))
-    release.generate_release(handle, [EDITION])
+    handle = lab_submission(course, KL)
+    submission_row_without_notebooks(course, KL, dt.timedelta(hours=24))
+    release.generate_release(handle, [KL])  # nbgrader's own refusal, and release/kl_penalty deleted, before
     assert release_files(course) == committed
-    [result] = grade_in_process(handle, assignments=[EDITION])
+    [result] = grade_in_process(handle, assignments=[KL])
     assert (result.state, result.score) == ("graded", result.max_score)
 
 
@@ -123,15 +129,15 @@ def test_a_release_unlike_its_source_is_refused_before_grading(tmp_path):
     from nbgrader.api import Gradebook
     from rlhf_course.course.settings import NotReady
     course = fresh_clone(tmp_path / "course")
-    handle = lab_submission(course)
-    edited = course / "source" / EDITION / NOTEBOOK
+    handle = lab_submission(course, KL)
+    edited = course / "source" / KL / KL_NOTEBOOK
     source_nb = notebooks.read(edited)
     next(cell for cell in source_nb.cells if cell.cell_type == "markdown").source += "\n\nEdited after the release."
     nbformat.write(source_nb, str(edited))
     with pytest.raises(NotReady) as refused:
-        grade_in_process(handle, assignments=[EDITION])
-    assert f"release/{EDITION}/{NOTEBOOK} is not what source/{EDITION} generates" in str(refused.value)
-    assert "git checkout -- source/" in str(refused.value)
+        grade_in_process(handle, assignments=[KL])
+    assert f"release/{KL}/{KL_NOTEBOOK} is not what source/{KL} generates" in str(refused.value)
+    assert f"git checkout -- source/{KL}" in str(refused.value)
     with Gradebook(gradebook_url(course)) as gb:
-        assert gb.find_assignment(EDITION).notebooks == []  # nothing recorded from the edited source
-        assert gb.find_assignment(EDITION).submissions == []  # nothing graded
+        assert gb.find_assignment(KL).notebooks == []  # nothing recorded from the edited source
+        assert gb.find_assignment(KL).submissions == []  # nothing graded
