@@ -18,8 +18,7 @@ from rlhf_course import NOTEBOOK
 from rlhf_course.course import notebooks
 from rlhf_course.course.settings import Course
 from rlhf_course.exchange import local
-from rlhf_course.grading import app, examples, release
-from rlhf_course.grading.gradebook import gradebook
+from rlhf_course.grading import app, batch, examples, release
 from tests.support.course import REPO, copy_course, gradebook_url
 from tests.support.in_process_sandbox import grade_in_process
 
@@ -75,7 +74,7 @@ def test_a_submission_to_a_lab_released_assignment_is_graded(tmp_path):
     # a gradebook that holds the assignment's notebooks (this class's, graded) is left exactly as it is
     database = course / "gradebook.db"
     before = database.read_bytes()
-    gradebook.complete_gradebook(handle, [EDITION])
+    batch.complete_gradebook(handle, [EDITION])
     assert database.read_bytes() == before
 
 

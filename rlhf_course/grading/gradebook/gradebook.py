@@ -1,42 +1,11 @@
-"""What trusted grading writes into nbgrader's gradebook (through nbgrader's own API), and what it
-needs there before it starts: scores per grade cell, written answers left to a person, flags and
-automatic comments, the late penalty by the course's nbgrader plugin."""
+"""What trusted grading writes into nbgrader's gradebook (through nbgrader's own API): scores per grade cell,
+written answers left to a person, flags and automatic comments, the late penalty by the course's nbgrader plugin.
+What it needs there before it starts is :func:`rlhf_course.grading.batch.complete_gradebook`'s."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rlhf_course.grading.results import SCORED_STATES, SubmissionResult, printable
-from rlhf_course.course.settings import NotReady, shown_url
-
-
-def complete_gradebook(course, assignments: list[str]) -> None:
-    """Before grading anything: each assignment in the gradebook with the notebooks and grade cells grading writes
-    scores into.  An assignment released without them (`make lab`, ``nbgrader release_assignment``: its row and due
-    date alone) has them recorded from source/ as `make release` records them, release/ left as it is
-    (:func:`~rlhf_course.grading.generate.record_assignment`); a gradebook that holds them is not written to.
-    Grading never regenerates the release itself (that would rewrite the committed ``release/`` as a side effect).
-    :class:`NotReady` when an assignment is not in the gradebook at all, or lacks a released notebook."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from rlhf_course.grading.generate import record_assignment
-    db_url = course.db_url
-    for assignment in assignments:
-        with Gradebook(db_url) as gb:
-            try:
-                recorded = sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
-            except MissingEntry:
-                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
-                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
-        if not recorded:
-            record_assignment(course, assignment)
-            continue
-        missing = sorted({p.stem for p in course.folder("release", assignment=assignment).glob("*.ipynb")}
-                         - set(recorded))
-        if missing:
-            raise NotReady(f"the gradebook {shown_url(db_url)} records the notebooks {', '.join(recorded)} of "
-                           f"{assignment!r}, not the released {', '.join(missing)}: run `make release` in the "
-                           f"course root to record them, then grade again")
 
 
 def submission_timestamp(submitted: Path):
