@@ -105,7 +105,7 @@ def _what_to_do(course: Course, assignment: str) -> str:
 
     base = base_of(course, assignment)
     source = _shown(course, course.folder("source", assignment=base))
-    inputs = source if base == assignment else f"{source} and i18n/"
+    inputs, paths = (source, source) if base == assignment else (f"{source} and i18n/", f"{source} i18n/")
     with Gradebook(course.db_url) as gb:
         try:
             submissions = len(gb.find_assignment(assignment).submissions)
@@ -114,7 +114,7 @@ def _what_to_do(course: Course, assignment: str) -> str:
     if submissions:
         return (f"The gradebook {shown_url(course.db_url)} has submissions of {assignment}, and nbgrader keeps the "
                 f"notebooks and grade cells they were recorded with: put {inputs} back as released "
-                f"(git checkout -- {inputs.removesuffix(' and i18n/')}), then run `make release` again, or release "
+                f"(git checkout -- {paths}), then run `make release` again, or release "
                 f"the change as a new assignment.")
     return f"Mend {inputs} as nbgrader says, then run `make release` again."
 
@@ -216,12 +216,9 @@ def record_assignment(course: Course, assignment: str) -> None:
     with Gradebook(course.db_url) as gb:
         for notebook in [nb.name for nb in gb.find_assignment(assignment).notebooks]:
             gb.remove_notebook(notebook, assignment)
-    base = base_of(course, assignment)
-    source = _shown(course, course.folder("source", assignment=base))
-    release = _shown(course, released)
+    source, release = _shown(course, course.folder("source", assignment=assignment)), _shown(course, released)
     raise NotReady(
         f"the gradebook has no notebooks of {assignment} (released by `make lab` or nbgrader release_assignment), "
         f"and they are recorded from the source that generates the release students fetched, but "
-        f"{', '.join(f'{release}/{name}' for name in differing)} is not what "
-        f"{_shown(course, course.folder('source', assignment=assignment))} generates now: put "
+        f"{', '.join(f'{release}/{name}' for name in differing)} is not what {source} generates now: put "
         f"the source back as released (git checkout -- {source}), then grade again")
