@@ -95,7 +95,7 @@ def test_make_release_after_the_lab_records_the_assignment_and_keeps_release_as_
     handle = lab_submission(course, KL)
     submission_row_without_notebooks(course, KL, dt.timedelta(hours=24))
     release.generate_release(handle, [KL])  # nbgrader's own refusal, and release/kl_penalty deleted, before
-    assert release_files(course) == committed
+    assert release_files(course) == committed and not any(course.glob(".release-*"))
     [result] = grade_in_process(handle, assignments=[KL])
     assert (result.state, result.score) == ("graded", result.max_score)
 
@@ -140,3 +140,26 @@ def test_a_release_unlike_its_source_is_refused_before_grading(tmp_path):
     with Gradebook(gradebook_url(course)) as gb:
         assert gb.find_assignment(KL).notebooks == []  # nothing recorded from the edited source
         assert gb.find_assignment(KL).submissions == []  # nothing graded
+
+
+def test_the_assignments_generated_before_a_refusal_are_released_and_recorded_in_the_manifest(tmp_path):
+    import json
+
+    from rlhf_course.grading.generate import GenerateError
+    course = fresh_clone(tmp_path / "course")
+    manifest = course / "release" / "manifest.json"
+    recorded = json.loads(manifest.read_text())
+    del recorded["assignments"][KL]  # as if kl_penalty had never been generated
+    manifest.write_text(json.dumps(recorded))
+    broken = course / "source" / "grpo" / "grpo.ipynb"
+    broken.write_text(broken.read_text().replace("### END SOLUTION", "", 1))
+    before = release_files(course)
+    with pytest.raises(GenerateError, match="grpo not generated: release/grpo is as it was") as refused:
+        release.generate_release(Course.at(course), [KL, "grpo"])
+    assert refused.value.generated == [KL]
+    after = release_files(course)
+    assert {name: data for name, data in after.items() if name != "manifest.json"} == \
+        {name: data for name, data in before.items() if name != "manifest.json"}
+    assert set(json.loads(manifest.read_text())["assignments"]) == set(json.loads(
+        (REPO / "release" / "manifest.json").read_text())["assignments"])
+    assert not any(course.glob(".release-*"))
