@@ -150,6 +150,6 @@ def test_a_broken_source_stops_the_release_with_nbgraders_reason(course):
     answer.source = answer.source.replace("### END SOLUTION", "")
     nbformat.write(nb, str(path))
     course_handle = Course.at(course)
-    with pytest.raises(RuntimeError, match=rf"(?s)generate_assignment {ASSIGNMENT} failed.*No end solution statement found"):
+    with pytest.raises(RuntimeError, match=rf"(?si)generate_assignment {ASSIGNMENT} failed.*No end solution statement found"):
         release.generate_release(course_handle, [ASSIGNMENT])
     assert not list((course / "release").glob(f"{ASSIGNMENT}/*.ipynb"))

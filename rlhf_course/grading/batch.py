@@ -25,12 +25,13 @@ from rlhf_course.grading.gradebook import misconception_record
 from rlhf_course.grading.assignment import Assignment, resolve
 from rlhf_course.grading.gradebook.export import EditionsCsvExport
 from rlhf_course.grading.pages.feedback import write_feedback
-from rlhf_course.grading.gradebook.gradebook import record_in_gradebook, require_assignment_in_gradebook, submission_timestamp
+from rlhf_course.grading.generate import record_assignment
+from rlhf_course.grading.gradebook.gradebook import record_in_gradebook, submission_timestamp
 from rlhf_course.course.limits import Limits
 from rlhf_course.grading.gradebook.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
 from rlhf_course.grading.sandbox.sandbox import ZYGOTE, Sandbox
-from rlhf_course.course.settings import Course, NotReady
+from rlhf_course.course.settings import Course, NotReady, shown_url
 from rlhf_course.grading.trusted import grade_submission
 
 
@@ -65,6 +66,35 @@ def grading_tasks(course: Course, assignments: dict[str, Assignment], students: 
             s for s in students if s in submitted or len(assignments) == 1]
         tasks += [Task(name, notebook, student) for notebook in assignment.notebooks for student in chosen]
     return tasks
+
+
+def complete_gradebook(course: Course, assignments: list[str]) -> None:
+    """Before grading anything: each assignment in the gradebook with the notebooks and grade cells grading writes
+    scores into.  An assignment released without them (`make lab`, ``nbgrader release_assignment``: its row and due
+    date alone) has them recorded from source/ as `make release` records them, release/ left as it is
+    (:func:`~rlhf_course.grading.generate.record_assignment`); a gradebook that holds them is not written to.
+    Grading never regenerates the release itself (that would rewrite the committed ``release/`` as a side effect).
+    :class:`NotReady` when an assignment is not in the gradebook at all, or lacks a released notebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db_url = course.db_url
+    for assignment in assignments:
+        with Gradebook(db_url) as gb:
+            try:
+                recorded = sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
+            except MissingEntry:
+                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
+                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
+                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
+        if not recorded:
+            record_assignment(course, assignment)
+            continue
+        missing = sorted({p.stem for p in course.folder("release", assignment=assignment).glob("*.ipynb")}
+                         - set(recorded))
+        if missing:
+            raise NotReady(f"the gradebook {shown_url(db_url)} records the notebooks {', '.join(recorded)} of "
+                           f"{assignment!r}, not the released {', '.join(missing)}: run `make release` in the "
+                           f"course root to record them, then grade again")
 
 
 # ----------------------------------------------------------------------------- running
@@ -157,7 +187,7 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
     if assignments is None:
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]
     resolved = {name: resolve(course, name) for name in assignments}  # before any grading: what is missing stops it
-    require_assignment_in_gradebook(course.db_url, assignments)
+    complete_gradebook(course, assignments)  # before grading anything too
     tasks = grading_tasks(course, resolved, students)
     source = (grade_on_dask(course, tasks, dask_address, limits) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))

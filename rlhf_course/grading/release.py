@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rlhf_course.grading import editions, instructor
 from rlhf_course.course import release_manifest
-from rlhf_course.grading.generate import generate_assignments
+from rlhf_course.grading.generate import GenerateError, generate_assignments
 from rlhf_course.course.settings import Course
 
 
@@ -47,7 +47,8 @@ def source_assignments(course: Course) -> list[str]:
 
 def generate_release(course: Course, assignments: list[str] | None = None) -> list[Path]:
     """For each assignment (default: all of the source directory): record it in the gradebook, with its
-    configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells),
+    configured due date where the gradebook has none, then source/<assignment>/ -> release/<assignment>/ (nbgrader records the grade cells;
+    release/<assignment> is replaced only by a complete student version: :mod:`generate`),
     each generated file's hash in release/manifest.json (:mod:`release_manifest`), all with the course's configuration.
     Language editions (``i18n/``) are built into the source directory first, and, for the whole course, the
     companion notebooks' editions beside them (notebooks/).  Returns the released notebooks."""
@@ -68,7 +69,12 @@ def generate_release(course: Course, assignments: list[str] | None = None) -> li
         return []
     # `nbgrader db assignment add --duedate` and `nbgrader generate_assignment --force` for each, in this
     # process through nbgrader's API, with this course's configuration
-    generate_assignments(course, assignments)
+    try:
+        generate_assignments(course, assignments)
+    except GenerateError as failed:  # the assignments generated before it are released all the same
+        if failed.generated:
+            release_manifest.record(course.folder("release"), failed.generated, list(course.coursedir.ignore))
+        raise
     # what the release to the exchange checks it publishes (rlhf_course/exchange/release.py)
     release_manifest.record(course.folder("release"), assignments, list(course.coursedir.ignore))
     return [path for assignment in assignments

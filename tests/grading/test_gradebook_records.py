@@ -8,7 +8,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading.canonical import canonical_copy
-from rlhf_course.grading import app, examples, instructor, intake, release, results, trusted
+from rlhf_course.grading import app, batch, examples, instructor, intake, release, results, trusted
 from rlhf_course.grading.pages import feedback
 from rlhf_course.grading.gradebook import gradebook
 from rlhf_course.course import settings
@@ -261,7 +261,8 @@ def test_grading_without_a_recorded_assignment_says_what_to_run_and_writes_nothi
     root_course = Course.at(root)
     examples.write_submission(root_course, "ada", examples.answers_for(root_course, ()))
     with pytest.raises(NotReady, match=r"has no assignment 'rlhf': record it first with `make release`"):
-        gradebook.require_assignment_in_gradebook(f"sqlite:///{tmp_path / 'empty.db'}", [ASSIGNMENT])
+        batch.complete_gradebook(root_course.with_config(
+            CourseDirectory={"db_url": f"sqlite:///{tmp_path / 'empty.db'}"}), [ASSIGNMENT])
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert app.main(["grade", f"--course-root={root}"]) == 2  # as `make grade` would, root or not
     said = capsys.readouterr().err

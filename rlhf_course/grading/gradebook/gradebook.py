@@ -1,26 +1,11 @@
-"""What trusted grading writes into nbgrader's gradebook (through nbgrader's own API), and what it
-needs there before it starts: scores per grade cell, written answers left to a person, flags and
-automatic comments, the late penalty by the course's nbgrader plugin."""
+"""What trusted grading writes into nbgrader's gradebook (through nbgrader's own API): scores per grade cell,
+written answers left to a person, flags and automatic comments, the late penalty by the course's nbgrader plugin.
+What it needs there before it starts is :func:`rlhf_course.grading.batch.complete_gradebook`'s."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from rlhf_course.grading.results import SCORED_STATES, SubmissionResult, printable
-from rlhf_course.course.settings import NotReady, shown_url
-
-
-def require_assignment_in_gradebook(db_url: str, assignments: list[str]) -> None:
-    """Grading writes scores into the grade cells ``nbgrader generate_assignment`` recorded; it never
-    regenerates the release itself (that would rewrite the committed ``release/`` as a side effect)."""
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(db_url) as gb:
-        for assignment in assignments:
-            try:
-                gb.find_assignment(assignment)
-            except MissingEntry:
-                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
-                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
 
 
 def submission_timestamp(submitted: Path):
