@@ -321,7 +321,7 @@ def publish(course: Course, exchange_root: str, course_id: str, assignments: lis
     from nbgrader.api import Gradebook
 
     from rlhf_course import i18n
-    from rlhf_course.course import editions
+    from rlhf_course.course import editions, extension_record
 
     outbound = Path(exchange_root, course_id, "outbound")
     if assignments is None:
@@ -337,6 +337,11 @@ def publish(course: Course, exchange_root: str, course_id: str, assignments: lis
             for submission in assignment.submissions:
                 if submission.extension:
                     granted[submission.student.id][assignment.name] = submission.extension
+    # granted before they submitted: for whichever edition they will submit
+    for student, given in extension_record.read(course).items():
+        for assignment, edition_of in [(name, base.get(name, name)) for name in dues]:
+            if edition_of in given and student in granted:
+                granted[student].setdefault(assignment, given[edition_of])
     for assignment in assignments:
         due = dues.get(assignment)
         publish_due_date(exchange_root, course_id, assignment, due, language.get(assignment, i18n.ENGLISH),

@@ -34,9 +34,11 @@ def submission_timestamp(submitted: Path):
         return None
 
 
-def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:
+def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None, granted=None) -> None:
     """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
-    submission that needs a person."""
+    submission that needs a person.  ``granted`` (:class:`~rlhf_course.course.extension_record.Granted`): the
+    extensions recorded, one of which a submission without an extension of its own gets (granted before the
+    student submitted, whichever edition they chose)."""
     import warnings
 
     from nbgrader.api import MissingEntry
@@ -52,6 +54,8 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
             submission = gb.add_submission(assignment, result.student, timestamp=timestamp)
+    if submission.extension is None and granted is not None:
+        submission.extension = granted.for_submission(result.student, assignment)
     submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
     grades, comments = _grades_and_comments(gb, submission_nb)
     for cell in result.cells.values():
