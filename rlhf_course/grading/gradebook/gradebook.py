@@ -36,7 +36,8 @@ def submission_timestamp(submitted: Path):
 
 def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None, granted=None) -> None:
     """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
-    submission that needs a person.  ``granted`` (:class:`~rlhf_course.course.extension_record.Granted`): the
+    submission that needs a person, and mark for a manual grade only the cells the grader could not judge
+    (:attr:`CellResult.judged`) and the written answers.  ``granted`` (:class:`~rlhf_course.course.extension_record.Granted`): the
     extensions recorded, one of which a submission without an extension of its own gets (granted before the
     student submitted, whichever edition they chose)."""
     import warnings
@@ -61,7 +62,8 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
     for cell in result.cells.values():
         grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
-        grade.needs_manual_grade = result.state not in SCORED_STATES
+        # a verdict needs no person; a cell the grader could not judge does, until a person scores it
+        grade.needs_manual_grade = not cell.judged and grade.manual_score is None
     record_written_answers(result, grades, comments)
     submission_nb.flagged = needs_look
     seconds_late = submission.total_seconds_late  # nbgrader's: due date plus any extension granted
