@@ -225,6 +225,30 @@ def test_an_extension_granted_before_any_submission_is_published_for_each_editio
     assert not any(student == "cleo" for _, student in _submissions(course))
 
 
+def test_stock_autograde_gives_its_new_submission_the_extension_granted_before(course):
+    """Stock autograde records the submission itself (nbgrader's update_or_create_submission), then runs its
+    preprocessors: GrantedExtension, configured before AssignLatePenalties, gives the row cleo's extension."""
+    import warnings
+
+    import nbformat
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    from rlhf_course.grading.nbgrader_ext import GrantedExtension
+    config = Course.at(course).config
+    assert "GrantedExtension" in [p.__name__ for p in config.Autograde.autograde_preprocessors]
+    with Gradebook(Course.at(course).db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips a harmless autoflush warning
+        gb.update_or_create_submission(ASSIGNMENT, "cleo", timestamp=DUE + dt.timedelta(hours=20))
+    resources = {"nbgrader": {"student": "cleo", "assignment": ASSIGNMENT, "notebook": "rlhf_building_blocks",
+                              "db_url": Course.at(course).db_url}}
+    GrantedExtension(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    with Gradebook(Course.at(course).db_url) as gb:
+        submission = gb.find_submission(ASSIGNMENT, "cleo")
+        assert submission.extension == dt.timedelta(hours=24) and submission.total_seconds_late == 0
+        gb.remove_submission(ASSIGNMENT, "cleo")
+
+
 def test_a_damaged_record_of_extensions_is_named_and_nothing_is_written(course, capsys):
     record = course / "extensions.json"
     kept = record.read_text()
