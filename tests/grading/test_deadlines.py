@@ -10,7 +10,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import app, deadlines, examples, release
+from rlhf_course.grading.gradebook import lms_export
 from rlhf_course.grading.gradebook.export import MISSING, EditionsCsvExport
+from rlhf_course.grading.pages import class_report
 from rlhf_course.course import due_dates
 from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
@@ -169,6 +171,11 @@ def test_an_extension_reaches_only_the_edition_submitted_and_waits_for_one_not_y
     # no row for an edition (or a student) that submitted nothing: the Formgrader lists no phantom 0 / 50
     assert (f"{ASSIGNMENT}_zh", "ada") not in rows and not any(student == "ben" for _, student in rows), rows
     assert _exported(course)["ben", ASSIGNMENT]["status"] == MISSING  # not a submission scored 0
+    lms = lms_export.write(Course.at(course), "long", course / "long.csv")
+    assert {(r["student_id"], r["assignment"]): r["status"] for r in csv.DictReader(open(lms))}[
+        "ben", ASSIGNMENT] == "missing"
+    report = class_report.build(Course.at(course), ASSIGNMENT, [ASSIGNMENT, f"{ASSIGNMENT}_zh"])
+    assert [row.student for row in report.rows] == ["ada"] and not report.to_do.get("ben")
     assert _extend(course, "--list") == 0
     listed = capsys.readouterr().out
     for line in ("ada                  rlhf             +12 h",
