@@ -337,11 +337,12 @@ def publish(course: Course, exchange_root: str, course_id: str, assignments: lis
             for submission in assignment.submissions:
                 if submission.extension:
                     granted[submission.student.id][assignment.name] = submission.extension
-    # granted before they submitted: for whichever edition they will submit
+    # granted before they submitted (recorded per base assignment): for whichever edition they will submit
     for student, given in extension_record.read(course).items():
-        for assignment, edition_of in [(name, base.get(name, name)) for name in dues]:
-            if edition_of in given and student in granted:
-                granted[student].setdefault(assignment, given[edition_of])
+        for assignment in dues if student in granted else ():
+            extension = given.get(base.get(assignment, assignment))
+            if extension:
+                granted[student].setdefault(assignment, extension)
     for assignment in assignments:
         due = dues.get(assignment)
         publish_due_date(exchange_root, course_id, assignment, due, language.get(assignment, i18n.ENGLISH),

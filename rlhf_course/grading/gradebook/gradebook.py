@@ -37,9 +37,9 @@ def submission_timestamp(submitted: Path):
 def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None, granted=None) -> None:
     """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
     submission that needs a person, and mark for a manual grade only the cells the grader could not judge
-    (:attr:`CellResult.judged`) and the written answers.  ``granted`` (:class:`~rlhf_course.course.extension_record.Granted`): the
-    extensions recorded, one of which a submission without an extension of its own gets (granted before the
-    student submitted, whichever edition they chose)."""
+    (:attr:`CellResult.judged`) and the written answers.  ``granted``
+    (:class:`~rlhf_course.course.extension_record.Granted`): the extensions recorded, one of which a submission
+    without an extension of its own gets (granted before the student submitted, whichever edition they chose)."""
     import warnings
 
     from nbgrader.api import MissingEntry
