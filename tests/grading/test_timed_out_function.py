@@ -1,6 +1,7 @@
-"""A function whose call never returns costs that function's cells, not the others': the other functions keep the
-points they earned, and a person is asked to look only at what the grader could not judge (the cells the timeout
-kept from being judged) and at the written answers, in the gradebook and in the class report's to-do list."""
+"""A function whose call never returns (or runs out of memory) costs that function's cells, not the others': the other
+functions keep the points they earned, and a person is asked to look only at what the grader could not judge (the cells
+the timeout or the memory limit kept from being judged) and at the written answers, in the gradebook and in the class
+report's to-do list."""
 from __future__ import annotations
 
 import pytest
@@ -9,15 +10,15 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.course.settings import Course
 from rlhf_course.grading import examples, instructor
 from rlhf_course.grading.pages import class_report
-from rlhf_course.grading.results import TIMED_OUT
-from rlhf_course.grading.sandbox.observe import decode_call
+from rlhf_course.grading.results import MEMORY_LIMIT, TIMED_OUT
+from rlhf_course.grading.sandbox.observe import Observation, decode_call, to_wire
 from rlhf_course.grading.sandbox.sandbox import SandboxTimeout
 from tests.support.course import cell_points, copy_course, release_course
 from tests.support.in_process_sandbox import InProcessSandbox, grade_in_process
 
 pytestmark = pytest.mark.slow  # the shared release
 
-LOOPING = "dpo_loss"  # the function whose every call runs past the per-call limit
+LOOPING = "dpo_loss"  # the function whose every call runs past the per-call limit, or out of memory
 ANSWERED = "lab_question_1"  # the one written answer the student wrote (the others are left as released)
 
 
@@ -38,15 +39,29 @@ class LoopingSandbox(InProcessSandbox):
         return super().receive_call(since)
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+class OutOfMemorySandbox(InProcessSandbox):
+    """The in-process sandbox, where every call of :data:`LOOPING` runs out of memory (the limit's MemoryError)."""
+
+    def send_call(self, request: bytes) -> None:
+        if decode_call(request[1:])[0] == LOOPING:
+            self._replies.append(to_wire(Observation(error="MemoryError: Unable to allocate 8.00 GiB",
+                                                     error_type="MemoryError")))
+        else:
+            super().send_call(request)
+
+
+@pytest.fixture(scope="module", params=[(LoopingSandbox, TIMED_OUT), (OutOfMemorySandbox, MEMORY_LIMIT)],
+                ids=["loops", "out of memory"])
+def graded(tmp_path_factory, request):
+    sandbox, state = request.param
     root = copy_course(tmp_path_factory.mktemp("looping") / "course")
     release_course(root)
     course = Course.at(root)
     answers = examples.answers_for(course, ())
     answers[ANSWERED] = "The clip keeps each update near the old policy."
     examples.write_submission(course, "looper", answers)
-    [result] = grade_in_process(course, students=["looper"], assignments=[ASSIGNMENT], sandbox=LoopingSandbox)
+    [result] = grade_in_process(course, students=["looper"], assignments=[ASSIGNMENT], sandbox=sandbox)
+    assert result.state == state, result.detail
     return course, result
 
 
@@ -57,7 +72,7 @@ def _function_cells(course) -> set[str]:
 def test_the_other_functions_keep_their_points(graded):
     course, result = graded
     looping = _function_cells(course)
-    assert result.state == TIMED_OUT and looping
+    assert looping
     lost = {gid for gid, cell in result.cells.items() if cell.score < cell.points}
     assert lost == looping, result.detail
     kept = sum(cell.points for gid, cell in result.cells.items() if gid not in looping)
