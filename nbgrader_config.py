@@ -13,7 +13,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 from rlhf_course import exchange
 from rlhf_course.classroom import config
 from rlhf_course.grading import pages
-from rlhf_course.grading.nbgrader_ext import EditionAnswerStubs, StderrIsNotFailure, TrustedGradingOnly
+from rlhf_course.grading.nbgrader_ext import EditionAnswerStubs, GrantedExtension, StderrIsNotFailure, TrustedGradingOnly
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 
@@ -62,10 +62,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 c.GenerateAssignment.preprocessors = [EditionAnswerStubs if step is ClearSolutions else step
                                       for step in GenerateAssignment.class_traits()["preprocessors"].default()]
 
-# A warning printed by a test cell must not zero a correct answer (nbgrader scores stderr as 0).
+# A warning printed by a test cell must not zero a correct answer (nbgrader scores stderr as 0); an extension
+# granted before the student submitted reaches the submission before its late penalty is assigned.
 c.Autograde.autograde_preprocessors = [
     Execute, StderrIsNotFailure, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    SaveAutoGrades, GrantedExtension, AssignLatePenalties, CheckCellMetadata,
 ]
 
 # Grading is `sudo make grade` (sandboxed).  Stock in-kernel autograde, including the Formgrader's

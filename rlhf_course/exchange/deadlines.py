@@ -321,7 +321,7 @@ def publish(course: Course, exchange_root: str, course_id: str, assignments: lis
     from nbgrader.api import Gradebook
 
     from rlhf_course import i18n
-    from rlhf_course.course import editions
+    from rlhf_course.course import editions, extension_record
 
     outbound = Path(exchange_root, course_id, "outbound")
     if assignments is None:
@@ -337,6 +337,12 @@ def publish(course: Course, exchange_root: str, course_id: str, assignments: lis
             for submission in assignment.submissions:
                 if submission.extension:
                     granted[submission.student.id][assignment.name] = submission.extension
+    # granted before they submitted (recorded per base assignment): for whichever edition they will submit
+    for student, given in extension_record.read(course).items():
+        for assignment in dues if student in granted else ():
+            extension = given.get(base.get(assignment, assignment))
+            if extension:
+                granted[student].setdefault(assignment, extension)
     for assignment in assignments:
         due = dues.get(assignment)
         publish_due_date(exchange_root, course_id, assignment, due, language.get(assignment, i18n.ENGLISH),

@@ -226,8 +226,10 @@ class EditionsRevisitCommand(CourseCommand):
 
 class ExtendCommand(CourseCommand):
     name = "rlhf-grader extend"
-    description = ("Give a student more time on an assignment (STUDENT ASSIGNMENT --hours N, or --until DATE), stored "
-                   "as the gradebook's extension, which the late penalty honours; --list shows every extension.")
+    description = ("Give a student more time on an assignment and its language editions (STUDENT ASSIGNMENT --hours N, "
+                   "or --until DATE), set as the gradebook's extension of each submission they made (the late penalty "
+                   "honours it) and kept in extensions.json for one they have not made yet; --list shows every "
+                   "extension.")
     examples = dedent("""
         rlhf-grader extend alice rlhf --hours 48
         rlhf-grader extend bob rlhf --until '2026-12-20 18:00 UTC'

@@ -20,6 +20,7 @@ from queue import Queue
 from sqlalchemy.engine import make_url
 from tqdm.auto import tqdm
 
+from rlhf_course.grading import deadlines
 from rlhf_course.grading.pages import class_report
 from rlhf_course.grading.gradebook import misconception_record
 from rlhf_course.grading.assignment import Assignment, resolve
@@ -188,6 +189,7 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
         assignments = [a for a in released_assignments(course) if submitted_students(course, a)]
     resolved = {name: resolve(course, name) for name in assignments}  # before any grading: what is missing stops it
     complete_gradebook(course, assignments)  # before grading anything too
+    granted = deadlines.granted(course)  # extensions granted before a submission existed; damaged: said before grading
     tasks = grading_tasks(course, resolved, students)
     source = (grade_on_dask(course, tasks, dask_address, limits) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))
@@ -201,7 +203,7 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
             clock = time.monotonic()
             submitted = course.folder("submitted", result.student, result.assignment)
             stamp = submission_timestamp(submitted)
-            record_in_gradebook(gb, result, stamp, policy)
+            record_in_gradebook(gb, result, stamp, policy, granted)
             stamps[(result.assignment, result.student)] = stamp.isoformat() if stamp else ""
             clock = result.timed("gradebook writes", clock)
             try:

@@ -65,6 +65,36 @@ class TrustedGradingOnlyExporter(NotebookExporter):
             raise NbGraderException(refusal.MESSAGE)
 
 
+class GrantedExtension(NbGraderPreprocessor):
+    """Give a submission stock autograde has just recorded the extension granted before it existed.
+
+    ``python -m rlhf_course.grading extend`` records an extension for an assignment the student has not
+    submitted yet in the course's record (:mod:`rlhf_course.course.extension_record`), never as a submission row
+    of its own; trusted grading sets it on the submission it records, and this does the same in stock
+    ``nbgrader autograde``, before ``AssignLatePenalties`` reads the submission's lateness.  A submission that
+    already has an extension keeps it.
+    """
+
+    def preprocess(self, nb, resources):
+        from pathlib import Path
+
+        from nbgrader.api import Gradebook
+        from nbgrader.coursedir import CourseDirectory
+
+        from rlhf_course.course.extension_record import Granted
+        from rlhf_course.course.settings import Course
+        student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
+        course = Course.at(Path(CourseDirectory(config=self.config).root), self.config)
+        extension = Granted.of(course).for_submission(student, assignment)
+        if extension is not None:
+            with Gradebook(resources["nbgrader"]["db_url"]) as gb:
+                submission = gb.find_submission(assignment, student)
+                if submission.extension is None:
+                    submission.extension = extension
+                    gb.db.commit()
+        return nb, resources
+
+
 class EditionAnswerStubs(ClearSolutions):
     """nbgrader's ClearSolutions, with the answer stubs of the notebook's language edition.
 

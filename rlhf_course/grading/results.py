@@ -17,7 +17,7 @@ from rlhf_course.printable import printable
 GRADED, FAILED_TESTS = "graded", "failed tests"
 TIMED_OUT, CRASHED, MEMORY_LIMIT, MALFORMED = "timed out", "crashed", "memory limit", "malformed notebook"
 TOO_LARGE, GRADER_ERROR = "too large", "grader error"
-SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look
+SCORED_STATES = (GRADED, FAILED_TESTS)  # every other state needs an instructor's look (at the cells not judged)
 UNREADABLE_STATES = (MALFORMED, TOO_LARGE)  # no check ran and no copy of the cells exists: nothing to grade by hand
 SEVERITY = (GRADED, FAILED_TESTS, MEMORY_LIMIT, CRASHED, TIMED_OUT, TOO_LARGE, MALFORMED, GRADER_ERROR)
 
@@ -29,6 +29,9 @@ class CellResult:
     score: float
     message: str  # what the student sees: the property, and what went wrong if it failed (checks.Finding.public)
     detail: str = ""  # what the instructor sees when it says more than ``message`` (the whole finding)
+    # False: the grader could not judge this cell (its call hung, killed its process or ran out of memory, its judge
+    # could not decide, or it was not run), so its 0 waits for a person; True: the score is the grader's verdict
+    judged: bool = True
 
     @property
     def instructor_message(self) -> str:
@@ -107,11 +110,11 @@ def not_run_message(check_message: str, why: str, language: str) -> str:
 
 def unscored(student: str, state: str, detail: str, points: dict[str, float], language: str = ENGLISH,
              student_detail: str = "") -> SubmissionResult:
-    """A submission no check could run on: every autograded cell 0, each saying why (``student_detail``: what
-    the student's page says of ``detail``)."""
+    """A submission no check could run on: every autograded cell 0 and not judged, each saying why
+    (``student_detail``: what the student's page says of ``detail``)."""
     result = SubmissionResult(student, state, detail=detail, student_detail=student_detail, language=language)
     reason = t("not graded: {state}", language, state=t(state, language))
-    result.cells = {gid: CellResult(gid, p, 0.0, reason) for gid, p in points.items()}
+    result.cells = {gid: CellResult(gid, p, 0.0, reason, judged=False) for gid, p in points.items()}
     return result
 
 

@@ -248,7 +248,8 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
             for check in pending:
                 result.cells[check.id] = CellResult(check.id, points[check.id], 0.0,
                                                     not_run_message(check.message, shown, result.language),
-                                                    not_run_message(check.message, why, result.language))
+                                                    not_run_message(check.message, why, result.language),
+                                                    judged=False)
             return
         memory_errors += sum(_is_memory_error(e) for e in errors.values())
         with sandbox:
@@ -259,9 +260,9 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                 hidden_sent = hidden_sent or not check.visible
                 if check.function in broken:
                     result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(
-                        check.message, broken[check.function], result.language))
+                        check.message, broken[check.function], result.language), judged=False)
                     continue
-                lost = False
+                lost, judged, memory_errors_before = False, True, session.memory_errors
                 try:
                     detail = session.evaluate(check)
                 except _SandboxLost as exc:
@@ -270,6 +271,7 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                         detail = _could_not_judge(exc.error, result.language)
                         worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc.error}",
                               t(COULD_NOT_JUDGE_SHOWN, result.language))
+                        judged = False
                 except SandboxTimeout as exc:
                     if exc.budget == "submission":
                         pending.insert(0, check)
@@ -281,6 +283,7 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                     if session.slow_calls == limits.slow_calls:
                         sandbox.limits = shorter_calls(sandbox.limits)
                     broken[check.function] = t("{function} timed out", result.language, function=check.function)
+                    judged = False  # hung, or only slow on this machine: a person tells
                     worse(result, TIMED_OUT, f"{check.function} timed out in {check.id}", broken[check.function])
                 except ProtocolViolation as exc:
                     detail = Finding(t("the process running {function} sent a reply the grader refuses ({error})",
@@ -289,6 +292,7 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                                        result.language, function=check.function))
                     broken[check.function] = t("{function} broke the grading protocol", result.language,
                                                function=check.function)
+                    judged = False
                     worse(result, CRASHED, f"{check.function} broke the grading protocol in {check.id}: {exc}",
                           broken[check.function])
                     result.flags.append(f"{check.function}: forged or malformed reply from the sandbox ({exc})"[:300])
@@ -298,13 +302,17 @@ def _score_all(result: SubmissionResult, checks: dict, points: dict[str, float],
                                      t("the process running {function} died", result.language,
                                        function=check.function))
                     broken[check.function] = t("{function} crashed", result.language, function=check.function)
+                    judged = False
                     worse(result, _death_state(exc), f"{check.function} killed its process in {check.id}: {exc.log[-300:]}",
                           broken[check.function])
                 except JudgeError as exc:
                     detail = _could_not_judge(exc, result.language)
                     worse(result, GRADER_ERROR, f"{check.id} could not be judged: {exc}",
                           t(COULD_NOT_JUDGE_SHOWN, result.language))
+                    judged = False
                 result.cells[check.id] = _cell_result(check, points[check.id], detail, hidden_sent, result.language)
+                # a call out of memory may be the limit's doing, not the answer's: a person tells
+                result.cells[check.id].judged = judged and session.memory_errors == memory_errors_before
                 if check.function in broken or lost:
                     break  # this sandbox is gone: start a fresh one for what is left
             result.timed("test cases", clock)
@@ -343,7 +351,8 @@ def _out_of_budget(result: SubmissionResult, pending: list, points: dict[str, fl
             seconds=limits.submission_seconds)
     worse(result, TIMED_OUT, why, why)
     for check in pending:
-        result.cells[check.id] = CellResult(check.id, points[check.id], 0.0, not_run_message(check.message, why, result.language))
+        result.cells[check.id] = CellResult(check.id, points[check.id], 0.0,
+                                            not_run_message(check.message, why, result.language), judged=False)
 
 
 def _run_feedback(sandbox: Sandbox, result: SubmissionResult, limits: Limits) -> None:

@@ -10,7 +10,9 @@ import pytest
 
 from rlhf_course import ASSIGNMENT
 from rlhf_course.grading import app, deadlines, examples, release
-from rlhf_course.grading.gradebook.export import EditionsCsvExport
+from rlhf_course.grading.gradebook import lms_export
+from rlhf_course.grading.gradebook.export import MISSING, EditionsCsvExport
+from rlhf_course.grading.pages import class_report
 from rlhf_course.course import due_dates
 from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, release_course
@@ -132,25 +134,64 @@ def test_an_extension_already_past_is_refused(course, capsys):
         deadlines.grant_extension(Course.at(course), "ada", ASSIGNMENT, hours=24, now=now)
 
 
-def test_an_extension_is_granted_to_the_assignment_and_its_editions_listed_and_exported(course, capsys):
-    assert _extend(course, "ben", ASSIGNMENT, "--hours", "48") == 0
-    assert "+48 h (due 2026-12-18 23:59 UTC, until 2026-12-20 23:59 UTC)" in capsys.readouterr().out
+def _submissions(root) -> dict:
+    """(assignment, student) -> the submission's extension, for every submission row of the gradebook."""
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(root).db_url) as gb:
+        return {(a.name, s.student.id): s.extension for a in gb.assignments for s in a.submissions}
+
+
+def _graded(root, student, assignment, timestamp=None):
+    """What trusted grading writes for a submission of ``assignment`` (no cells: only its row matters here)."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course import NOTEBOOK
+    from rlhf_course.grading.gradebook.gradebook import record_in_gradebook
+    from rlhf_course.grading.results import GRADED, SubmissionResult
+    with Gradebook(Course.at(root).db_url) as gb:
+        record_in_gradebook(gb, SubmissionResult(student, GRADED, assignment, NOTEBOOK), timestamp,
+                            granted=deadlines.granted(Course.at(root)))
+
+
+def _exported(root) -> dict:
+    """grades.csv as the course exports it: (student, base assignment) -> its row."""
+    from nbgrader.api import Gradebook
+    with Gradebook(Course.at(root).db_url) as gb:
+        EditionsCsvExport(to=str(root / "grades.csv"), course_root=str(root)).export(gb)
+    return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(open(root / "grades.csv"))}
+
+
+def test_an_extension_reaches_only_the_edition_submitted_and_waits_for_one_not_yet_submitted(course, capsys):
+    _graded(course, "ada", ASSIGNMENT, dt.datetime(2026, 12, 19, 10, 0))  # ada submitted the English edition
+    assert _extend(course, "ben", ASSIGNMENT, "--hours", "48") == 0  # ben has submitted nothing yet
+    assert "+48 h (due 2026-12-18 23:59 UTC, until 2026-12-20 23:59 UTC; not submitted yet" in capsys.readouterr().out
     assert _extend(course, "ada", ASSIGNMENT, "--until", "2026-12-19 11:59 UTC") == 0  # 12 h
+    rows = _submissions(course)
+    assert rows[ASSIGNMENT, "ada"] == dt.timedelta(hours=12)  # the edition she submitted
+    # no row for an edition (or a student) that submitted nothing: the Formgrader lists no phantom 0 / 50
+    assert (f"{ASSIGNMENT}_zh", "ada") not in rows and not any(student == "ben" for _, student in rows), rows
+    assert _exported(course)["ben", ASSIGNMENT]["status"] == MISSING  # not a submission scored 0
+    lms = lms_export.write(Course.at(course), "long", course / "long.csv")
+    assert {(r["student_id"], r["assignment"]): r["status"] for r in csv.DictReader(open(lms))}[
+        "ben", ASSIGNMENT] == "missing"
+    report = class_report.build(Course.at(course), ASSIGNMENT, [ASSIGNMENT, f"{ASSIGNMENT}_zh"])
+    assert "ada" in [row.student for row in report.rows] and "ben" not in [row.student for row in report.rows]
     assert _extend(course, "--list") == 0
     listed = capsys.readouterr().out
-    for line in ("ada                  rlhf             +12 h", "ben                  rlhf             +48 h",
-                 "ben                  rlhf_zh          +48 h"):  # the Chinese edition is the same assignment
+    for line in ("ada                  rlhf             +12 h",
+                 "ben                  rlhf             +48 h (due 2026-12-18 23:59 UTC, until 2026-12-20 23:59 UTC; "
+                 "not submitted yet: for the edition they submit)"):
         assert line in listed, listed
+    assert "rlhf_zh" not in listed, listed
+    _graded(course, "ben", f"{ASSIGNMENT}_zh", dt.datetime(2026, 12, 20, 10, 0))  # ben submits the Chinese edition
+    rows = _submissions(course)
+    assert rows[f"{ASSIGNMENT}_zh", "ben"] == dt.timedelta(hours=48) and (ASSIGNMENT, "ben") not in rows
     from nbgrader.api import Gradebook
     with Gradebook(Course.at(course).db_url) as gb:
-        assert gb.find_submission(ASSIGNMENT, "ben").extension == dt.timedelta(hours=48)
-        late = gb.find_submission(ASSIGNMENT, "ada")
-        late.timestamp = dt.datetime(2026, 12, 19, 10, 0)  # after the due date, within the extension
-        gb.db.commit()
-        assert late.total_seconds_late == 0  # what nbgrader's late penalty (ours and stock's) reads
-        EditionsCsvExport(to=str(course / "grades.csv"), course_root=str(course)).export(gb)
-    rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(open(course / "grades.csv"))}
-    assert float(rows["ben", ASSIGNMENT]["extension_hours"]) == 48
+        assert gb.find_submission(f"{ASSIGNMENT}_zh", "ben").total_seconds_late == 0  # what the late penalty reads
+        assert gb.find_submission(ASSIGNMENT, "ada").total_seconds_late == 0  # after the due date, within 12 h
+    rows = _exported(course)
+    assert float(rows["ben", ASSIGNMENT]["extension_hours"]) == 48  # the editions folded, as the course reports
     assert float(rows["ada", ASSIGNMENT]["extension_hours"]) == 12
     assert rows["ada", "grpo"]["extension_hours"] == ""
 
@@ -173,3 +214,56 @@ def test_publish_deadlines_puts_the_gradebooks_dates_in_the_exchange_or_says_why
     # ben has no Unix account here: his extension is not in the exchange, and the instructor is told
     assert "not published (see the warnings): " in said.out and "ben" in said.err, said
     assert app.main(["publish-deadlines", "--course-root", str(course)]) == 0
+
+
+def test_an_extension_granted_before_any_submission_is_published_for_each_edition(course, monkeypatch):
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.exchange import deadlines as exchange_deadlines
+    with Gradebook(Course.at(course).db_url) as gb:
+        gb.update_or_create_student("dana")
+    published = {}
+    monkeypatch.setattr(exchange_deadlines, "publish_extensions",
+                        lambda root, course_id, granted, log=None: published.update(granted) or [])
+    assert _extend(course, "dana", f"{ASSIGNMENT}_zh", "--hours", "24") == 0  # named by an edition: the same
+    day = dt.timedelta(hours=24)
+    assert published["dana"] == {ASSIGNMENT: day, f"{ASSIGNMENT}_zh": day}  # she may submit either
+    assert published["ben"][f"{ASSIGNMENT}_zh"] == dt.timedelta(hours=24)  # his submission's, set by the grant
+    assert not any(student == "dana" for _, student in _submissions(course))
+
+
+def test_stock_autograde_gives_its_new_submission_the_extension_granted_before(course):
+    """Stock autograde records the submission itself (nbgrader's update_or_create_submission), then runs its
+    preprocessors: GrantedExtension, configured before AssignLatePenalties, gives the row dana's extension."""
+    import warnings
+
+    import nbformat
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    from rlhf_course.grading.nbgrader_ext import GrantedExtension
+    config = Course.at(course).config
+    assert "GrantedExtension" in [p.__name__ for p in config.Autograde.autograde_preprocessors]
+    with Gradebook(Course.at(course).db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips a harmless autoflush warning
+        gb.update_or_create_submission(ASSIGNMENT, "dana", timestamp=DUE + dt.timedelta(hours=20))
+    resources = {"nbgrader": {"student": "dana", "assignment": ASSIGNMENT, "notebook": "rlhf_building_blocks",
+                              "db_url": Course.at(course).db_url}}
+    GrantedExtension(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+    with Gradebook(Course.at(course).db_url) as gb:
+        submission = gb.find_submission(ASSIGNMENT, "dana")
+        assert submission.extension == dt.timedelta(hours=24) and submission.total_seconds_late == 0
+        gb.remove_submission(ASSIGNMENT, "dana")
+
+
+def test_a_damaged_record_of_extensions_is_named_and_nothing_is_written(course, capsys):
+    record = course / "extensions.json"
+    kept = record.read_text()
+    before = _gradebook_state(course)
+    record.write_text("{not json")
+    try:
+        assert _extend(course, "ada", ASSIGNMENT, "--hours", "30") == 2
+        assert "extensions.json is not the record of extensions" in capsys.readouterr().err
+        assert _gradebook_state(course) == before and record.read_text() == "{not json"
+    finally:
+        record.write_text(kept)

@@ -19,9 +19,12 @@ def submission_timestamp(submitted: Path):
         return None
 
 
-def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None) -> None:
+def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=None, granted=None) -> None:
     """Write the trusted scores per grade cell into an open nbgrader ``Gradebook``; flag every
-    submission that needs a person."""
+    submission that needs a person, and mark for a manual grade only the cells the grader could not judge
+    (:attr:`CellResult.judged`) and the written answers.  ``granted``
+    (:class:`~rlhf_course.course.extension_record.Granted`): the extensions recorded, one of which a submission
+    without an extension of its own gets (granted before the student submitted, whichever edition they chose)."""
     import warnings
 
     from nbgrader.api import MissingEntry
@@ -37,12 +40,15 @@ def record_in_gradebook(gb, result: SubmissionResult, timestamp=None, policy=Non
         with warnings.catch_warnings():  # nbgrader's add_submission trips a harmless autoflush warning
             warnings.simplefilter("ignore", SAWarning)
             submission = gb.add_submission(assignment, result.student, timestamp=timestamp)
+    if submission.extension is None and granted is not None:
+        submission.extension = granted.for_submission(result.student, assignment)
     submission_nb = gb.find_submission_notebook(notebook, assignment, result.student)
     grades, comments = _grades_and_comments(gb, submission_nb)
     for cell in result.cells.values():
         grade = grades.get(cell.grade_id) or gb.find_grade(cell.grade_id, notebook, assignment, result.student)
         grade.auto_score = cell.score  # a person's manual score and comments stay, as in nbgrader's SaveAutoGrades
-        grade.needs_manual_grade = result.state not in SCORED_STATES
+        # a verdict needs no person; a cell the grader could not judge does, until a person scores it
+        grade.needs_manual_grade = not cell.judged and grade.manual_score is None
     record_written_answers(result, grades, comments)
     submission_nb.flagged = needs_look
     seconds_late = submission.total_seconds_late  # nbgrader's: due date plus any extension granted
