@@ -88,7 +88,7 @@ def test_the_courses_page_of_an_unreadable_submission_says_its_grade_its_file_an
     assert "cannot be graded by hand in the Formgrader" in text
     assert f"Its grade in the gradebook: 0 / {points:g} (every test scored 0); flagged for review." in text
     assert f"submitted/{UNREADABLE}/{ASSIGNMENT}/{NOTEBOOK}" in text and "Open With, Editor" in text
-    assert f"nbgrader collect {ASSIGNMENT}" in text and f"sudo make grade ASSIGNMENT={ASSIGNMENT}" in text
+    assert f"nbgrader collect --update {ASSIGNMENT}" in text and f"sudo make grade ASSIGNMENT={ASSIGNMENT}" in text
     assert "Submission -1" not in text  # nbgrader's index of a notebook it does not list
     # the other templates stay nbgrader's
     assert "500" in handler.render("base_500.tpl", base_url="/base", error_code=500)
