@@ -415,7 +415,7 @@ def plot_grpo_advantages(group_relative_advantages: Callable, group_size: int = 
     for (name, _, _), r, a, marker in zip(GRPO_PROMPTS, rewards, advantages, "o^s"):
         ax.scatter(r, a, marker=marker, label=L(name), alpha=0.8)
     ax.axhline(0, color="black", lw=0.6)
-    ax.set(title=L("Your advantages, G = {g},\n{form}", g=group_size,
+    ax.set(title=L("Your advantages\nG = {g}, {form}", g=group_size,
                    form=L("scaled by the group std") if scale_by_std else L("unscaled (Dr. GRPO)")),
            xlabel=L("reward-model score of the response"), ylabel=L("advantage"))
     ax.legend(fontsize=8)

@@ -60,7 +60,7 @@ ZH = {
     "easy prompt": "简单的提示",
     "uneven prompt": "回答参差的提示",
     "hard prompt": "困难的提示",
-    "Your advantages, G = {g},\n{form}": "你的优势，G = {g}，\n{form}",
+    "Your advantages\nG = {g}, {form}": "你的优势\nG = {g}，{form}",
     "scaled by the group std": "除以组内标准差",
     "unscaled (Dr. GRPO)": "不缩放（Dr. GRPO）",
     "reward-model score of the response": "回答的奖励模型得分",

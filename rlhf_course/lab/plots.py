@@ -59,7 +59,8 @@ def plot_dpo_history(history: list[dict], axes=None):
     ax_kl.plot(*_series(history, "kl_to_reference"), "s--", color="tab:red", label=L("KL to reference"))
     ax_kl.set(ylabel=L("KL per response (nats)"))
     lines = ax_gold.get_lines() + ax_kl.get_lines()
-    ax_gold.legend(lines, [line.get_label() for line in lines], loc="upper left", fontsize=8)
+    # both curves rise from the lower left: the lower right is where neither is
+    ax_gold.legend(lines, [line.get_label() for line in lines], loc="lower right", fontsize=8)
     for ax in (ax_margin, ax_rewards, ax_gold):
         ax.grid(alpha=0.3)
     return axes

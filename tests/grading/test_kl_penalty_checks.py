@@ -1,6 +1,8 @@
 """The KL-penalty exercise's hidden checks, in-process: the reference passes all, each wrong answer loses
 exactly its cells, each correct variant none, and the notebook's hidden cells match the checks."""
 
+import re
+
 import pytest
 import torch
 
@@ -59,6 +61,27 @@ def test_the_literal_forms_error_grows_like_one_over_d_squared():
     assert [row.median for row in rows] == pytest.approx([0.04, 4, 44, 400], rel=0.05)
     assert [row.max for row in rows] == pytest.approx([0.15, 15, 160, 1500], rel=0.05)
     assert all(row.expm1_max < 1.3e-7 / row.size for row in rows)
+
+
+NEGATIVE_SHARE_SAID = {  # the derivation's sentence, per edition: "in 44 % of the draws at |d| = 1e-4"
+    "kl_penalty": r"in (\d+) % of the draws at \$\|d\| = 10\^\{-4\}\$",
+    "kl_penalty_zh": r"在 \$\|d\| = 10\^\{-4\}\$ 处，(\d+)% 的取值结果为负",
+}
+
+
+@pytest.mark.parametrize("edition", sorted(NEGATIVE_SHARE_SAID))
+def test_the_measurement_cell_prints_the_share_of_negatives_the_derivation_states(edition, capsys):
+    """The derivation says the literal form is never negative at |d| = 1e-3, negative in 44 % of the draws at
+    1e-4 and in about half of them below, and that the cell after it measures this: the cell prints each share."""
+    cells = notebooks.cells_by_grade_id(notebooks.read(REPO / "source" / edition / "kl_penalty.ipynb"))
+    said = re.search(NEGATIVE_SHARE_SAID[edition], cells["kl_derivation"].source.replace("\n", " "))
+    assert said, f"{edition}: the derivation no longer states the share of negatives at |d| = 1e-4"
+    exec(compile(cells["kl_rounding"].source, f"{edition}/kl_rounding", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    shares = [int(re.search(r"(\d+)%", line).group(1)) for line in printed]
+    assert len(shares) == 4, printed  # one line per |d|: 1e-3, 1e-4, 3e-5, 1e-5
+    assert shares[0] == 0 and shares[1] == int(said.group(1))
+    assert all(45 <= share <= 55 for share in shares[2:]), shares
 
 
 def test_the_notebooks_hidden_cells_match_the_checks():
