@@ -42,9 +42,13 @@ class StrictExchangeSubmit(PrintableNames, TraversableRoot, ExchangeSubmit):
         self.tell_deadline()
 
     def refuse_unreadable(self) -> None:
-        """Refused before anything is copied, in the edition's language: a notebook Jupyter cannot read would
-        replace the student's earlier submission (only the latest is graded) with one grading scores 0."""
-        for name in find_all_notebooks(self.src_path):
+        """Refused before anything is copied, in the edition's language: a released notebook Jupyter cannot read
+        would replace the student's earlier submission (only the latest is graded) with one grading scores 0.  Only
+        the released notebooks are read (a broken checkpoint or scratch notebook is not graded, so never refused)."""
+        self.init_release()
+        for name in find_all_notebooks(self.release_path):
+            if not os.path.isfile(os.path.join(self.src_path, name)):
+                continue  # nbgrader's own check says what is missing
             try:
                 with open(os.path.join(self.src_path, name), encoding="utf-8") as handle:
                     notebooks.parse(handle.read())

@@ -26,6 +26,12 @@ def test_an_unreadable_notebook_is_refused_and_the_earlier_submission_kept(tmp_p
         kept = sorted(p.name for p in inbound.iterdir())
         assert len(kept) == 1
 
+        (home / "rlhf" / ".ipynb_checkpoints").mkdir(exist_ok=True)  # a broken checkpoint is not graded: no matter
+        (home / "rlhf" / ".ipynb_checkpoints" / "scratch-checkpoint.ipynb").write_text("{")
+        commands.nbgrader("submit", "rlhf", env=env)
+        kept = sorted(p.name for p in inbound.iterdir())
+        assert len(kept) == 2
+
         (home / "rlhf" / NOTEBOOK).write_text('{"cells": [{"cell_type": "code", "source": "x = 1"')  # cut short
         refused = commands.nbgrader("submit", "rlhf", env=env, check=False)
         said = refused.stdout + refused.stderr
