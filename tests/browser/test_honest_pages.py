@@ -168,11 +168,11 @@ def other_hosts(requests: list[str]) -> list[str]:
 
 
 def _shoot(page, element, path) -> None:
-    """A picture of one cell, cut from the whole page (the Formgrader's page keeps its scroll at the top)."""
-    box = element.bounding_box()
-    top = page.evaluate("window.scrollY")
-    page.screenshot(path=str(path), full_page=True,
-                    clip={"x": box["x"], "y": box["y"] + top, "width": box["width"], "height": box["height"]})
+    """A picture of one cell, cut from the whole page: its place on the page read in one step (the Formgrader's
+    page scrolls to the answer to grade as it opens, and a scroll between two reads would move the cut)."""
+    box = element.evaluate("e => { const r = e.getBoundingClientRect();"
+                           " return {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height}; }")
+    page.screenshot(path=str(path), full_page=True, clip=box)
 
 
 def _verdicts_read_whole(page, selector: str, prefix: str, tests: int) -> None:
