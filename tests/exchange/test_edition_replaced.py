@@ -13,7 +13,7 @@ from rlhf_course.exchange import deadlines
 from rlhf_course.exchange.fetch import StrictExchangeList
 from rlhf_course.exchange.submit import StrictExchangeSubmit
 from tests.support.command_session import OwnCommandSession
-from tests.support.course import copy_course, release_course
+from tests.support.course import course_with_own_exchange
 
 COURSE_ID = "rlhf-course"
 EMPTY_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'  # submit reads it
@@ -21,14 +21,7 @@ WARNING_ZH = "这次提交将取代你在 "
 
 
 def test_submitting_the_other_edition_warns_that_it_replaces_the_first(tmp_path, monkeypatch):
-    exchange = tmp_path / "exchange"
-    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
-    course = release_course(copy_course(tmp_path / "course"))
-    home, config = tmp_path / "student", tmp_path / "config"
-    home.mkdir(), config.mkdir()
-    (config / "nbgrader_config.py").write_text(
-        f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
-    env = {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    course, exchange, home, env = course_with_own_exchange(tmp_path, monkeypatch, COURSE_ID)
     # the instructor's and the student's commands one after another in one process (nbgrader's app reset between)
     with OwnCommandSession(home) as commands:
         commands.nbgrader("release_assignment", "rlhf", cwd=course)

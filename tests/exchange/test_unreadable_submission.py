@@ -3,20 +3,13 @@ language, and the student's earlier submission stays the one graded (only the la
 unreadable one 0 as a malformed notebook)."""
 from rlhf_course import NOTEBOOK
 from tests.support.command_session import OwnCommandSession
-from tests.support.course import copy_course, release_course
+from tests.support.course import course_with_own_exchange
 
 COURSE_ID = "rlhf-course"
 
 
 def test_an_unreadable_notebook_is_refused_and_the_earlier_submission_kept(tmp_path, monkeypatch):
-    exchange = tmp_path / "exchange"
-    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
-    course = release_course(copy_course(tmp_path / "course"))
-    home, config = tmp_path / "student", tmp_path / "config"
-    home.mkdir(), config.mkdir()
-    (config / "nbgrader_config.py").write_text(
-        f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {COURSE_ID!r})\n")
-    env = {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    course, exchange, home, env = course_with_own_exchange(tmp_path, monkeypatch, COURSE_ID)
     inbound = exchange / COURSE_ID / "inbound"
     with OwnCommandSession(home) as commands:
         for assignment in ("rlhf", "rlhf_zh"):

@@ -141,3 +141,17 @@ def leftover_sandbox_processes() -> dict[int, list[int]]:
             os.close(fd)
         left[FIRST_UID + slot] = pids
     return left
+
+
+def course_with_own_exchange(tmp_path: Path, monkeypatch, course_id: str) -> tuple[Path, Path, Path, dict]:
+    """A released course and a student's folder on one exchange of their own under ``tmp_path``, as `make lab` sets
+    them up: ``(course, exchange, home, env)``, ``env`` the student's commands' Jupyter config (the course's
+    exchange classes, ``course_id``)."""
+    exchange = tmp_path / "exchange"
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
+    course = release_course(copy_course(tmp_path / "course"))
+    home, config = tmp_path / "student", tmp_path / "config"
+    home.mkdir(), config.mkdir()
+    (config / "nbgrader_config.py").write_text(
+        f"from rlhf_course import exchange\nexchange.configure(get_config(), {str(exchange)!r}, {course_id!r})\n")
+    return course, exchange, home, {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
