@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{path}, test by test (a module fixture's cost falls on the test that first asked for it):")
         mine = [row for row in tests if row["test"].split("::", 1)[0] == path]
         for test, figures in attribute(samples, mine, args.cores, key=lambda test: test.split("::", 1)[1]).items():
-            print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {test}")
+            top = sorted(figures["programs"].items(), key=lambda item: -item[1])[:4]
+            print(f"{figures['used']:11.1f} {figures['idle']:11.1f} {figures['wall']:7.1f}  {test}: "
+                  + ", ".join(f"{name} {seconds:.1f}" for name, seconds in top))
     return returncode
 
 
