@@ -4,8 +4,8 @@ released assignment, Validate passes on the completed notebook, Submit reaches t
 passed, the list says how late it is.  With both language editions fetched, the list says under one's Submit that it
 replaces the other's newer submission, and the two notebooks' tabs (one file name) show their folders.
 
-The student's loop is one test, one lab (fetching and validating were a test of their own, which started a second lab to repeat them).  The
-reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
+The student's loop, both editions, is one test on one lab: a lab's start and first load cost more than any of the
+loop's steps.  The reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
 nbgrader validate (tests/test_release.py); the instructor's side and the feedback fetched in the lab are the hub
 test's."""
 
@@ -48,12 +48,16 @@ def student_lab(tmp_path, repo, monkeypatch):
 
 
 @pytest.mark.slow
-def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, repo, tmp_path):
+def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab, browser, artifacts, repo, tmp_path):
     """The student's side in a JupyterLab of their own: fetch from the Assignment List; complete (the reference
     answers and Part 4's model written answers, with a correct `dpo_loss` that emits a torch-style warning); Validate
-    says success, as grading will; Submit reaches the exchange with those answers.  What follows (collect, trusted
-    grading, feedback released, fetched and read in the lab) is the hub test's (tests/classroom/, two students) and the
-    exchange test's (tests/exchange/, nbgrader's commands as separate users)."""
+    says success, as grading will.  The Chinese edition is released and fetched too: nothing submitted yet, nothing
+    is said to be replaced; Submit of the English one, its due date passed, reaches the exchange with those answers
+    and the list says how late it is, and the Chinese one's Submit says first that it would replace it (the sentence
+    `nbgrader submit` warns with, the lab's language); both notebooks open, their tabs show their folders (one file
+    name in both).  What follows (collect, trusted grading, feedback released, fetched and read in the lab) is the hub
+    test's (tests/classroom/, two students) and the exchange test's (tests/exchange/, nbgrader's commands as separate
+    users)."""
     import time
 
     import nbformat
@@ -66,6 +70,10 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
             page.goto(server.url("lab"))
         page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
         page.get_by_role("menuitem", name="Assignment List", exact=True).click()
+
+    def row(listed: str, edition: str):
+        return page.locator(f"#{listed}_assignments_list > .list_item").filter(
+            has=page.locator(".item_name > :first-child", has_text=re.compile(rf"^{edition}$")))
 
     assignment_list()
     fetch = page.get_by_role("button", name="Fetch")
@@ -94,12 +102,18 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     notebook.get_by_role("button", name="Validate").click()  # the notebook's own (the list has one per notebook)
     page.locator(".jp-Dialog").get_by_text("Success! Your notebook passes all the tests.").wait_for(timeout=120_000)
     page.screenshot(path=str(artifacts / "validate_success_with_a_warning.png"))
-
     page.keyboard.press("Escape")  # the dialog
+
+    # The Chinese edition released and fetched too (the list shows what the exchange holds when the lab loads)
+    release.nbgrader(course, "release_assignment", "rlhf_zh")
+    assignment_list()
+    row("released", "rlhf_zh").get_by_role("button", name="Fetch").click(timeout=60_000)
+    row("fetched", "rlhf_zh").get_by_role("button", name="Submit").wait_for(timeout=60_000)
+    assert page.locator(".rlhf-replaces").count() == 0  # nothing submitted: nothing to replace
+
     # The instructor moves the due date to 2 h 10 min ago (the gradebook, then the exchange): the student is late.
     _due_date_moved(course, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=2, minutes=10))
-    assignment_list(reload=False)  # it lists the fetched assignment, as when it opened
-    page.get_by_role("button", name="Submit").click(timeout=60_000)
+    row("fetched", ASSIGNMENT).get_by_role("button", name="Submit").click(timeout=60_000)
     inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
     deadline = time.time() + 60
     while not (inbound.is_dir() and any(inbound.iterdir())):
@@ -108,43 +122,20 @@ def test_fetch_validate_and_submit_in_the_lab(student_lab, browser, artifacts, r
     late = page.locator("#submitted_assignments_list .rlhf-deadline-late")
     late.wait_for(timeout=30_000)
     assert re.fullmatch(r" \(late by 2 h 10 min: the late penalty applies\)", late.inner_text()), late.inner_text()
-    page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).get_by_text("(due ").wait_for()
-    page.screenshot(path=str(artifacts / "assignment_list_submitted.png"))
-    # (docs/images/assignment_list_deadline_en.png is one of these, committed by hand)
-    page.locator("#assignments").first.screenshot(path=str(artifacts / "assignment_list_deadline_en.png"))
-    [entry] = list(inbound.iterdir())
-    submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
-    assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
-
-
-@pytest.mark.slow
-def test_both_editions_in_the_lab_say_what_submit_replaces_and_name_their_tabs(student_lab, browser, artifacts):
-    """Both editions fetched: after the English one is submitted from the Assignment List, the Chinese one's Submit
-    says first that it would replace it (the sentence `nbgrader submit` warns with, the lab's language); both
-    notebooks open, their tabs show their folders (one file name in both)."""
-    server, home, course = student_lab
-    release.nbgrader(course, "release_assignment", "rlhf_zh")
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.goto(server.url("lab"))
-    page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
-    page.get_by_role("menuitem", name="Assignment List", exact=True).click()
-
-    def row(listed: str, edition: str):
-        return page.locator(f"#{listed}_assignments_list > .list_item").filter(
-            has=page.locator(".item_name > :first-child", has_text=re.compile(rf"^{edition}$")))
-
-    for edition in (ASSIGNMENT, "rlhf_zh"):
-        row("released", edition).get_by_role("button", name="Fetch").click(timeout=60_000)
-        row("fetched", edition).get_by_role("button", name="Submit").wait_for(timeout=60_000)
-    assert page.locator(".rlhf-replaces").count() == 0  # nothing submitted: nothing to replace
-    row("fetched", ASSIGNMENT).get_by_role("button", name="Submit").click()
+    row("fetched", ASSIGNMENT).get_by_text("(due ").wait_for()
     note = row("fetched", "rlhf_zh").locator(".rlhf-replaces")
     note.wait_for(timeout=60_000)
     assert re.fullmatch(r"This replaces your rlhf submission of \d{4}-\d\d-\d\d \d\d:\d\d UTC \(and any manual "
                         r"grade on it\): only the latest submission of either edition is graded\.",
                         note.inner_text()), note.inner_text()
     assert row("fetched", ASSIGNMENT).locator(".rlhf-replaces").count() == 0
+    page.screenshot(path=str(artifacts / "assignment_list_submitted.png"))
     page.screenshot(path=str(artifacts / "assignment_list_submit_replaces.png"))
+    # (docs/images/assignment_list_deadline_en.png is one of these, committed by hand)
+    page.locator("#assignments").first.screenshot(path=str(artifacts / "assignment_list_deadline_en.png"))
+    [entry] = list(inbound.iterdir())
+    submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
+    assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
 
     for edition in (ASSIGNMENT, "rlhf_zh"):
         page.locator(".lm-TabBar-tab", has_text="Assignments").click()  # back from the notebook opened before
@@ -162,6 +153,7 @@ def test_both_editions_in_the_lab_say_what_submit_replaces_and_name_their_tabs(s
     assert tabs.locator(".lm-TabBar-tabLabel").all_inner_texts().count(NOTEBOOK) == 2
     assert sorted(p.relative_to(home).as_posix() for p in home.glob("*/*.ipynb")) == [
         f"{ASSIGNMENT}/{NOTEBOOK}", f"rlhf_zh/{NOTEBOOK}"]
+
 
 def _due_date_moved(course, due: dt.datetime) -> None:
     """What an instructor does in the Formgrader, then `python -m rlhf_course.grading publish-deadlines`."""
