@@ -1,7 +1,7 @@
 """The course's private folders and who else could read them: the solutions and hidden tests must stay out of
 every student's reach on a machine where students have accounts (a clone made under the usual umask, 022, is
 world-readable).  `make hub` refuses such a checkout (:func:`rlhf_course.classroom.hub.check_checkout_private`);
-a release to an exchange other accounts use names it (:func:`exposure_warning`)."""
+a release to an exchange other accounts use names it (:func:`exposure_reason`)."""
 from __future__ import annotations
 
 import os
@@ -47,7 +47,7 @@ def described(exposed: dict[str, list[Path]]) -> str:
     return "; ".join(f"{name}/ ({len(paths)} paths, e.g. {paths[0]})" for name, paths in exposed.items())
 
 
-def exposure_warning(course_root: Path, exchange_root: Path,
+def exposure_reason(course_root: Path, exchange_root: Path,
                      exposed: dict[str, list[Path]] | None = None) -> str | None:
     """What to tell the instructor who releases ``course_root`` into the exchange at ``exchange_root`` when other
     accounts could read its private folders (``exposed``, default: measured now), or None.  An exchange inside the
