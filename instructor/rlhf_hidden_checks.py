@@ -479,7 +479,10 @@ def _gae_next_value_cases() -> list[Case]:
 def _gae_random_length_cases() -> list[Case]:
     gen = generator(261)
     lengths = torch.randint(2, 40, (5,), generator=gen).tolist()
-    return [_gae_episode(262 + i, n) for i, n in enumerate(lengths)]
+    # A drawn length is a hidden input: the student reads the range it is drawn from, the instructor the length.
+    drawn = say("an episode of random length, 2 to 39 steps")
+    return [_gae_episode(262 + i, n, note=Finding(f"T={n}, gamma=0.99, lambda=0.95, next_value=0.0", drawn.public))
+            for i, n in enumerate(lengths)]
 
 
 def _gae_shape_cases() -> list[Case]:
