@@ -172,3 +172,51 @@ def test_no_public_line_shows_a_value_the_reference_expected(base, notebook, lan
     assert failed >= hidden // 2, f"only {failed} of {hidden} checks failed: the wrong answer was not judged"
     assert instructor_reads >= failed // 2, "the instructor's lines lost the expected values"
     assert shown == {}, f"a student's line shows a value the reference expected: {shown}"
+
+
+def _significant_digits(number: str) -> int:
+    """1000 and 1e3 have one, 0.001463 four, 21.78 four."""
+    mantissa = number.lstrip("-").split("e")[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits if "." in mantissa else digits.rstrip("0"))
+
+
+def _printed_as(number: str, value: float) -> bool:
+    """Whether ``value``, printed to as many significant digits as ``number`` has, is ``number``."""
+    return float(number) == float(f"{value:.{_significant_digits(number)}g}")
+
+
+@pytest.mark.parametrize("base, notebook", ASSIGNMENTS.items())
+def test_no_misconception_explanation_cites_a_hidden_input_or_answer(base, notebook, monkeypatch):
+    """A named misconception's name, explanation and section are fixed text, the same for every student: a number
+    of four or more significant digits in them (as failed lines used to print values) is neither a hidden case's
+    input nor what the reference expected on one.  Fewer digits match some of the thousands of hidden values by
+    chance; the explanations' own figures are measured in tests/grading/test_misconception_claims.py."""
+    values: set[float] = set()
+    compare = checks.compare
+
+    def recording(got, expected, **kwargs):
+        values.update(torch.as_tensor(expected, dtype=torch.float64).reshape(-1).tolist())
+        return compare(got, expected, **kwargs)
+
+    monkeypatch.setattr(checks, "compare", recording)
+    solution = _solution(base, notebook)
+    module = instructor.load_module(repo_course(), instructor.checks_module_name(base))
+    module.compare = recording
+    with torch.random.fork_rng():
+        for check in module.CHECKS.values():
+            if not check.visible:
+                values.update(v for case in check.cases() for a in case.args if isinstance(a, torch.Tensor)
+                              for v in a.detach().double().reshape(-1).tolist())
+                evaluate(check, _wrong_but_finite(solution[check.function]))
+    assert len(values) > 100  # the hidden inputs and answers were gathered
+    catalogue = instructor.load_module(repo_course(), f"{base}_catalogue")
+    cited = {}
+    for name, misconception in catalogue.MISCONCEPTIONS.items():
+        for language in LANGUAGES:
+            named = misconception.named(name, "f", language)
+            text = " ".join((named.name, named.explanation, named.section))
+            for number in re.findall(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?", text):
+                if _significant_digits(number) >= 4 and any(_printed_as(number, v) for v in values if v):
+                    cited.setdefault(name, set()).add(number)
+    assert cited == {}, f"misconception texts cite hidden inputs or answers: {cited}"
