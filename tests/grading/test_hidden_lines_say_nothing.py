@@ -220,3 +220,50 @@ def test_no_misconception_explanation_cites_a_hidden_input_or_answer(base, noteb
                 if _significant_digits(number) >= 4 and any(_printed_as(number, v) for v in values if v):
                     cited.setdefault(name, set()).add(number)
     assert cited == {}, f"misconception texts cite hidden inputs or answers: {cited}"
+
+
+ECHO_ANSWER = '''
+import torch
+
+def kl_estimator_k3(log_p, ref_log_p):
+    return log_p * 0 + log_p.reshape(-1)[0]
+'''
+
+
+def _graded_feedback(course_folder, draw: int) -> dict[str, bytes]:
+    """The files an echo attacker of the KL assignment (both editions) receives, its hidden cases drawn with every
+    seed moved by ``draw``: the instructor's module of this course copy draws them so, as a second term would."""
+    import datetime as dt
+
+    from rlhf_course.course.settings import Course
+    from rlhf_course.grading import examples
+    from tests.support.course import copy_course, release_course
+    from tests.support.in_process_sandbox import grade_in_process
+
+    course = release_course(copy_course(course_folder))
+    if draw:
+        module = course / "instructor" / "kl_penalty_hidden_checks.py"
+        module.write_text(module.read_text() + f"\n\n_first_draw = generator\n\n\ndef generator(seed):\n"
+                                                f"    return _first_draw(seed + {draw})\n")
+    handle = Course.at(course)
+    timestamp = dt.datetime(2026, 1, 5, 10, tzinfo=dt.timezone.utc)
+    for assignment in ("kl_penalty", "kl_penalty_zh"):
+        answers = notebooks.solution_answers(notebooks.read(course / "source" / assignment / "kl_penalty.ipynb"))
+        answers = {gid: ECHO_ANSWER if "def " in source else source for gid, source in answers.items()}
+        examples.write_submission(handle, "echo", answers, timestamp=timestamp, assignment=assignment,
+                                  notebook="kl_penalty.ipynb")
+    results = grade_in_process(handle)
+    assert {r.state for r in results} == {"failed tests"}, [(r.assignment, r.state, r.detail) for r in results]
+    folder = course / "feedback" / "echo"
+    # submission_secret.txt: nbgrader's random token for each submission, drawn whatever the hidden inputs
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file() and path.name != "submission_secret.txt"}
+
+
+def test_an_echo_attackers_feedback_pages_are_the_same_whatever_the_hidden_inputs(tmp_path):
+    first, second = _graded_feedback(tmp_path / "first", 0), _graded_feedback(tmp_path / "second", SECOND_DRAW)
+    assert any(name.endswith(".html") for name in first) and len(first) >= 2
+    assert first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == []
+    pages = b"".join(first.values())
+    assert "wrong value on this case".encode() in pages and "在这个用例上的值不正确".encode() in pages
