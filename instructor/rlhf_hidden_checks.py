@@ -81,8 +81,8 @@ def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, ep
 
 def _one_token_note(ratio: float, advantage: float, eps: float) -> Finding:
     """A one-token case as the instructor reads it (with its values) and as a student does: where the ratio lies
-    against the clip range, and the advantage's sign.  Never the values: with the expected objective a failed line
-    shows, they would be the whole case, the same for every student."""
+    against the clip range, and the advantage's sign.  Never the values: they would be the whole case, the same for
+    every student and every term."""
     band = "r < 1 - eps" if ratio < 1 - eps else "r > 1 + eps" if ratio > 1 + eps else "1 - eps <= r <= 1 + eps"
     sign = "A > 0" if advantage > 0 else "A < 0" if advantage < 0 else "A = 0"
     regime = say("one token, {band}, {sign}, eps = {eps:g}", band=Finding(band), sign=Finding(sign), eps=eps)
