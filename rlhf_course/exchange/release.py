@@ -3,7 +3,8 @@ generated (:mod:`rlhf_course.course.release_manifest`: no edited notebook, no so
 root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
 assignment's deadline (the gradebook's due date, every student's extension) into the exchange
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it, after the check the
-course's configuration names (``before_release``)."""
+course's configuration names (``before_release``).  A course other accounts on this machine could read is
+named as it is released to an exchange outside it (:mod:`rlhf_course.course.private_files`)."""
 from __future__ import annotations
 
 import logging
@@ -34,6 +35,9 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         course = Course.at(Path(self.coursedir.root), self.config)
         self.record_due_date(course)
         super().copy_files()
+        from rlhf_course.course.private_files import exposure_warning
+        if warning := exposure_warning(course.root, Path(self.root)):
+            self.log.warning(warning)
         from rlhf_course.exchange.deadlines import PublishError, publish
         try:
             said = publish(course, self.root, self.coursedir.course_id, [self.coursedir.assignment_id], self.log)
