@@ -116,8 +116,9 @@ class ReportCommand(CourseCommand):
 class ExportCommand(CourseCommand):
     name = "rlhf-grader export"
     description = ("Write the gradebook's grades as an LMS imports them (--format canvas|moodle|long): one row per "
-                   "student of the roster, a column per assignment (its language editions folded in), each score "
-                   "after the late penalty, a missing submission blank (never 0).  Default file: "
+                   "student of the roster, a column per assignment released to students (its language editions "
+                   "folded in; one only recorded in the gradebook, never released nor submitted, is left out and "
+                   "named), each score after the late penalty, a missing submission blank (never 0).  Default file: "
                    "grades-<format>.csv in the course root (--to=PATH).")
     examples = dedent("""
         rlhf-grader export                        # grades-canvas.csv in the course root
@@ -134,12 +135,16 @@ class ExportCommand(CourseCommand):
         from rlhf_course.grading.gradebook import lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
-            table = lms_export.grade_table(gb, self.course)
+            exported, left_out = lms_export.offered(gb, self.course)
+            table = lms_export.grade_table(gb, self.course, exported)
             waiting = lms_export.waiting_for_a_person(gb, table)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
               f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
+        if left_out:
+            print(f"left out, never released to students (in the gradebook, not in the exchange, nobody submitted): "
+                  f"{', '.join(left_out)}")
         if waiting:
             print(f"{len(waiting)} student(s) with grades that still need a person, exported as they stand: "
                   + ", ".join(f"{student} ({', '.join(found)})" for student, found in sorted(waiting.items()))

@@ -7,6 +7,12 @@ grades.csv), each score after the late penalty.  A missing submission is a blank
 "no grade" (never 0, which would be a grade); ``long`` says ``missing`` in its ``status`` column.  Every cell is
 made inert for a spreadsheet (:mod:`spreadsheet`).
 
+Only assignments students were given have a column: one of its editions is in the course's exchange
+(``<Exchange.root>/<course id>/outbound/``, where ``nbgrader release_assignment`` puts it) or someone submitted one.
+`make release` records every assignment of source/ in the gradebook before any is released; a column for one never
+released would read as work the whole class left undone (in Canvas, a new assignment with every grade missing).
+:func:`offered` says which were left out, and the command prints them.
+
 * ``canvas``: Canvas's gradebook CSV: ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
   assignment.  The student's nbgrader id (their login) is the SIS Login ID, their name "Last, First"; ID (Canvas's
   own user number), SIS User ID and Section are left for Canvas to match.  A column Canvas does not know becomes
@@ -68,10 +74,41 @@ class UnknownFormat(CourseError, ValueError):
     pass
 
 
-def grade_table(gradebook, course: Course) -> GradeTable:
-    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; the course's i18n/ names the editions."""
+class ExchangeUnreadable(CourseError, OSError):
+    pass
+
+
+def released(course: Course) -> set[str]:
+    """The assignments in the course's exchange now, each edition by its own name (``rlhf_zh``): the folders of
+    ``<Exchange.root>/<course id>/outbound/``; none when nothing was released there yet."""
+    from nbgrader.exchange.default.exchange import Exchange
+    outbound = Path(Exchange(config=course.config).root, course.coursedir.course_id, "outbound")
+    try:
+        return {entry.name for entry in outbound.iterdir() if entry.is_dir()}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    except OSError as exc:
+        raise ExchangeUnreadable(f"the exchange's released assignments cannot be listed ({outbound}: "
+                                 f"{exc.strerror}): export as a user who can read it") from None
+
+
+def offered(gradebook, course: Course) -> tuple[list[str], list[str]]:
+    """(exported, left out): the base assignments of an open nbgrader ``gradebook`` students were given (an edition
+    released in the exchange, or a submission of one), and those only recorded there, never released; each
+    sorted."""
+    in_exchange = released(course)
+    exported, left_out = [], []
+    for base, group in sorted(groups(gradebook, course).items()):
+        given = any(a.name in in_exchange or a.submissions for a in group)
+        (exported if given else left_out).append(base)
+    return exported, left_out
+
+
+def grade_table(gradebook, course: Course, assignments: list[str] | None = None) -> GradeTable:
+    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; the course's i18n/ names the editions.
+    ``assignments``: the base assignments to tabulate (default: every one in the gradebook)."""
     grouped = groups(gradebook, course)
-    assignments = sorted(grouped)
+    assignments = sorted(grouped) if assignments is None else sorted(assignments)
     max_scores = {}
     for base, group in grouped.items():
         shown = next((a for a in group if a.name == base), group[0])
@@ -167,7 +204,8 @@ def write_table(table: GradeTable, format: str, to: Path) -> Path:
 
 
 def write(course: Course, format: str, to: Path) -> Path:
-    """The grades of the course's gradebook in ``format``, written to ``to``."""
+    """The grades of the course's gradebook in ``format``, written to ``to``: each assignment students were given
+    (:func:`offered`)."""
     from nbgrader.api import Gradebook
     with Gradebook(course.db_url) as gb:
-        return write_table(grade_table(gb, course), format, to)
+        return write_table(grade_table(gb, course, offered(gb, course)[0]), format, to)
