@@ -225,12 +225,14 @@ def _folding_api_class():
     from nbgrader.apps.api import NbGraderAPI
 
     from rlhf_course.course.settings import Course
-    from rlhf_course.grading.gradebook.lms_export import grade_table, totals
+    from rlhf_course.grading.gradebook.lms_export import grade_table, offered, totals
 
     class EditionsFoldedAPI(NbGraderAPI):
         """nbgrader's API, each student's ``score`` and ``max_score`` with the editions folded
-        (:func:`~rlhf_course.grading.gradebook.lms_export.totals`); a student only in submitted/ (not in the
-        gradebook) keeps nbgrader's 0 / 0."""
+        (:func:`~rlhf_course.grading.gradebook.lms_export.totals`), over the assignments students were given, as the
+        LMS export counts them (:func:`~rlhf_course.grading.gradebook.lms_export.offered`: one only recorded by
+        `make release` adds nothing to the maximum); a student only in submitted/ (not in the gradebook) keeps
+        nbgrader's 0 / 0."""
 
         def get_students(self):
             return self._folded(super().get_students())
@@ -242,7 +244,7 @@ def _folding_api_class():
         def _folded(self, students: list[dict]) -> list[dict]:
             course = Course.at(Path(self.coursedir.root), self.coursedir.config)
             with self.gradebook as gradebook:
-                folded = totals(grade_table(gradebook, course))
+                folded = totals(grade_table(gradebook, course, offered(gradebook, course)[0]))
             for student in students:
                 if student["id"] in folded:
                     student["score"], student["max_score"] = folded[student["id"]]
