@@ -153,10 +153,10 @@ class ExportCommand(CourseCommand):
                   + " (the class report lists each cell; grade them in the Formgrader, then export again)",
                   file=sys.stderr)
         if empty:
-            print(f"{len(empty)} empty submission row(s) (no file, no grade: an older `extend` made them) count as "
-                  f"submissions scored 0: {', '.join(f'{e.student} ({e.assignment})' for e in empty)}; "
-                  f"`python -m rlhf_course.grading empty-submissions --remove` removes them, then export again",
-                  file=sys.stderr)
+            print(f"{len(empty)} empty submission row(s) (no file, no grade: an older `extend` made them), exported "
+                  f"as no submission but shown in the Formgrader as submissions scored 0: "
+                  f"{', '.join(f'{e.student} ({e.assignment})' for e in empty)}; "
+                  f"`python -m rlhf_course.grading empty-submissions --remove` removes them", file=sys.stderr)
 
 
 class ReleaseCommand(CourseCommand):
@@ -301,9 +301,9 @@ class EmptySubmissionsCommand(CourseCommand):
     name = "rlhf-grader empty-submissions"
     description = ("List the gradebook's submission rows with nothing behind them (no submission time, no file in "
                    "submitted/, autograded/ or feedback/, no score, comment or flag: an older `extend` made one for "
-                   "an edition the student never took; the Formgrader and the exports show each as a submission "
-                   "scored 0); --remove removes them, keeping any extension they carry in extensions.json.  A real "
-                   "submission is never touched.")
+                   "an edition the student never took; the Formgrader, grades.csv and the class report show each as a "
+                   "submission scored 0); --remove removes them, keeping any extension they carry in extensions.json.  "
+                   "A real submission is never touched.")
     examples = dedent("""
         rlhf-grader empty-submissions             # list them; nothing changes
         rlhf-grader empty-submissions --remove    # remove them (not while make grade runs)

@@ -110,19 +110,20 @@ def test_an_extension_already_recorded_is_not_replaced(course, capsys):
     assert extension_record.read(Course.at(course))["ben"] == {"rlhf": dt.timedelta(hours=72)}
 
 
-def test_the_exports_count_an_empty_row_until_it_is_removed(course, capsys):
-    """ben's empty rows are what the LMS export showed as his score: 0, where he submitted nothing."""
+def test_the_lms_export_leaves_an_empty_row_blank_and_names_it(course, capsys):
+    """ben's empty rows are no submission: blank in the LMS's file, never 0 (the Formgrader shows them until they
+    are removed, so the command names them)."""
     def ben_in_canvas():
         assert course_command(["export", "--course-root", str(course)]) == 0
         with open(course / "grades-canvas.csv", newline="") as handle:
             return {row["SIS Login ID"]: row for row in csv.DictReader(handle)}["ben"]["rlhf"]
-    assert ben_in_canvas() == "0"
+    assert ben_in_canvas() == ""
     said = " ".join(capsys.readouterr().err.split())
-    assert ("3 empty submission row(s) (no file, no grade: an older `extend` made them) count as submissions scored "
-            "0: ben (rlhf), ada (rlhf_zh), ben (rlhf_zh); `python -m rlhf_course.grading empty-submissions --remove` "
-            "removes them, then export again") in said, said
+    assert ("3 empty submission row(s) (no file, no grade: an older `extend` made them), exported as no submission "
+            "but shown in the Formgrader as submissions scored 0: ben (rlhf), ada (rlhf_zh), ben (rlhf_zh); "
+            "`python -m rlhf_course.grading empty-submissions --remove` removes them") in said, said
     assert _command(course, "--remove") == 0
-    assert ben_in_canvas() == ""  # missing: blank, never 0
+    assert ben_in_canvas() == ""
     assert "empty submission" not in capsys.readouterr().err
 
 

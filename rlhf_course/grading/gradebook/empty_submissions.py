@@ -3,8 +3,9 @@
 
 Gradebooks made by older versions of the course hold such rows: their ``extend`` created a submission of every
 language edition to hang the extension on, including the edition the student never took.  nbgrader shows each as
-a submission (0 / 50, "needs manual grading") in the Formgrader, and the exports count it (a 0 where nothing was
-submitted).  ``extend`` no longer creates them (:mod:`rlhf_course.grading.deadlines`).
+a submission (0 / 50, "needs manual grading") in the Formgrader, and grades.csv and the class report count it (a 0
+where nothing was submitted; the LMS export leaves it blank).  ``extend`` no longer creates them
+(:mod:`rlhf_course.grading.deadlines`).
 
 A row is empty only when everything says so: no submission time, nothing of it in the course's ``submitted/``,
 ``autograded/`` or ``feedback/`` folders, no score, extra credit or comment in any cell (automatic or a person's),

@@ -4,7 +4,8 @@
 One row per student of the roster (nbgrader's students table), one column per assignment with its language
 editions folded in (``rlhf`` and ``rlhf_zh`` are one column: the submission that counts is the latest, as in
 grades.csv), each score after the late penalty.  A missing submission is a blank cell, which both LMSs read as
-"no grade" (never 0, which would be a grade); ``long`` says ``missing`` in its ``status`` column.  Every cell is
+"no grade" (never 0, which would be a grade), and so is an empty submission row an older ``extend`` made
+(:mod:`empty_submissions`); ``long`` says ``missing`` in its ``status`` column.  Every cell is
 made inert for a spreadsheet (:mod:`spreadsheet`).
 
 Only assignments students were given have a column: one of its editions is in the course's exchange
@@ -32,6 +33,7 @@ from pathlib import Path
 from rlhf_course import spreadsheet
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import Course
+from rlhf_course.grading.gradebook import empty_submissions
 from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, counted_submission, groups
 
 FORMATS = ("canvas", "moodle", "long")
@@ -94,12 +96,13 @@ def released(course: Course) -> set[str]:
 
 def offered(gradebook, course: Course) -> tuple[list[str], list[str]]:
     """(exported, left out): the base assignments of an open nbgrader ``gradebook`` students were given (an edition
-    released in the exchange, or a submission of one), and those only recorded there, never released; each
-    sorted."""
+    released in the exchange, or a submission of one: an empty row an older `extend` made is none,
+    :mod:`empty_submissions`), and those only recorded there, never released; each sorted."""
     in_exchange = released(course)
     exported, left_out = [], []
     for base, group in sorted(groups(gradebook, course).items()):
-        given = any(a.name in in_exchange or a.submissions for a in group)
+        given = any(a.name in in_exchange or any(not empty_submissions.is_empty(course, s) for s in a.submissions)
+                    for a in group)
         (exported if given else left_out).append(base)
     return exported, left_out
 
@@ -119,7 +122,7 @@ def grade_table(gradebook, course: Course, assignments: list[str] | None = None)
     for student in students:
         for base in assignments:
             found = counted_submission(gradebook, grouped[base], student.id)
-            if found is None:
+            if found is None or empty_submissions.is_empty(course, found[1]):  # an older extend's row: nothing
                 table.grades[(student.id, base)] = None
                 continue
             assignment, submission = found
