@@ -85,6 +85,22 @@ class GradeCommand(CourseCommand):
         print(f"class report: {self.course.root / class_report.FOLDER}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"grader peak memory: {peak:.0f} MB")
+        _say_empty_submissions(self.course)
+
+
+def _say_empty_submissions(course: Course) -> None:
+    """Name the gradebook's empty submission rows (an older `extend`'s), which grading leaves as they are, and the
+    command that removes them (on stderr; nothing when there are none)."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading.gradebook import empty_submissions
+    with Gradebook(course.db_url) as gb:
+        empty = empty_submissions.find(gb, course)
+    if empty:
+        print(f"{len(empty)} empty submission row(s) (no file, no grade: an older `extend` made them) show in the "
+              f"Formgrader, grades.csv and the class report as submissions scored 0: "
+              f"{', '.join(f'{e.student} ({e.assignment})' for e in empty)}; "
+              f"`python -m rlhf_course.grading empty-submissions --remove` removes them", file=sys.stderr)
 
 
 class ReportCommand(CourseCommand):

@@ -133,3 +133,18 @@ def test_a_damaged_record_of_extensions_stops_the_removal_before_anything_change
     assert _command(course, "--remove") == 2
     assert "extensions.json is not the record of extensions" in capsys.readouterr().err
     assert _submissions(course) == before
+
+
+def test_make_grade_names_the_empty_rows_it_leaves(course, capsys, monkeypatch):
+    """`make grade` grades what was submitted and leaves empty rows as they are: it says so, and how to remove them
+    (the grading itself is stood in for: it is not what is tested here)."""
+    from rlhf_course.grading import batch
+    monkeypatch.setattr(batch, "grade_all", lambda *args, **kwargs: [])
+    assert course_command(["grade", "--course-root", str(course)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("3 empty submission row(s) (no file, no grade: an older `extend` made them) show in the Formgrader, "
+            "grades.csv and the class report as submissions scored 0: ben (rlhf), ada (rlhf_zh), ben (rlhf_zh); "
+            "`python -m rlhf_course.grading empty-submissions --remove` removes them") in said, said
+    assert _command(course, "--remove") == 0
+    assert course_command(["grade", "--course-root", str(course)]) == 0
+    assert "empty submission" not in capsys.readouterr().err
