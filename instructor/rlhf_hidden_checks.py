@@ -81,8 +81,8 @@ def _ppo_single_tokens(seed: int, r_low: float, r_high: float, a_sign: float, ep
 
 def _one_token_note(ratio: float, advantage: float, eps: float) -> Finding:
     """A one-token case as the instructor reads it (with its values) and as a student does: where the ratio lies
-    against the clip range, and the advantage's sign.  Never the values: with the expected objective a failed line
-    shows, they would be the whole case, the same for every student."""
+    against the clip range, and the advantage's sign.  Never the values: they would be the whole case, the same for
+    every student and every term."""
     band = "r < 1 - eps" if ratio < 1 - eps else "r > 1 + eps" if ratio > 1 + eps else "1 - eps <= r <= 1 + eps"
     sign = "A > 0" if advantage > 0 else "A < 0" if advantage < 0 else "A = 0"
     regime = say("one token, {band}, {sign}, eps = {eps:g}", band=Finding(band), sign=Finding(sign), eps=eps)
@@ -479,7 +479,10 @@ def _gae_next_value_cases() -> list[Case]:
 def _gae_random_length_cases() -> list[Case]:
     gen = generator(261)
     lengths = torch.randint(2, 40, (5,), generator=gen).tolist()
-    return [_gae_episode(262 + i, n) for i, n in enumerate(lengths)]
+    # A drawn length is a hidden input: the student reads the range it is drawn from, the instructor the length.
+    drawn = say("an episode of random length, 2 to 39 steps")
+    return [_gae_episode(262 + i, n, note=Finding(f"T={n}, gamma=0.99, lambda=0.95, next_value=0.0", drawn.public))
+            for i, n in enumerate(lengths)]
 
 
 def _gae_shape_cases() -> list[Case]:

@@ -341,6 +341,8 @@ ZH = {
     "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
     "None in collect_report.csv.": "collect_report.csv 中没有这类条目。",
+    "{n} more refused entries or flagged times are left out of this page: collect_report.csv lists them all.":
+        "另有 {n} 个未予收取的条目或有疑问的时间未在本页列出：collect_report.csv 中列有全部条目。",
     "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
     "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
@@ -360,9 +362,11 @@ ZH = {
     "the input `{name}` was changed in place, so the cell's next call sees other inputs":
         "输入 `{name}` 被原地修改了，本单元格的下一次调用会看到不同的输入",
     "backward() failed: {error}": "backward() 失败：{error}",
-    # what a student reads of a failed hidden test (checks.py): a category and at most one bounded value
+    # what a student reads of a failed hidden test (checks.py): a category, never a value
     "wrong value": "结果不正确",
-    "a shape of {count} dimensions": "{count} 维的形状",
+    "{what}: wrong value on this case": "{what}：在这个用例上的值不正确",
+    "{what}: wrong shape on this case": "{what}：在这个用例上的形状不正确",
+    "{what}: not a floating-point tensor": "{what}：不是浮点张量",
     "raised NotImplementedError: the function is not written yet": "抛出了 NotImplementedError：这个函数还没有实现",
     "raised NameError: is the function defined, and did its answer cell run without an error?":
         "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
@@ -372,7 +376,6 @@ ZH = {
         "评分程序无法使用的张量（不是实数 dtype 的普通 CPU 张量，或者太大）",
     "a value of another type": "其他类型的值",
     "{what} is not finite": "{what}含有非有限值",
-    "{what}: {got} where {expected} was expected (the first wrong element)": "{what}：第一个出错的元素为 {got}，应为 {expected}",
     "backward() failed": "backward() 失败",
     "no gradient reached `{name}` (is the graph detached?)": "梯度没有传到 `{name}`（计算图是否被 detach 了？）",
     # deadlines as a student sees them: nbgrader list, submit, the Assignment List, the feedback page

@@ -53,7 +53,6 @@ import secrets
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import threading
 import time
@@ -69,6 +68,7 @@ from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, t
 from rlhf_course.classroom.cpu_shares import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, VALIDATE_WEIGHT, CpuShares,
                                               check_holder_cpus, check_weight)
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
+from rlhf_course.course.private_files import PRIVATE_FOLDERS, described, exposed_folders  # noqa: F401 (tests)
 from rlhf_course.first_figures import VARIABLE as FIRST_FIGURES_VARIABLE
 from rlhf_course.i18n import cjk_font
 from rlhf_course.lab import SETTINGS
@@ -100,32 +100,6 @@ def course_id(repo: Path) -> str:
     return found
 
 
-PRIVATE_FOLDERS = ("source", "instructor", "i18n")  # solutions and hidden tests (a translated answer cell holds its solution)
-
-
-def readable_by_others(folder: Path) -> list[Path]:
-    """What in ``folder`` an account that is neither its owner nor in its group could read: every
-    folder above it searchable by others (o+x), and a file or folder there that others may read
-    (o+r).  Empty when one folder on the way shuts others out."""
-    folder = folder.resolve()
-    if not all(os.stat(p).st_mode & stat.S_IXOTH for p in [*reversed(folder.parents), folder]):
-        return []
-    exposed = []
-    for path, dirs, files in os.walk(folder):
-        here = Path(path)
-        for name in dirs[:]:
-            mode = os.lstat(here / name).st_mode
-            if mode & stat.S_IROTH:
-                exposed.append(here / name)
-            if not mode & stat.S_IXOTH:
-                dirs.remove(name)  # nothing below it is reachable by others
-        exposed += [here / name for name in files
-                    if stat.S_ISREG(os.lstat(here / name).st_mode) and os.lstat(here / name).st_mode & stat.S_IROTH]
-    if os.stat(folder).st_mode & stat.S_IROTH:
-        exposed.insert(0, folder)
-    return exposed
-
-
 def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
     """What ``--class`` sets when its own options are not given: ``lab`` (a lab session: students arrive, train,
     Validate) warm kernels, the roster's servers pre-started in the background, and the training-slot holders
@@ -147,15 +121,15 @@ def class_defaults(kind: str, cores: int, slots: int, user_cpus: float) -> dict:
 def check_checkout_private(repo: Path, make_private: bool = False) -> None:
     """The checkout's solutions and hidden tests must be out of the students' reach: the hub's command
     line names the checkout, and a clone made under the usual umask (022) is world-readable."""
-    exposed = {name: readable_by_others(repo / name) for name in PRIVATE_FOLDERS if (repo / name).exists()}
-    if not any(exposed.values()):
+    exposed = exposed_folders(repo)
+    if not exposed:
         return
     if make_private:
         repo.chmod(repo.stat().st_mode & ~0o007)
         print(f"made {repo} private to its owner and group (chmod o-rwx), as --make-checkout-private asked",
               flush=True)
         return check_checkout_private(repo)
-    shown = "; ".join(f"{name}/ ({len(paths)} paths, e.g. {paths[0]})" for name, paths in exposed.items() if paths)
+    shown = described(exposed)
     raise SystemExit(
         f"every account on this machine, the students' too, could read this checkout's {shown}: "
         f"the solutions and hidden tests.  Run `chmod o-rwx {repo}` (or `make hub HUB_MAKE_PRIVATE=1`, "

@@ -12,6 +12,9 @@ Validates, K at a time (rlhf_course/classroom/validate_queue.py).  While it wait
 the course's labextension shows that text beside the Validate button and the Assignment List's.  ``GET
 /rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
 
+The Assignment List's fetch / submit requests are answered by nbgrader's own handler through
+:mod:`rlhf_course.classroom.submit_refusal`: a Submit the exchange refuses shows its sentence, not a traceback.
+
 The route is put ahead of every other rule, whichever extension loaded first (as formgrader_pages does).
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ from nbgrader.server_extensions.validate_assignment.handlers import ValidateAssi
 from tornado import web
 
 from rlhf_course.classroom.patient_validate import PatientValidator
+from rlhf_course.classroom.submit_refusal import ACTIONS, PlainRefusalActionHandler
 from rlhf_course.classroom.validate_queue import ValidateQueue, validate_turn
 from rlhf_course.i18n import CHINESE, ENGLISH, t
 
@@ -150,5 +154,6 @@ def _load_jupyter_server_extension(serverapp):
     webapp.default_router.rules.insert(0, Rule(HostMatches(".*$"), _ApplicationRouter(webapp, [
         (url_path_join(base, r"/assignments/validate"), PatientValidateHandler),
         (url_path_join(base, r"/rlhf-course/validate-status"), _status_handler()),
-        (url_path_join(base, r"/rlhf-course/messages"), _messages_handler())])))
+        (url_path_join(base, r"/rlhf-course/messages"), _messages_handler()),
+        (url_path_join(base, ACTIONS), PlainRefusalActionHandler)])))
     serverapp.log.info("rlhf_course: Validate waits for a busy machine (limits in the kernel's CPU-seconds)")

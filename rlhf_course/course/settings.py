@@ -48,6 +48,12 @@ class RlhfCourse(Configurable):
                           "by `make release` only where the gradebook has none (a date set in the Formgrader "
                           "stays).").tag(config=True)
 
+    students_share_this_machine = Bool(True, help="Students have accounts on the machine that holds this course: "
+                                       "a release to an exchange outside the course is refused while other accounts "
+                                       "could read its source/, instructor/ or i18n/ (the solutions and hidden tests; "
+                                       "`chmod o-rwx <course>` first).  False only where no student can reach the "
+                                       "course's files, e.g. the instructor's own pod on Kubernetes.").tag(config=True)
+
     # A date that is no date is refused as the configuration loads, naming the setting: every command that reads
     # the configuration stops there, before it writes anything, rather than at the release that would record it.
     @validate("due_date")

@@ -3,7 +3,8 @@ generated (:mod:`rlhf_course.course.release_manifest`: no edited notebook, no so
 root 0755 and inbound sticky, records the configured due date where the gradebook has none, and puts the
 assignment's deadline (the gradebook's due date, every student's extension) into the exchange
 (:mod:`rlhf_course.exchange.deadlines`); release_feedback reads the root without writing to it, after the check the
-course's configuration names (``before_release``)."""
+course's configuration names (``before_release``).  A course other accounts on this machine could read is not
+released to an exchange outside it (:mod:`rlhf_course.course.private_files`): its students could read the solutions."""
 from __future__ import annotations
 
 import logging
@@ -29,6 +30,17 @@ class StrictExchangeReleaseAssignment(PrintableNames, ExchangeReleaseAssignment)
         reasons = release_manifest.problems(release_folder, source_folder, assignment, list(self.coursedir.ignore))
         if reasons:
             self.fail(f"{assignment} is not released: " + "; ".join(reasons))
+        self.refuse_a_course_students_could_read()
+
+    def refuse_a_course_students_could_read(self) -> None:
+        """Before anything is copied: where students have accounts, a course they could read is refused."""
+        from rlhf_course.course.private_files import exposure_reason
+        from rlhf_course.course.settings import RlhfCourse
+        if not RlhfCourse(config=self.config).students_share_this_machine:
+            return
+        if exposure := exposure_reason(Path(self.coursedir.root), Path(self.root)):
+            self.fail(f"{self.coursedir.assignment_id} is not released: {exposure}  (Where no student can reach "
+                      f"this machine's files, c.RlhfCourse.students_share_this_machine = False.)")
 
     def copy_files(self):
         course = Course.at(Path(self.coursedir.root), self.config)

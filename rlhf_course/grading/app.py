@@ -11,6 +11,7 @@
     python -m rlhf_course.grading extend STUDENT ASSIGNMENT --hours 48   # an extension (or --until DATE)
     python -m rlhf_course.grading extend --list           # every extension granted
     python -m rlhf_course.grading publish-deadlines       # due dates and extensions -> the exchange (students see them)
+    python -m rlhf_course.grading empty-submissions       # submission rows with nothing behind them (--remove)
     python -m rlhf_course.grading lab-release             # `make lab`: release/ -> the course's exchange, what is missing
     python -m rlhf_course.grading grade --help-all        # every setting, with its default
 
@@ -84,6 +85,22 @@ class GradeCommand(CourseCommand):
         print(f"class report: {self.course.root / class_report.FOLDER}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"grader peak memory: {peak:.0f} MB")
+        _say_empty_submissions(self.course)
+
+
+def _say_empty_submissions(course: Course) -> None:
+    """Name the gradebook's empty submission rows (an older `extend`'s), which grading leaves as they are, and the
+    command that removes them (on stderr; nothing when there are none)."""
+    from nbgrader.api import Gradebook
+
+    from rlhf_course.grading.gradebook import empty_submissions
+    with Gradebook(course.db_url) as gb:
+        empty = empty_submissions.find(gb, course)
+    if empty:
+        print(f"{len(empty)} empty submission row(s) (no file, no grade: an older `extend` made them) show in the "
+              f"Formgrader, grades.csv and the class report as submissions scored 0: "
+              f"{', '.join(f'{e.student} ({e.assignment})' for e in empty)}; "
+              f"`python -m rlhf_course.grading empty-submissions --remove` removes them", file=sys.stderr)
 
 
 class ReportCommand(CourseCommand):
@@ -116,8 +133,9 @@ class ReportCommand(CourseCommand):
 class ExportCommand(CourseCommand):
     name = "rlhf-grader export"
     description = ("Write the gradebook's grades as an LMS imports them (--format canvas|moodle|long): one row per "
-                   "student of the roster, a column per assignment (its language editions folded in), each score "
-                   "after the late penalty, a missing submission blank (never 0).  Default file: "
+                   "student of the roster, a column per assignment released to students (its language editions "
+                   "folded in; one only recorded in the gradebook, never released nor submitted, is left out and "
+                   "named), each score after the late penalty, a missing submission blank (never 0).  Default file: "
                    "grades-<format>.csv in the course root (--to=PATH).")
     examples = dedent("""
         rlhf-grader export                        # grades-canvas.csv in the course root
@@ -131,20 +149,30 @@ class ExportCommand(CourseCommand):
     def start(self):
         from nbgrader.api import Gradebook
 
-        from rlhf_course.grading.gradebook import lms_export
+        from rlhf_course.grading.gradebook import empty_submissions, lms_export
         to = Path(self.to) if self.to else self.course.root / f"grades-{self.format}.csv"
         with Gradebook(self.course.db_url) as gb:
-            table = lms_export.grade_table(gb, self.course)
+            exported, left_out = lms_export.offered(gb, self.course)
+            table = lms_export.grade_table(gb, self.course, exported)
             waiting = lms_export.waiting_for_a_person(gb, table)
+            empty = empty_submissions.find(gb, self.course)
         lms_export.write_table(table, self.format, to)
         missing = sum(grade is None for grade in table.grades.values())
         print(f"{to}: {len(table.students)} students x {len(table.assignments)} assignment(s) "
               f"({', '.join(table.assignments)}), {missing} missing submission(s) left blank")
+        if left_out:
+            print(f"left out, never released to students (in the gradebook, not in the exchange, nobody submitted): "
+                  f"{', '.join(left_out)}")
         if waiting:
             print(f"{len(waiting)} student(s) with grades that still need a person, exported as they stand: "
                   + ", ".join(f"{student} ({', '.join(found)})" for student, found in sorted(waiting.items()))
                   + " (the class report lists each cell; grade them in the Formgrader, then export again)",
                   file=sys.stderr)
+        if empty:
+            print(f"{len(empty)} empty submission row(s) (no file, no grade: an older `extend` made them), exported "
+                  f"as no submission but shown in the Formgrader as submissions scored 0: "
+                  f"{', '.join(f'{e.student} ({e.assignment})' for e in empty)}; "
+                  f"`python -m rlhf_course.grading empty-submissions --remove` removes them", file=sys.stderr)
 
 
 class ReleaseCommand(CourseCommand):
@@ -285,6 +313,38 @@ class PublishDeadlinesCommand(CourseCommand):
         _publish(self)
 
 
+class EmptySubmissionsCommand(CourseCommand):
+    name = "rlhf-grader empty-submissions"
+    description = ("List the gradebook's submission rows with nothing behind them (no submission time, no file in "
+                   "submitted/, autograded/ or feedback/, no score, comment or flag: an older `extend` made one for "
+                   "an edition the student never took; the Formgrader, grades.csv and the class report show each as a "
+                   "submission scored 0); --remove removes them, keeping any extension they carry in extensions.json.  "
+                   "A real submission is never touched.")
+    examples = dedent("""
+        rlhf-grader empty-submissions             # list them; nothing changes
+        rlhf-grader empty-submissions --remove    # remove them (not while make grade runs)
+    """)
+    remove_them = Bool(False, help="Remove the rows listed.").tag(config=True)
+    flags = {"remove": ({"EmptySubmissionsCommand": {"remove_them": True}}, "Remove the rows listed.")}
+
+    def start(self):
+        from nbgrader.api import Gradebook
+
+        from rlhf_course.grading.gradebook import empty_submissions
+        if self.remove_them:
+            removed = empty_submissions.remove(self.course)
+            for empty in removed:
+                print("removed", empty.line())
+            print(f"{len(removed)} empty submission row(s) removed" if removed else "no empty submission rows")
+            return
+        with Gradebook(self.course.db_url) as gb:
+            found = empty_submissions.find(gb, self.course)
+        for empty in found:
+            print(empty.line())
+        print(f"{len(found)} empty submission row(s): remove them with `python -m rlhf_course.grading "
+              f"empty-submissions --remove`" if found else "no empty submission rows")
+
+
 class LabReleaseCommand(CourseCommand):
     name = "rlhf-grader lab-release"
     description = ("`make lab`'s first step: release each assignment of release/ the course's exchange does not hold "
@@ -345,6 +405,7 @@ class RlhfGrader(Application):
         "extend": (_fresh(ExtendCommand), ExtendCommand.description),
         "publish-deadlines": (_fresh(PublishDeadlinesCommand), PublishDeadlinesCommand.description),
         "lab-release": (_fresh(LabReleaseCommand), LabReleaseCommand.description),
+        "empty-submissions": (_fresh(EmptySubmissionsCommand), EmptySubmissionsCommand.description),
     }
 
     def start(self):

@@ -12,20 +12,22 @@ module and on the instructor module's ``CHECKS`` only, never on its helpers:
 * comparison helpers give the short, specific messages students read in their feedback.
 
 What a judge finds is a :class:`Finding`: the whole text for the instructor, and ``public``, the line a student
-may read once hidden inputs are involved.  ``public`` is composed here from a fixed vocabulary (a category, the
-check's own words, the case's note) and carries at most one value the student's code produced, bounded (a number
-to 4 significant digits, a small shape, a dtype): nothing the student's process said or chose to return reaches
-the student whole (docs/grading.md, the threat model).  A plain string a judge returns is never shown to a
-student: its public line is "wrong value".
+may read once hidden inputs are involved.  ``public`` is composed here from a closed vocabulary chosen by the
+grader (a category such as "wrong value on this case", the judge's own words, the case's note) and carries
+nothing the student's process said or returned and nothing the reference computed: no number, shape or dtype of
+the student's value, no expected value (docs/grading.md, the threat model).  The fields of a judge's sentence
+are the instructor's only (:func:`phrasebook`).  A plain string a judge returns is never shown to a student: its
+public line is "wrong value".
 
 Nothing here knows the assignment's answers: it holds no reference implementation and no case.
 """
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import functools
 import json
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -83,49 +85,41 @@ def public_text(detail: str) -> str:
     return detail.public if isinstance(detail, Finding) else t("wrong value")
 
 
-SIGNIFICANT_DIGITS = 4  # of a value the student's code returned, in a public line: a few bits per check
-SMALL_SHAPE = (4, 64)  # a returned shape is shown when it has at most 4 dimensions of at most 64 each
+WITHHELD = "…"  # where a judge's sentence had a field, in the line a student reads
+
+# True while a judge runs: what it composes may hold the student's returned value or the reference's answer.
+_judging = contextvars.ContextVar("judging", default=False)
 
 
-def bounded_number(value: float) -> str:
-    """A number the student's code produced, as a student may read it: 4 significant digits."""
-    return f"{value:.{SIGNIFICANT_DIGITS}g}"
+@contextlib.contextmanager
+def _while_judging():
+    token = _judging.set(True)
+    try:
+        yield
+    finally:
+        _judging.reset(token)
 
 
-def bounded_shape(shape) -> str:
-    """A shape the student's code produced, as a student may read it: the shape when it is small, else only
-    its number of dimensions."""
-    shape = tuple(shape)
-    most_dims, largest = SMALL_SHAPE
-    if len(shape) <= most_dims and all(type(n) is int and 0 <= n <= largest for n in shape):
-        return str(shape)
-    return t("a shape of {count} dimensions", count=len(shape))
+class _Withheld:
+    """A field of a sentence a judge composed, as a student reads it: whatever its format spec, never its value."""
+
+    def __format__(self, spec: str) -> str:
+        return WITHHELD
 
 
 def _public_field(value):
-    """One field of a judge's sentence as a student may read it (:func:`phrasebook`): numbers rounded, small
-    shapes, dtypes and nested findings' public lines as they are; any other text withheld."""
+    """One field of a sentence as a student may read it (:func:`phrasebook`).  In a judge's sentence only the
+    grader's own words (a nested :class:`Finding`'s public part) are shown; in a case's note, written before any
+    call, the grader's settings (numbers, small tuples of numbers, dtypes) too; anything else is withheld."""
     if isinstance(value, Finding):
         return value.public
-    if value is None or isinstance(value, (bool, torch.dtype)):
+    if _judging.get():
+        return _Withheld()
+    if value is None or isinstance(value, (bool, int, float, torch.dtype)):
         return value
-    if isinstance(value, int):
-        return value if abs(value) < 10 ** SIGNIFICANT_DIGITS else float(bounded_number(value))
-    if isinstance(value, float):
-        return float(bounded_number(value)) if math.isfinite(value) else value
-    if isinstance(value, (tuple, list, torch.Size)):
-        return bounded_shape(value)
-    if isinstance(value, torch.Tensor):
-        return _first_value(value)
-    return "..."
-
-
-def _first_value(tensor: torch.Tensor) -> str:
-    flat = tensor.detach().reshape(-1)
-    if flat.numel() == 0:
-        return "[]"
-    first = bounded_number(float(flat[0]))
-    return first if tensor.dim() == 0 else f"[{first}, ...]" if flat.numel() > 1 else f"[{first}]"
+    if isinstance(value, tuple) and all(type(n) is int for n in value):
+        return tuple(value)  # a torch.Size prints as a plain shape
+    return _Withheld()
 
 
 # What a student may read of an exception: its class, when it is one of Python's own (a name the student
@@ -171,14 +165,15 @@ def by_id(checks: Iterable[Check]) -> dict[str, Check]:
 
 def judge_observation(check: Check, case: Case, observation: Observation, recall: Recall) -> str | None:
     """Decide one case from what the call produced; only trusted code runs here.  None when it passes, else a
-    :class:`Finding` (its public line: a category, the judge's bounded words, the case's note)."""
+    :class:`Finding` (its public line: a category or the judge's own words, and the case's note)."""
     if observation.error is not None:
         detail = Finding(observation.error, raised_line(observation.error_type))
     elif type(observation.value) is not torch.Tensor:
         detail = Finding(t("must return a torch.Tensor, got {type}", type=observation.value_type),
                          returned_line(observation.value_type))
     else:
-        detail = check.judge(case, observation, recall)
+        with _while_judging():
+            detail = check.judge(case, observation, recall)
     if detail is not None and case.note:
         # The note is the grader's own description of the case, written before any call; a student reads its
         # public part (the regime a case tests, never its tensors' values: tests/grading/test_case_notes.py).
@@ -245,7 +240,9 @@ def phrasebook(checks_file: str) -> Callable[..., str]:
     one of its own sentences (a judge's detail, a case's note) in the language in effect (the grader
     thread's, else the kernel's), from the ``"details"`` of its translation file, the English template
     as the key; the English when there is no translation.  Pass a template and its fields, never an
-    f-string: the edition check finds every ``say("...")`` and requires its translation."""
+    f-string: the edition check finds every ``say("...")`` and requires its translation.  The instructor reads
+    every field; a student reads a note's settings, but none of the fields of a sentence a judge composes (they
+    may be what the student's function returned, or the answer): ``k3 is negative (…)``."""
     def say(english: str, **fields) -> Finding:
         text = edition_table(checks_file, i18n.in_effect()).get("details", {}).get(english) or english
         if not fields:
@@ -286,30 +283,20 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: flo
     expected = torch.as_tensor(expected, dtype=torch.float64)
     name, public_name = t(what), (what.public if isinstance(what, Finding) else t(what))
     if tuple(got.shape) != tuple(expected.shape):
-        sentence = "{what} has shape {shape}, expected {expected}"
-        return Finding(t(sentence, what=name, shape=tuple(got.shape), expected=tuple(expected.shape)),
-                       t(sentence, what=public_name, shape=bounded_shape(got.shape), expected=tuple(expected.shape)))
+        return Finding(t("{what} has shape {shape}, expected {expected}", what=name, shape=tuple(got.shape),
+                         expected=tuple(expected.shape)),
+                       t("{what}: wrong shape on this case", what=public_name))
     if not got.dtype.is_floating_point:
         return Finding(t("{what} has dtype {dtype}, expected a floating-point tensor", what=name, dtype=got.dtype),
-                       t("{what} has dtype {dtype}, expected a floating-point tensor", what=public_name,
-                         dtype=got.dtype))
+                       t("{what}: not a floating-point tensor", what=public_name))
     got64 = got.to(torch.float64)
     if not torch.isfinite(got64).all():
         return Finding(t("{what} is not finite: {values}", what=name, values=short(got64)),
                        t("{what} is not finite", what=public_name))
-    bad = (got64 - expected).abs() > atol + rtol * expected.abs()
-    if bad.any():
-        full = t("{what} {values}, expected {expected}", what=name, values=short(got64), expected=short(expected))
-        first = int(bad.reshape(-1).nonzero()[0])
-        got_first = bounded_number(float(got64.reshape(-1)[first]))
-        expected_first = bounded_number(float(expected.reshape(-1)[first]))
-        if got64.dim() == 0:
-            public = t("{what} {values}, expected {expected}", what=public_name, values=got_first,
-                       expected=expected_first)
-        else:
-            public = t("{what}: {got} where {expected} was expected (the first wrong element)", what=public_name,
-                       got=got_first, expected=expected_first)
-        return Finding(full, public)
+    if ((got64 - expected).abs() > atol + rtol * expected.abs()).any():
+        return Finding(t("{what} {values}, expected {expected}", what=name, values=short(got64),
+                         expected=short(expected)),
+                       t("{what}: wrong value on this case", what=public_name))
     return None
 
 

@@ -18,10 +18,11 @@ to which answer cell):
    an empty lost set names nothing;
 2. the *candidates* are the catalogued wrong answers whose ``loses`` EQUALS the lost set (one cell
    more or fewer is no match);
-3. a candidate stays only if, in every lost cell, the submission's message (the property and what
-   went wrong, in the student's language) is the one the catalogued answer itself gets from that
-   check: the same words, and the same numbers to 4 significant digits (the numbers are values the
-   function returned on the check's seeded inputs, so this is deterministic).  The catalogued answer
+3. a candidate stays only if, in every lost cell, the instructor's message (the property and what
+   went wrong with its values, in the student's language; the student's line has no values) is the one
+   the catalogued answer itself gets from that check: the same words, and the same numbers to 4
+   significant digits (the numbers are values the function returned on the check's seeded inputs, and
+   the expected ones, so this is deterministic).  The catalogued answer
    is run through the same checks here, in the grader's process (it is the instructor's code);
 4. exactly one candidate left: it is named; none, or two or more: nothing is named for that function.
 

@@ -2,7 +2,8 @@
 would: the Assignment List panel shows the due date the exchange holds (the course's lab extension) and fetches the
 released assignment, Validate passes on the completed notebook, Submit reaches the exchange and, the due date having
 passed, the list says how late it is.  With both language editions fetched, the list says under one's Submit that it
-replaces the other's newer submission, and the two notebooks' tabs (one file name) show their folders.
+replaces the other's newer submission, refuses a notebook Jupyter cannot read with the course's sentence (not a
+traceback), and the two notebooks' tabs (one file name) show their folders.
 
 The student's loop, both editions, is one test on one lab: a lab's start and first load cost more than any of the
 loop's steps.  The reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
@@ -136,6 +137,23 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     [entry] = list(inbound.iterdir())
     submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
     assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
+
+    # a notebook Jupyter cannot read is refused: the dialog shows the course's sentence in the edition's language,
+    # every line whole inside it, not the server's traceback (tests/exchange/test_unreadable_submission.py)
+    fetched_zh = home / "rlhf_zh" / NOTEBOOK
+    kept = fetched_zh.read_bytes()
+    fetched_zh.write_text('{"cells": [{"cell_type": "code", "source": "x = 1"')
+    row("fetched", "rlhf_zh").get_by_role("button", name="Submit").click()
+    refusal = page.locator(".jp-Dialog #submission-message pre")
+    refusal.wait_for(timeout=60_000)
+    said = refusal.inner_text()
+    assert said.startswith(f"{NOTEBOOK} 未提交：Jupyter 无法读取它") and "Traceback" not in said, said
+    assert "Revert Notebook to Checkpoint" in said
+    assert refusal.evaluate("pre => pre.scrollWidth <= pre.clientWidth"), said  # no line cut at the right edge
+    page.screenshot(path=str(artifacts / "assignment_list_unreadable_refused_zh.png"))
+    page.keyboard.press("Escape")
+    refusal.wait_for(state="hidden")
+    fetched_zh.write_bytes(kept)
 
     for edition in (ASSIGNMENT, "rlhf_zh"):
         page.locator(".lm-TabBar-tab", has_text="Assignments").click()  # back from the notebook opened before

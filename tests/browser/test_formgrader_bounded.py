@@ -88,12 +88,18 @@ def test_the_server_answers_while_the_slowest_page_renders(tmp_path):
 
 def _students_page_folds_the_editions(server: LabServer, course) -> None:
     """The same server's Students page data (the course's students API): each total with the editions folded, as
-    rlhf_course.grading.gradebook.lms_export counts it, below stock nbgrader's (both editions counted)."""
+    rlhf_course.grading.gradebook.lms_export counts it, below stock nbgrader's (both editions counted), and out of
+    the assignments students were given only (here: the one submitted; the others are only recorded by the
+    release, not in the exchange)."""
     from nbgrader.api import Gradebook
 
-    from rlhf_course.grading.gradebook.lms_export import grade_table, totals
+    from rlhf_course.grading.gradebook.lms_export import grade_table, offered, totals
     served = {s["id"]: (s["score"], s["max_score"]) for s in json.loads(_get(server.url("formgrader/api/students"))[1])}
+    configured = Course.at(course)
     with Gradebook(gradebook_url(course), "rlhf-course") as gradebook:
-        folded = totals(grade_table(gradebook, Course.at(course)))
+        given, left_out = offered(gradebook, configured)
+        folded = totals(grade_table(gradebook, configured, given))
         stock = {s["id"]: s["max_score"] for s in gradebook.student_dicts()}
-    assert served == folded and served["ada"][1] < stock["ada"], (served, stock)
+        one_edition = gradebook.find_assignment(ASSIGNMENT).max_score
+    assert given == [ASSIGNMENT] and left_out, (given, left_out)
+    assert served == folded and served["ada"][1] == one_edition < stock["ada"], (served, stock)

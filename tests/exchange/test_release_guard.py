@@ -3,13 +3,15 @@ student's answers), a solution region or hidden-test code is refused, naming the
 straight from the committed release/ (no `make release`, no gradebook yet) still has its due date."""
 import json
 import shutil
+import tempfile
+from pathlib import Path
 
 import nbformat
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files
+from rlhf_course.course import notebooks, private_files, release_manifest
 from rlhf_course.grading import examples, release
-from rlhf_course.course import notebooks, release_manifest
-from tests.support.course import copy_course, release_course, repo_course
+from tests.support.course import REPO, copy_course, release_course, repo_course
 
 COURSE_ID = "rlhf-course"
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
@@ -90,3 +92,44 @@ def test_the_committed_release_is_released_with_its_due_date(tmp_path, monkeypat
     assert (outbound / NOTEBOOK).is_file()
     published = json.loads((tmp_path / "exchange" / COURSE_ID / "deadlines" / f"{ASSIGNMENT}.json").read_text())
     assert published["due"] == "2100-01-01 00:00:00 UTC"
+
+
+def test_a_course_other_accounts_can_read_is_not_released_to_a_shared_exchange(tmp_path):
+    """A fresh clone is world-readable (umask 022): released to an exchange outside the course, every student with
+    an account on this machine could read its solutions and hidden tests.  Refused before anything is copied, with
+    the fix; released once the course is private, or where the course says no student shares the machine."""
+    course = Path(tempfile.mkdtemp(prefix="rlhf-readable-course-", dir="/tmp"))
+    try:
+        course.chmod(0o755)  # as `git clone` leaves it, below /tmp (searchable by everyone)
+        copy_course_files(course)
+        shutil.copytree(REPO / "release", course / "release")  # the committed release: no `make release` first
+        shared = tmp_path / "shared"
+        proc = release.nbgrader(course, "release_assignment", "kl_penalty", check=False,
+                                extra_env={"RLHF_EXCHANGE_ROOT": str(shared)})
+        said = proc.stdout + proc.stderr
+        assert proc.returncode != 0, said
+        assert f"every account on this machine could read {course}'s source/" in said, said
+        assert "instructor/" in said and f"chmod o-rwx {course}" in said, said
+        assert not (shared / COURSE_ID / "outbound" / "kl_penalty").exists()  # nothing went out
+
+        proc = release.nbgrader(course, "release_assignment", "kl_penalty",
+                                "--RlhfCourse.students_share_this_machine=False",
+                                extra_env={"RLHF_EXCHANGE_ROOT": str(tmp_path / "pod")})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (tmp_path / "pod" / COURSE_ID / "outbound" / "kl_penalty").is_dir()
+
+        course.chmod(0o750)  # the fix it names
+        proc = release.nbgrader(course, "release_assignment", "kl_penalty", extra_env={"RLHF_EXCHANGE_ROOT": str(shared)})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (shared / COURSE_ID / "outbound" / "kl_penalty").is_dir()
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+def test_a_course_local_exchange_is_one_persons_and_not_refused(tmp_path):
+    """`make lab`'s exchange lies inside the course (one person, the checkout's owner): nothing to refuse."""
+    course = tmp_path / "course"
+    copy_course_files(course)
+    assert private_files.exposure_reason(course, course / "exchange", exposed={"source": [course / "source"]}) is None
+    reason = private_files.exposure_reason(course, tmp_path / "shared", exposed={"source": [course / "source"]})
+    assert reason is not None and f"chmod o-rwx {course}" in reason

@@ -1,7 +1,12 @@
 """A notebook Jupyter cannot read is not submitted: submit refuses it, says why and what to do, in the edition's
 language, and the student's earlier submission stays the one graded (only the latest is; grading would score an
-unreadable one 0 as a malformed notebook)."""
-from rlhf_course import NOTEBOOK
+unreadable one 0 as a malformed notebook).  In JupyterLab's Assignment List the refusal is that sentence alone,
+wrapped to the dialog, not the server's traceback."""
+import unicodedata
+
+import pytest
+
+from rlhf_course import NOTEBOOK, i18n
 from tests.support.command_session import OwnCommandSession
 from tests.support.course import course_with_own_exchange
 
@@ -38,3 +43,52 @@ def test_an_unreadable_notebook_is_refused_and_the_earlier_submission_kept(tmp_p
         said_zh = refused_zh.stdout + refused_zh.stderr
         assert refused_zh.returncode != 0 and f"{NOTEBOOK} 未提交：Jupyter 无法读取它" in said_zh, said_zh
         assert sorted(p.name for p in inbound.iterdir()) == kept
+
+
+def _traceback_of(error: Exception) -> str:
+    """nbgrader's Assignment List answer of a failed Submit: ``traceback.format_exc()`` of what submit raised."""
+    import traceback
+    try:
+        try:
+            raise ValueError("the notebook's own error")
+        except ValueError:
+            raise error
+    except Exception:
+        return traceback.format_exc()
+
+
+@pytest.mark.parametrize("language", [i18n.ENGLISH, i18n.CHINESE])
+def test_the_assignment_list_shows_the_refusal_alone_wrapped_to_its_dialog(language):
+    """The Assignment List's dialog shows the answer in an unwrapped <pre>: the sentence alone, in lines of at most
+    80 columns (a CJK character is two), no word or file name split, no line opening on closing punctuation."""
+    from nbgrader.exchange.abc.exchange import ExchangeError
+
+    from rlhf_course.classroom.submit_refusal import _PlainRefusals, refusal, wrapped
+    from rlhf_course.exchange.submit import UNREADABLE
+    why = "NotJSONError: Notebook does not appear to be JSON: '{\"cells\": [{\"cell_type\": \"code\", \"sourc..."
+    sentence = i18n.t(UNREADABLE, language, notebook=NOTEBOOK, why=why)
+    failed = _traceback_of(ExchangeError(sentence))
+    assert refusal(failed) == sentence
+    assert refusal(_traceback_of(RuntimeError("disk full"))) is None  # not a refusal: the traceback stays
+
+    class Manager:
+        def submit_assignment(self, course_id, assignment_id):
+            return {"success": False, "value": failed}
+    shown = _PlainRefusals(Manager()).submit_assignment("rlhf-course", "rlhf")
+    assert shown == {"success": False, "value": wrapped(sentence)} and "Traceback" not in shown["value"]
+    lines = shown["value"].splitlines()
+    widths = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) for line in lines]
+    assert len(lines) > 2 and max(widths) <= 80, shown["value"]
+    assert all(line and line[0] not in "，。、；：！？）,.;:!?)" for line in lines), lines
+    joined = "".join(lines) if language == i18n.CHINESE else " ".join(lines)
+    assert NOTEBOOK in shown["value"] and "Revert Notebook" in shown["value"]
+    assert joined.replace(" ", "") == sentence.replace(" ", "")  # nothing lost, nothing added
+
+
+def test_a_submit_that_succeeds_is_nbgraders_answer():
+    from rlhf_course.classroom.submit_refusal import _PlainRefusals
+
+    class Manager:
+        def submit_assignment(self, course_id, assignment_id):
+            return {"success": True}
+    assert _PlainRefusals(Manager()).submit_assignment("rlhf-course", "rlhf") == {"success": True}

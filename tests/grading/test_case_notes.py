@@ -1,7 +1,7 @@
 """A hidden case's note, as a student reads it in a failed check's line, names the regime the case tests (the side
 of the clip range, a sign, a dtype, a shape, a setting such as eps or beta) and never the values of its tensors:
-with the expected value the line also shows, a note that spelled out a one-token case gave its whole input and
-answer to every student who failed it.  The instructor's line keeps the values (the Formgrader, the report)."""
+a note that spelled out a one-token case would give its whole input to every student who failed it, the same
+hidden case every term.  The instructor's line keeps the values (the Formgrader, the report)."""
 from __future__ import annotations
 
 import re

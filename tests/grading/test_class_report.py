@@ -213,3 +213,29 @@ def test_every_sentence_of_the_report_has_its_chinese():
     sentences |= {"nobody passes", "everybody passes", "negative discrimination"}  # the flags, translated in the page
     assert len(sentences) > 60
     assert sorted(sentences - set(i18n.ZH)) == []
+
+
+def test_a_flood_of_inbound_entries_leaves_the_page_small_and_the_csv_whole(graded_class):
+    """A student can make inbound entries by the thousand: the page shows the first ones and says how many it left
+    out; collect_report.csv, which the instructor is sent to, keeps them all."""
+    root, plans, written = graded_class
+    report_csv = root / "collect_report.csv"
+    before = report_csv.read_text()
+    flood = [f"{ASSIGNMENT},,eve{i}+rlhf+x,refused,malformed timestamp in the entry name,,,\n" for i in range(2000)]
+    try:
+        report_csv.write_text(before + "".join(flood))
+        course = Course.at(root)
+        group = [ASSIGNMENT, *EDITIONS[1:]]
+        report = class_report.build(course, ASSIGNMENT, group)
+        shown = class_report.COLLECT_ROWS_SHOWN
+        assert len(report.collect) == shown and report.collect_left_out == 2002 - shown  # 2 of the fixture's own
+        page = class_report.render_html(report)
+        assert f"{2002 - shown} more refused entries or flagged times are left out of this page" in page
+        assert "eve1999+rlhf+x" not in page and len(page) < 2 * len(class_report.render_html(
+            class_report.build(course.with_config(StrictExchangeCollect={"report_name": "none.csv"}), ASSIGNMENT,
+                               group)))
+        zh = class_report.render_html(report, "zh-CN")
+        assert f"另有 {2002 - shown} 个未予收取的条目或有疑问的时间未在本页列出" in zh
+        assert ["", "left out (collect_report.csv lists them)", 2002 - shown] == class_report.csv_rows(report)[-1][-3:]
+    finally:
+        report_csv.write_text(before)

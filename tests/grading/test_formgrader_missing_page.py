@@ -7,6 +7,7 @@ real Jupyter server answering the class report's link."""
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import urllib.error
 import urllib.request
@@ -124,3 +125,53 @@ def test_the_report_link_of_an_unreadable_submission_answers_the_page_not_a_500(
         assert honest.status == 200
     finally:
         server.stop()
+
+
+def _page_text(course, student: str, assignment: str, submission_id: str) -> str:
+    resources = {**_resources(course, submission_id), "student": student, "assignment_id": assignment}
+    page = _handler(course, formgrader_pages._handler_class(1.0)).render("formgrade_404.tpl", resources=resources)
+    return " ".join(BeautifulSoup(page, features="html.parser").get_text().split())
+
+
+def test_a_graded_submission_whose_copy_was_lost_is_not_called_ungraded(graded, tmp_path):
+    """ada was graded (the gradebook holds her score); her autograded folder, and the grading record in it, went
+    missing since: the page says she was graded, her score, and how to write the copy again."""
+    course, ids = graded
+    folder = course / "autograded" / "ada" / ASSIGNMENT
+    shutil.move(folder, tmp_path / "kept")
+    try:
+        text = _page_text(course, "ada", ASSIGNMENT, ids["ada"])
+    finally:
+        shutil.move(tmp_path / "kept", folder)
+    with Gradebook(gradebook_url(course)) as gb:
+        graded_nb = gb.find_submission_notebook(NOTEBOOK_ID, ASSIGNMENT, "ada")
+        score, points = graded_nb.score, graded_nb.max_score
+    assert "Not graded" not in text and "built-in method" not in text, text
+    assert f"Graded, but its autograded copy is missing: autograded/ada/{ASSIGNMENT}/{NOTEBOOK}" in text, text
+    assert f"sudo make grade ASSIGNMENT={ASSIGNMENT} writes it again" in text
+    assert f"Its grade in the gradebook: {score:g} / {points:g}" in text
+
+
+def test_an_empty_submission_row_says_there_is_no_submission_and_how_to_remove_it(graded):
+    """A row an older `extend` made for an edition ben never took: no file, no time, no grade.  Grading would find
+    nothing to grade; the page says so and names the command that removes such rows."""
+    import datetime as dt
+    import warnings
+
+    from sqlalchemy.exc import SAWarning
+    course, _ = graded
+    edition = f"{ASSIGNMENT}_zh"
+    with Gradebook(gradebook_url(course)) as gb:
+        gb.update_or_create_student("ben")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SAWarning)
+            gb.update_or_create_submission(edition, "ben", extension=dt.timedelta(hours=48))
+        submission_id = gb.find_submission_notebook(NOTEBOOK_ID, edition, "ben").id
+    try:
+        text = _page_text(course, "ben", edition, submission_id)
+    finally:
+        with Gradebook(gradebook_url(course)) as gb:
+            gb.remove_submission(edition, "ben")
+    assert "Not graded" not in text and "make grade" not in text and "built-in method" not in text, text
+    assert f"ben did not submit {edition}: this is an empty submission row" in text, text
+    assert "python -m rlhf_course.grading empty-submissions --remove" in text

@@ -1,6 +1,7 @@
 """Grades an LMS takes (`python -m rlhf_course.grading export --format canvas|moodle|long`) and grades.csv: one row
 per student of the roster, the editions folded into their assignment, the late penalty applied, a missing
-submission blank (never 0.0), every cell inert in a spreadsheet, each LMS's documented column headers."""
+submission blank (never 0.0), every cell inert in a spreadsheet, each LMS's documented column headers; an assignment
+only generated (recorded in the gradebook by `make release`) and never released to students has no column."""
 from __future__ import annotations
 
 import csv
@@ -24,13 +25,15 @@ DUE = dt.datetime(2026, 12, 18, 23, 59)
 
 def _gradebook(tmp_path) -> str:
     """A class of four: ada (English edition, on time, 44 + a person's 1.5), bea (Chinese edition, late: 30 - 6),
-    cy (submitted nothing), a student whose id and name are formulas (KL assignment only, 11)."""
+    cy (submitted nothing), a student whose id and name are formulas (KL assignment only, 11); grpo and grpo_zh
+    recorded as `make release` records them, and nobody submitted either."""
     from nbgrader.api import Gradebook
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with Gradebook(url) as gb:
         for assignment, cells in (("rlhf", {"tests": 44, "lab_question_1": 6}),
-                                  ("rlhf_zh", {"tests": 44, "lab_question_1": 6}), ("kl_penalty", {"kl": 11})):
+                                  ("rlhf_zh", {"tests": 44, "lab_question_1": 6}), ("kl_penalty", {"kl": 11}),
+                                  ("grpo", {"grpo": 40}), ("grpo_zh", {"grpo": 40})):
             gb.add_assignment(assignment, duedate=DUE)
             gb.add_notebook("nb", assignment)
             for name, points in cells.items():
@@ -59,13 +62,31 @@ def _rows(path) -> list[list[str]]:
         return list(csv.reader(handle))
 
 
+def _released(exchange, *assignments):
+    """The exchange as `nbgrader release_assignment` leaves it: each assignment a folder in outbound/."""
+    for assignment in assignments:
+        (exchange / "rlhf-course" / "outbound" / assignment).mkdir(parents=True)
+
+
+def _course(gradebook, exchange):
+    return repo_course().with_config(CourseDirectory={"db_url": gradebook, "course_id": "rlhf-course"},
+                                     Exchange={"root": str(exchange)})
+
+
 @pytest.fixture
 def gradebook(tmp_path):
     return _gradebook(tmp_path)
 
 
-def test_canvas_one_row_per_student_with_its_documented_headers(gradebook, tmp_path):
-    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "canvas", tmp_path / "canvas.csv")
+@pytest.fixture
+def exchange(tmp_path):
+    """rlhf (both editions) and kl_penalty released; grpo only generated."""
+    _released(tmp_path / "exchange", "rlhf", "rlhf_zh", "kl_penalty")
+    return tmp_path / "exchange"
+
+
+def test_canvas_one_row_per_student_with_its_documented_headers(gradebook, exchange, tmp_path):
+    path = lms_export.write(_course(gradebook, exchange), "canvas", tmp_path / "canvas.csv")
     header, *rows = _rows(path)
     assert header == CANVAS_IDENTITY + ["kl_penalty", "rlhf"]  # the editions folded into their assignment
     by_login = {row[3]: dict(zip(header, row)) for row in rows}
@@ -78,8 +99,8 @@ def test_canvas_one_row_per_student_with_its_documented_headers(gradebook, tmp_p
     assert evil["kl_penalty"] == "11" and evil["Student"].startswith("'=HYPERLINK")
 
 
-def test_moodle_one_row_per_student_with_its_documented_headers(gradebook, tmp_path):
-    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "moodle", tmp_path / "moodle.csv")
+def test_moodle_one_row_per_student_with_its_documented_headers(gradebook, exchange, tmp_path):
+    path = lms_export.write(_course(gradebook, exchange), "moodle", tmp_path / "moodle.csv")
     header, *rows = _rows(path)
     assert header == MOODLE_IDENTITY + ["kl_penalty", "rlhf"]
     by_id = {row[2]: dict(zip(header, row)) for row in rows}
@@ -89,8 +110,8 @@ def test_moodle_one_row_per_student_with_its_documented_headers(gradebook, tmp_p
     assert by_id["'=1+1"]["First name"] == "'-2+3" and by_id["'=1+1"]["Email address"] == "'@SUM(A1)"
 
 
-def test_long_one_row_per_student_and_assignment_saying_missing(gradebook, tmp_path):
-    path = lms_export.write(repo_course().with_config(CourseDirectory={"db_url": gradebook}), "long", tmp_path / "long.csv")
+def test_long_one_row_per_student_and_assignment_saying_missing(gradebook, exchange, tmp_path):
+    path = lms_export.write(_course(gradebook, exchange), "long", tmp_path / "long.csv")
     with open(path, newline="") as handle:
         rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(handle)}
     assert len(rows) == 4 * 2
@@ -99,6 +120,33 @@ def test_long_one_row_per_student_and_assignment_saying_missing(gradebook, tmp_p
         ("rlhf_zh", "submitted", "30", "6", "24", "50")
     cy = rows[("cy", "rlhf")]
     assert (cy["status"], cy["raw_score"], cy["score"], cy["max_score"]) == ("missing", "", "", "50")
+
+
+def test_an_assignment_never_released_has_no_column_until_it_is_released_or_submitted(gradebook, tmp_path):
+    """grpo is in the gradebook (`make release` recorded it) but no student was given it: a column would read as
+    work every student left undone (a new, empty assignment in Canvas).  Its column appears once either edition is
+    in the exchange, and stays for an assignment students submitted after it left the exchange.  An empty submission
+    row (tests/grading/test_empty_submissions.py) is no submission."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+    exchange = tmp_path / "exchange"
+    _released(exchange, "rlhf", "rlhf_zh")  # kl_penalty is no longer in the exchange; "=1+1" submitted it
+    course = _course(gradebook, exchange)
+    with Gradebook(gradebook) as gb, warnings.catch_warnings():  # an older `extend` made an empty row for cy
+        warnings.simplefilter("ignore", SAWarning)
+        gb.update_or_create_submission("grpo_zh", "cy", extension=dt.timedelta(hours=24))
+    for fmt in ("canvas", "moodle"):
+        header = _rows(lms_export.write(course, fmt, tmp_path / f"{fmt}.csv"))[0]
+        assert header[-2:] == ["kl_penalty", "rlhf"] and "grpo" not in header, header
+    with open(lms_export.write(course, "long", tmp_path / "long.csv"), newline="") as handle:
+        assert {r["assignment"] for r in csv.DictReader(handle)} == {"kl_penalty", "rlhf"}
+    _released(exchange, "grpo_zh")  # the Chinese edition alone: the assignment is released
+    header = _rows(lms_export.write(course, "canvas", tmp_path / "canvas.csv"))[0]
+    assert header == CANVAS_IDENTITY + ["grpo", "kl_penalty", "rlhf"]
+    by_login = {row[3]: dict(zip(header, row)) for row in _rows(tmp_path / "canvas.csv")[1:]}
+    assert {row["grpo"] for row in by_login.values()} == {""}  # released, nobody submitted: blank, never 0
 
 
 def test_grades_csv_leaves_a_missing_submission_blank_and_says_so(gradebook, tmp_path):
@@ -115,23 +163,27 @@ def test_grades_csv_leaves_a_missing_submission_blank_and_says_so(gradebook, tmp
 
 def test_the_command_writes_the_file_and_refuses_an_unknown_format(tmp_path, capsys, monkeypatch):
     from tests.support.course import copy_course
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(tmp_path / "exchange"))  # the course's nbgrader_config.py reads it
     course = copy_course(tmp_path / "course")
     _gradebook(course)  # the course's own gradebook.db
     assert course_command(["export", "--course-root", str(course), "--format", "canvas"]) == 0
-    said = capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())
     written = course / "grades-canvas.csv"
-    assert str(written) in said and "4 students" in said
+    assert str(written) in said and "4 students x 2 assignment(s) (kl_penalty, rlhf)" in said
+    assert ("left out, never released to students (in the gradebook, not in the exchange, nobody submitted): grpo"
+            in said), said
     assert _rows(written)[0][:5] == CANVAS_IDENTITY
     assert course_command(["export", "--course-root", str(course), "--format", "blackboard"]) == 2
     assert "unknown format 'blackboard': one of canvas, moodle, long" in capsys.readouterr().err
 
 
-def test_the_command_names_the_students_whose_grades_still_need_a_person(tmp_path, capsys):
+def test_the_command_names_the_students_whose_grades_still_need_a_person(tmp_path, capsys, monkeypatch):
     """An export before the manual grading is done writes those submissions' scores as they stand (an unscored
     submission's zeros, a written answer's 0): the command says whose, so they are not uploaded as final."""
     from nbgrader.api import Gradebook
 
     from tests.support.course import copy_course
+    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(tmp_path / "exchange"))
     course = copy_course(tmp_path / "course")
     url = _gradebook(course)
     with Gradebook(url) as gb:

@@ -4,8 +4,15 @@
 One row per student of the roster (nbgrader's students table), one column per assignment with its language
 editions folded in (``rlhf`` and ``rlhf_zh`` are one column: the submission that counts is the latest, as in
 grades.csv), each score after the late penalty.  A missing submission is a blank cell, which both LMSs read as
-"no grade" (never 0, which would be a grade); ``long`` says ``missing`` in its ``status`` column.  Every cell is
+"no grade" (never 0, which would be a grade), and so is an empty submission row an older ``extend`` made
+(:mod:`empty_submissions`); ``long`` says ``missing`` in its ``status`` column.  Every cell is
 made inert for a spreadsheet (:mod:`spreadsheet`).
+
+Only assignments students were given have a column: one of its editions is in the course's exchange
+(``<Exchange.root>/<course id>/outbound/``, where ``nbgrader release_assignment`` puts it) or someone submitted one.
+`make release` records every assignment of source/ in the gradebook before any is released; a column for one never
+released would read as work the whole class left undone (in Canvas, a new assignment with every grade missing).
+:func:`offered` says which were left out, and the command prints them.
 
 * ``canvas``: Canvas's gradebook CSV: ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
   assignment.  The student's nbgrader id (their login) is the SIS Login ID, their name "Last, First"; ID (Canvas's
@@ -26,6 +33,7 @@ from pathlib import Path
 from rlhf_course import spreadsheet
 from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import Course
+from rlhf_course.grading.gradebook import empty_submissions
 from rlhf_course.grading.gradebook.export import MISSING, SUBMITTED, counted_submission, groups
 
 FORMATS = ("canvas", "moodle", "long")
@@ -68,10 +76,42 @@ class UnknownFormat(CourseError, ValueError):
     pass
 
 
-def grade_table(gradebook, course: Course) -> GradeTable:
-    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; the course's i18n/ names the editions."""
+class ExchangeUnreadable(CourseError, OSError):
+    pass
+
+
+def released(course: Course) -> set[str]:
+    """The assignments in the course's exchange now, each edition by its own name (``rlhf_zh``): the folders of
+    ``<Exchange.root>/<course id>/outbound/``; none when nothing was released there yet."""
+    from nbgrader.exchange.default.exchange import Exchange
+    outbound = Path(Exchange(config=course.config).root, course.coursedir.course_id, "outbound")
+    try:
+        return {entry.name for entry in outbound.iterdir() if entry.is_dir()}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    except OSError as exc:
+        raise ExchangeUnreadable(f"the exchange's released assignments cannot be listed ({outbound}: "
+                                 f"{exc.strerror}): export as a user who can read it") from None
+
+
+def offered(gradebook, course: Course) -> tuple[list[str], list[str]]:
+    """(exported, left out): the base assignments of an open nbgrader ``gradebook`` students were given (an edition
+    released in the exchange, or a submission of one: an empty row an older `extend` made is none,
+    :mod:`empty_submissions`), and those only recorded there, never released; each sorted."""
+    in_exchange = released(course)
+    exported, left_out = [], []
+    for base, group in sorted(groups(gradebook, course).items()):
+        given = any(a.name in in_exchange or any(not empty_submissions.is_empty(course, s) for s in a.submissions)
+                    for a in group)
+        (exported if given else left_out).append(base)
+    return exported, left_out
+
+
+def grade_table(gradebook, course: Course, assignments: list[str] | None = None) -> GradeTable:
+    """The :class:`GradeTable` of an open nbgrader ``Gradebook``; the course's i18n/ names the editions.
+    ``assignments``: the base assignments to tabulate (default: every one in the gradebook)."""
     grouped = groups(gradebook, course)
-    assignments = sorted(grouped)
+    assignments = sorted(grouped) if assignments is None else sorted(assignments)
     max_scores = {}
     for base, group in grouped.items():
         shown = next((a for a in group if a.name == base), group[0])
@@ -82,7 +122,7 @@ def grade_table(gradebook, course: Course) -> GradeTable:
     for student in students:
         for base in assignments:
             found = counted_submission(gradebook, grouped[base], student.id)
-            if found is None:
+            if found is None or empty_submissions.is_empty(course, found[1]):  # an older extend's row: nothing
                 table.grades[(student.id, base)] = None
                 continue
             assignment, submission = found
@@ -167,7 +207,8 @@ def write_table(table: GradeTable, format: str, to: Path) -> Path:
 
 
 def write(course: Course, format: str, to: Path) -> Path:
-    """The grades of the course's gradebook in ``format``, written to ``to``."""
+    """The grades of the course's gradebook in ``format``, written to ``to``: each assignment students were given
+    (:func:`offered`)."""
     from nbgrader.api import Gradebook
     with Gradebook(course.db_url) as gb:
-        return write_table(grade_table(gb, course), format, to)
+        return write_table(grade_table(gb, course, offered(gb, course)[0]), format, to)

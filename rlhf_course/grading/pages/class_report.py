@@ -64,6 +64,9 @@ MIN_STUDENTS = 5  # fewer submissions: no discrimination and no flag at all (one
 NOBODY, EVERYBODY, NEGATIVE = "nobody passes", "everybody passes", "negative discrimination"
 FLAG_SEVERITY = {NOBODY: "red", NEGATIVE: "red", EVERYBODY: "grey"}  # red: look at the test; grey: for the record
 COLLECT_REPORT = "collect_report.csv"  # StrictExchangeCollect.report_name's default
+# The collect rows the report shows: a student can make inbound entries by the thousand, and the page (rebuilt after
+# every `make grade`) stays small; collect_report.csv keeps them all.
+COLLECT_ROWS_SHOWN = 50
 CSV_COLUMNS = ["assignment", "section", "edition", "item", "measure", "value"]
 ALL = "all"
 
@@ -161,10 +164,11 @@ class ClassReport:
     to_do: dict[str, list[str]]  # grade id -> students whose grade needs a person
     misconceptions: dict[str, dict]  # catalogue entry -> {"name", "function", "students"}
     not_named: list[str]  # students for whom nothing was named
-    collect: list[dict]  # collect_report.csv rows of these editions that were refused or flagged
+    collect: list[dict]  # collect_report.csv rows of these editions that were refused or flagged, the first ones
     written_at: dt.datetime
     roster: list[str] = field(default_factory=list)  # every student of nbgrader's students table
     missing: list[str] = field(default_factory=list)  # of the roster, who submitted no edition
+    collect_left_out: int = 0  # such rows beyond COLLECT_ROWS_SHOWN
 
     @property
     def by_score(self) -> list[StudentRow]:
@@ -365,8 +369,8 @@ def _formgrader_links(rows: list[StudentRow], formgrader_url: str) -> None:
 
 
 def _collect_rows(course: Course, group: list[str]) -> list[dict]:
-    """The collect report's rows of these assignments that were refused or flagged (its cells were made inert
-    for a spreadsheet: the leading quote comes off for the page, which escapes them)."""
+    """The collect report's rows of these assignments that were refused or flagged, all of them (its cells were
+    made inert for a spreadsheet: the leading quote comes off for the page, which escapes them)."""
     name = course.config.get("StrictExchangeCollect", {}).get("report_name", COLLECT_REPORT)
     path = course.root / name
     if not path.is_file():
@@ -424,11 +428,13 @@ def build(course: Course, assignment: str, group: list[str], report_folder: Path
             to_do.setdefault(gid, []).append(row.student)
     distributions = [distribution(ALL, [r.score for r in rows])]
     distributions += [distribution(e, [r.score for r in rows if r.edition == e]) for e in group]
+    collect = _collect_rows(course, group)
     return ClassReport(assignment, group, due, max_score, rows, distributions, tests,
                        {gid: to_do[gid] for gid in sorted(to_do, key=in_order)},
                        dict(sorted(misconceptions.items(), key=lambda kv: -len(kv[1]["students"]))),
-                       not_named, _collect_rows(course, group), dt.datetime.now(dt.timezone.utc),
-                       roster, [student for student in roster if student not in submitted])
+                       not_named, collect[:COLLECT_ROWS_SHOWN], dt.datetime.now(dt.timezone.utc),
+                       roster, [student for student in roster if student not in submitted],
+                       max(0, len(collect) - COLLECT_ROWS_SHOWN))
 
 
 # ----------------------------------------------------------------------------- the CSV
@@ -478,6 +484,8 @@ def csv_rows(report: ClassReport) -> list[list]:
     for c in report.collect:
         out.append([a, "collect", c.get("assignment", ""), c.get("entry", ""), c.get("status", ""),
                     c.get("reason") or c.get("flag", "")])
+    if report.collect_left_out:
+        out.append([a, "collect", ALL, "", "left out (collect_report.csv lists them)", report.collect_left_out])
     return out
 
 

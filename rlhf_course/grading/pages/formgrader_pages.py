@@ -98,10 +98,13 @@ WITHOUT_COPY_TEMPLATE = "formgrade/submission_without_copy.html.j2"
 
 def without_copy(course, gradebook, resources: dict) -> dict:
     """What the page of a submitted notebook without an autograded copy says (``resources``: those nbgrader's
-    handler gives its 404 page): the grading record's state and detail (none: not graded), the gradebook's score,
-    the submitted file.  Paths are relative to the course root."""
+    handler gives its 404 page): the grading record's state and detail (none: not graded by `make grade`, or its
+    record went with the copy), whether the gradebook holds a score (``graded``) or the row is an empty one an older
+    `extend` made (``empty``: :mod:`~rlhf_course.grading.gradebook.empty_submissions`), the gradebook's score, the
+    submitted file.  Paths are relative to the course root."""
     from nbgrader.api import MissingEntry
 
+    from rlhf_course.grading.gradebook import empty_submissions
     from rlhf_course.grading.pages.grading_record import recorded_state
     from rlhf_course.grading.results import UNREADABLE_STATES, one_line
     student, assignment, notebook = resources["student"], resources["assignment_id"], resources["notebook_id"]
@@ -110,16 +113,19 @@ def without_copy(course, gradebook, resources: dict) -> dict:
     try:
         submitted_nb = gradebook.find_submission_notebook_by_id(resources["submission_id"])
         score, max_score, flagged = float(submitted_nb.score), float(submitted_nb.max_score), submitted_nb.flagged
+        graded = any(g.auto_score is not None or g.manual_score is not None for g in submitted_nb.grades)
+        empty = empty_submissions.is_empty(course, submitted_nb.assignment)
     except MissingEntry:
         score = max_score = None
-        flagged = False
+        flagged = graded = empty = False
     submitted = course.folder("submitted", student, assignment) / f"{notebook}.ipynb"
-    copy = course.folder("autograded", student, assignment) / f"{notebook}.ipynb"
+    autograded = course.folder("autograded", student, assignment) / f"{notebook}.ipynb"
+    # keys are never a dict method's name (copy, items, ...): the template's page.<key> would find the method
     return {"student": student, "assignment": assignment, "notebook": notebook,
             "base_url": resources.get("base_url", ""), "state": state, "detail": detail,
-            "unreadable": state in UNREADABLE_STATES, "score": score, "max_score": max_score,
-            "flagged": flagged, "submitted": os.path.relpath(submitted, course.root),
-            "submitted_exists": submitted.is_file(), "copy": os.path.relpath(copy, course.root)}
+            "unreadable": state in UNREADABLE_STATES, "graded": graded, "empty": empty, "score": score,
+            "max_score": max_score, "flagged": flagged, "submitted": os.path.relpath(submitted, course.root),
+            "submitted_exists": submitted.is_file(), "autograded": os.path.relpath(autograded, course.root)}
 
 
 def without_copy_page(page: dict) -> str:
@@ -219,12 +225,14 @@ def _folding_api_class():
     from nbgrader.apps.api import NbGraderAPI
 
     from rlhf_course.course.settings import Course
-    from rlhf_course.grading.gradebook.lms_export import grade_table, totals
+    from rlhf_course.grading.gradebook.lms_export import grade_table, offered, totals
 
     class EditionsFoldedAPI(NbGraderAPI):
         """nbgrader's API, each student's ``score`` and ``max_score`` with the editions folded
-        (:func:`~rlhf_course.grading.gradebook.lms_export.totals`); a student only in submitted/ (not in the
-        gradebook) keeps nbgrader's 0 / 0."""
+        (:func:`~rlhf_course.grading.gradebook.lms_export.totals`), over the assignments students were given, as the
+        LMS export counts them (:func:`~rlhf_course.grading.gradebook.lms_export.offered`: one only recorded by
+        `make release` adds nothing to the maximum); a student only in submitted/ (not in the gradebook) keeps
+        nbgrader's 0 / 0."""
 
         def get_students(self):
             return self._folded(super().get_students())
@@ -236,7 +244,7 @@ def _folding_api_class():
         def _folded(self, students: list[dict]) -> list[dict]:
             course = Course.at(Path(self.coursedir.root), self.coursedir.config)
             with self.gradebook as gradebook:
-                folded = totals(grade_table(gradebook, course))
+                folded = totals(grade_table(gradebook, course, offered(gradebook, course)[0]))
             for student in students:
                 if student["id"] in folded:
                     student["score"], student["max_score"] = folded[student["id"]]
