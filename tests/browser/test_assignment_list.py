@@ -55,8 +55,8 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     says success, as grading will.  The Chinese edition is released and fetched too: nothing submitted yet, nothing
     is said to be replaced; Submit of the English one, its due date passed, reaches the exchange with those answers
     and the list says how late it is, and the Chinese one's Submit says first that it would replace it (the sentence
-    `nbgrader submit` warns with, the lab's language); both notebooks open, their tabs show their folders (one file
-    name in both).  What follows (collect, trusted grading, feedback released, fetched and read in the lab) is the hub
+    `nbgrader submit` warns with, the lab's language); a notebook Jupyter cannot read is refused with the course's
+    sentence; both notebooks open, their tabs show their folders (one file name in both).  What follows (collect, trusted grading, feedback released, fetched and read in the lab) is the hub
     test's (tests/classroom/, two students) and the exchange test's (tests/exchange/, nbgrader's commands as separate
     users)."""
     import time
