@@ -45,8 +45,8 @@ def k3_float64(d: torch.Tensor) -> torch.Tensor:
 def literal_k3(log_p: torch.Tensor, ref_log_p: torch.Tensor) -> torch.Tensor:
     """k3 written as its formula, exp(d) - 1 - d with d = ref_log_p - log_p: the form whose error is measured
     before the exercise (inputs and result: same shape and dtype)."""
-    d = ref_log_p - log_p
-    return torch.exp(d) - 1 - d
+    log_ratio = ref_log_p - log_p
+    return torch.exp(log_ratio) - 1 - log_ratio
 
 
 def k3_rounding_errors(estimator: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], sizes,

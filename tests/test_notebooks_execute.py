@@ -149,7 +149,8 @@ def test_kl_penalty_chinese_edition_runs_clean_and_speaks_chinese(kl_penalty_sou
     english = kl_penalty_sources["en"]
     numbers = lambda notebook: [re.findall(r"-?\d+(?:\.\d+)?%?", o.get("text", ""))  # noqa: E731
                                 for c in notebook.cells
-                                if c.cell_type == "code" and notebooks.grade_id(c) in ("kl_variance", "kl_monte_carlo")
+                                if c.cell_type == "code" and notebooks.grade_id(c) in (
+                                    "kl_variance", "kl_rounding", "kl_rounding_yours", "kl_monte_carlo")
                                 for o in c.outputs]
     assert numbers(nb) == numbers(english) and len(sum(numbers(nb), [])) > 20
 
