@@ -160,6 +160,9 @@ def test_the_languages_common_idioms_are_not_answers():
         assert shapes_of(answer_like), answer_like
 
 
+NOTEBOOK_KL = "kl_penalty.ipynb"
+
+
 def test_the_leak_test_finds_the_k3_written_out_in_a_release(tmp_path, repo):
     """The leak test against a copy of the course whose release states the answer, as a demonstration cell did."""
     import shutil
@@ -173,9 +176,6 @@ def test_the_leak_test_finds_the_k3_written_out_in_a_release(tmp_path, repo):
     leaks, _ = answer_leaks(tmp_path)
     assert leaks == [f"release/kl_penalty_zh/{NOTEBOOK_KL} cell kl_variance: `torch.expm1(d) - d` is kl_penalty's "
                      "solution `torch.expm1(d) - d`"]
-
-
-NOTEBOOK_KL = "kl_penalty.ipynb"
 
 
 def test_release_stubs_raise_not_implemented(repo):

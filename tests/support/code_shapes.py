@@ -31,6 +31,7 @@ from collections.abc import Iterator
 MODULES = frozenset({"torch", "F", "nn", "functional", "math", "np", "numpy"})
 KEPT_NAMES = frozenset(dir(builtins)) | MODULES
 OPERATIONS = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast.IfExp)
+SIMPLE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr, ast.Delete, ast.Assert)
 MAGIC_LINE = re.compile(r"^[ \t]*[%!].*$", re.MULTILINE)
 FENCED_BLOCK = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
 INLINE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
@@ -46,9 +47,6 @@ def parse_fragment(code: str) -> ast.Module | None:
         return ast.parse(code)
     except SyntaxError:
         return None
-
-
-SIMPLE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr, ast.Delete, ast.Assert)
 
 
 class _Shapes:
