@@ -35,7 +35,8 @@ def k3_float64(d: torch.Tensor) -> torch.Tensor:
     float64's rounding (a few 1e-16; the series' remainder is below 6e-20 there)."""
     d = d.double()
     if d.numel() and float(d.abs().max()) > SERIES_LIMIT:
-        raise ValueError(f"k3_float64 sums the series for |d| <= {SERIES_LIMIT}; got |d| up to {float(d.abs().max()):.3g}")
+        raise ValueError(f"k3_float64 sums the series for |d| <= {SERIES_LIMIT}; "
+                         f"got |d| up to {float(d.abs().max()):.3g}")
     total = torch.zeros_like(d)
     for order in range(SERIES_ORDER, 1, -1):  # Horner's order: the smallest terms first
         total = (total + 1 / math.factorial(order)) * d if order > 2 else (total + 0.5) * d * d

@@ -62,7 +62,8 @@ def test_no_solution_or_hidden_test_reaches_students(repo):
 
 # What a contract states on purpose, though a solution's expression too: (assignment, grade id) -> the expressions.
 STATED_BY_CONTRACT = {
-    ("grpo", "grpo_contract"): {"rewards - rewards.mean(dim=1, keepdim=True)", "rewards.std(dim=1, keepdim=True) + eps"},
+    ("grpo", "grpo_contract"): {"rewards - rewards.mean(dim=1, keepdim=True)",
+                                "rewards.std(dim=1, keepdim=True) + eps"},
 }
 
 
