@@ -1,5 +1,7 @@
 """release/ is exactly what nbgrader generates from source/, and nothing secret reaches it."""
+import ast
 import filecmp
+import re
 from pathlib import Path
 
 import nbformat
@@ -9,7 +11,7 @@ from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from rlhf_course.course.settings import Course
-from tests.support import solutions
+from tests.support import code_shapes, solutions
 from tests.support.course import gradebook_url, release_course
 
 
@@ -56,6 +58,125 @@ def test_no_solution_or_hidden_test_reaches_students(repo):
         if path.is_relative_to(repo / "release"):  # (the grading tools may name the module they load)
             assert "_hidden_checks" not in text, f"{path} names a hidden checks module"
             assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, path
+
+
+# What a contract states on purpose, though a solution's expression too: (assignment, grade id) -> the expressions.
+STATED_BY_CONTRACT = {
+    ("grpo", "grpo_contract"): {"rewards - rewards.mean(dim=1, keepdim=True)",
+                                "rewards.std(dim=1, keepdim=True) + eps"},
+}
+
+
+def solution_shapes(repo) -> dict[str, tuple[str, str]]:
+    """Every non-trivial statement and expression of every code solution region in source/ (English editions: a
+    Chinese edition's code is its English one's), by shape: shape -> (assignment, its source text)."""
+    found = {}
+    for path in sorted((repo / "source").glob("*/*.ipynb")):
+        for cell in notebooks.read(path).cells:
+            if cell.cell_type != "code":
+                continue
+            for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.DOTALL):
+                tree = code_shapes.parse_fragment(block)
+                assert tree is not None, f"{path} {cell.id}: a solution region that is not Python"
+                for shape, node in code_shapes.shapes(tree):
+                    found.setdefault(shape, (path.parent.name, ast.unparse(node)))
+    return found
+
+
+def readable_code(repo):
+    """(where, assignment, grade id, parsed code) of all a student can read or import: each code cell and each
+    markdown code span or fenced block of release/ (both editions), and each module of rlhf_course/ with the
+    ``literal`` spans of its docstrings."""
+    for path in sorted((repo / "release").glob("*/*.ipynb")):
+        assignment = path.parent.name.removesuffix("_zh")
+        for cell in notebooks.read(path).cells:
+            where = f"{path.relative_to(repo)} cell {notebooks.grade_id(cell) or cell.id}"
+            if cell.cell_type == "code":
+                tree = code_shapes.parse_fragment(cell.source)
+                assert tree is not None or not cell.source.strip(), f"{where}: a code cell that does not parse"
+                fragments = [tree]
+            else:
+                fragments = [code_shapes.parse_fragment(span) for span in code_shapes.code_spans(cell.source)]
+            for tree in fragments:
+                if tree is not None:
+                    yield where, assignment, notebooks.grade_id(cell), tree
+    for path in sorted((repo / "rlhf_course").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        yield str(path.relative_to(repo)), None, None, tree
+        for span in code_shapes.docstring_spans(tree):
+            if (fragment := code_shapes.parse_fragment(span)) is not None:
+                yield f"{path.relative_to(repo)} docstring", None, None, fragment
+
+
+def answer_leaks(repo) -> tuple[list[str], set[tuple]]:
+    """Each place a student can read a solution's expression up to renaming, and the contract statements seen."""
+    secrets = solution_shapes(repo)
+    leaks, stated = [], set()
+    for where, assignment, grade_id, tree in readable_code(repo):
+        for shape, node in code_shapes.shapes(tree):
+            if shape not in secrets:
+                continue
+            text = ast.unparse(node)
+            allowed = STATED_BY_CONTRACT.get((assignment, grade_id), set())
+            if secrets[shape][0] == assignment and text in allowed:
+                stated.add((assignment, grade_id, text))
+            else:
+                leaks.append(f"{where}: `{text}` is {secrets[shape][0]}'s solution `{secrets[shape][1]}`")
+    return leaks, stated
+
+
+def test_no_solution_expression_reaches_students_even_renamed(repo):
+    """Whole solution lines are compared above; this compares every statement and expression of the solutions
+    (two operations or more: tests/support/code_shapes.py) with renamed variables, so
+    ``d = ref_log_p - log_p; return torch.expm1(d) - d`` is found in ``("k3", torch.expm1(x) - x)`` or a
+    markdown span ``expm1(d) - d``."""
+    assert len(solution_shapes(repo)) > 20
+    leaks, stated = answer_leaks(repo)
+    assert not leaks, "\n".join(leaks)
+    expected = {(assignment, grade_id, text) for (assignment, grade_id), texts in STATED_BY_CONTRACT.items()
+                for text in texts}
+    assert stated == expected, f"STATED_BY_CONTRACT names what no contract states any more: {expected - stated}"
+
+
+def shapes_of(code: str) -> set[str]:
+    return {shape for shape, _ in code_shapes.shapes(code_shapes.parse_fragment(code))}
+
+
+def test_a_renamed_copy_of_an_answer_has_its_shape():
+    answer = shapes_of("d = ref_log_p - log_p\nreturn torch.expm1(d) - d")
+    for copied in ("for name, k in (('k1', -x), ('k3', torch.expm1(x) - x)):\n    pass",  # the leaked demo cell
+                   "stable = torch.expm1(d32) - d32", "expm1(d) - d", "math.expm1(t) - t"):
+        assert shapes_of(copied) & answer, copied
+    for other in ("torch.exp(d) - 1 - d", "(r - 1) - d", "torch.expm1(d) - e", "-d + torch.expm1(d)",
+                  "torch.expm1(d) + d"):
+        assert not shapes_of(other) & answer, other
+
+
+def test_the_languages_common_idioms_are_not_answers():
+    """The threshold: one operation is not an answer however it is named; two are."""
+    for idiom in ("ref_log_p - log_p", "t + 1", "torch.zeros_like(rewards)", "rewards.mean(dim=1, keepdim=True)",
+                  "x.shape[0]", "torch.expm1(d)", "-d", "not found", "steps", "0.0", "k = log_p - ref_log_p"):
+        assert shapes_of(idiom) == set(), idiom
+    for answer_like in ("-F.logsigmoid(margin)", "centred / (s + eps)", "x[t] + 1", "torch.minimum(a, b).mean()"):
+        assert shapes_of(answer_like), answer_like
+
+
+NOTEBOOK_KL = "kl_penalty.ipynb"
+
+
+def test_the_leak_test_finds_the_k3_written_out_in_a_release(tmp_path, repo):
+    """The leak test against a copy of the course whose release states the answer, as a demonstration cell did."""
+    import shutil
+    for folder in ("source", "release"):
+        shutil.copytree(repo / folder, tmp_path / folder)
+    (tmp_path / "rlhf_course").symlink_to(repo / "rlhf_course")
+    path = tmp_path / "release" / "kl_penalty_zh" / NOTEBOOK_KL
+    nb = notebooks.read(path)
+    notebooks.cells_by_grade_id(nb)["kl_variance"].source += "\nper_token = torch.expm1(d) - d\n"
+    nbformat.write(nb, str(path))
+    leaks, _ = answer_leaks(tmp_path)
+    assert leaks == [f"release/kl_penalty_zh/{NOTEBOOK_KL} cell kl_variance: `torch.expm1(d) - d` is kl_penalty's "
+                     "solution `torch.expm1(d) - d`"]
 
 
 def test_release_stubs_raise_not_implemented(repo):

@@ -10,6 +10,7 @@ from rlhf_course.course import notebooks
 from rlhf_course.grading.checks import CheckFailed
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support.course import REPO, repo_course
+from rlhf_course.floating_point import k3_float64, k3_rounding_errors, literal_k3
 from tests.support import answers
 
 SOURCE = REPO / "source" / "kl_penalty" / "kl_penalty.ipynb"
@@ -18,6 +19,7 @@ catalogue = load_instructor_module(repo_course(), "kl_penalty_catalogue")
 
 
 function_from, lost_by = answers.for_assignment(checks.CHECKS, "kl_estimator_k3")
+SIZES = [1e-3, 1e-4, 3e-5, 1e-5]  # the |d| the notebook's two measurement cells print
 
 
 def test_the_reference_passes_every_check():
@@ -54,13 +56,54 @@ def test_the_naive_form_is_really_inaccurate_in_float32():
 
 def test_the_literal_forms_error_grows_like_one_over_d_squared():
     """The derivation's numbers, which its measurement cell prints: the error of exp(d) - 1 - d is the rounding of
-    exp(d), whatever d, so relative to k3 ~ d^2 / 2 it is about 4, 44 and 400 times k3 (median) at |d| = 1e-4, 3e-5
-    and 1e-5, at most about 15, 160 and 1500 times; expm1(d) - d stays within about 1.2e-7 / |d|."""
-    from rlhf_course.floating_point import k3_rounding_errors
-    rows = k3_rounding_errors([1e-3, 1e-4, 3e-5, 1e-5])
+    exp(d), whatever d, so relative to k3 ~ d^2 / 2 it is about 4 %, 4, 44 and 400 times k3 (median) at
+    |d| = 1e-3, 1e-4, 3e-5 and 1e-5, at most about 15 %, 15, 160 and 1500 times."""
+    rows = k3_rounding_errors(literal_k3, SIZES)
     assert [row.median for row in rows] == pytest.approx([0.04, 4, 44, 400], rel=0.05)
     assert [row.max for row in rows] == pytest.approx([0.15, 15, 160, 1500], rel=0.05)
-    assert all(row.expm1_max < 1.3e-7 / row.size for row in rows)
+
+
+def reference_k3():
+    return function_from(notebooks.solution_answers(notebooks.read(SOURCE))["kl_answer"])
+
+
+def test_k3_built_on_expm1_stays_within_eps_over_d():
+    """The derivation: a k3 built on torch.expm1 keeps a relative error of at most about eps / |d| (eps ~ 1.2e-7),
+    at most 1.2e-4 at |d| = 1e-3, measured on the instructor's answer; and (r - 1) - log r with r = e^d rounded
+    once is nearly as accurate there, at most 2.4e-4."""
+    rows = k3_rounding_errors(reference_k3(), SIZES)
+    assert all(row.max < 1.3e-7 / row.size and row.negative == 0 for row in rows)
+    assert round(rows[0].max, 5) == 1.2e-4
+
+    def rounded_r_once(log_p, ref_log_p):
+        r = torch.exp(ref_log_p - log_p)
+        return (r - 1) - torch.log(r)
+    assert round(k3_rounding_errors(rounded_r_once, SIZES[:1])[0].max, 5) == 2.4e-4
+
+
+def test_the_float64_yardstick_is_k3_to_float64_precision():
+    """k3_float64, the measurement's reference, against 50-digit arithmetic: within 3e-16 of k3 relative, over
+    |d| from 1e-8 to its limit 0.01; beyond the limit it refuses rather than be wrong."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    d = torch.tensor([s * m for m in (1e-8, 1e-5, 3e-5, 1e-4, 1.1e-3, 3e-3, 0.01) for s in (1, -1)],
+                     dtype=torch.float64)
+    for value, series in zip(d.tolist(), k3_float64(d).tolist()):
+        exact = mpmath.expm1(mpmath.mpf(value)) - mpmath.mpf(value)
+        assert abs(float((mpmath.mpf(series) - exact) / exact)) < 3e-16, value
+    with pytest.raises(ValueError, match=r"\|d\| <= 0.01; got \|d\| up to 0.02"):
+        k3_float64(torch.tensor([0.001, -0.02]))
+
+
+def test_the_float64_yardstick_is_not_an_answer():
+    """The series the package holds fails the hidden checks as an answer: it holds only for small |d|."""
+    series_answer = lambda log_p, ref_log_p: k3_float64(ref_log_p - log_p).to(log_p.dtype)  # noqa: E731
+    assert {"kl_values"} <= lost_by(series_answer)
+
+
+def test_the_measurement_names_an_estimator_of_the_wrong_shape():
+    with pytest.raises(ValueError, match=r"one k3 per token, shape \(10,\); got \(\)"):
+        k3_rounding_errors(lambda log_p, ref_log_p: (ref_log_p - log_p).sum(), [1e-3], draws=10)
 
 
 NEGATIVE_SHARE_SAID = {  # the derivation's sentence, per edition: "in 44 % of the draws at |d| = 1e-4"
@@ -82,6 +125,30 @@ def test_the_measurement_cell_prints_the_share_of_negatives_the_derivation_state
     assert len(shares) == 4, printed  # one line per |d|: 1e-3, 1e-4, 3e-5, 1e-5
     assert shares[0] == 0 and shares[1] == int(said.group(1))
     assert all(45 <= share <= 55 for share in shares[2:]), shares
+
+
+@pytest.mark.parametrize("edition", sorted(NEGATIVE_SHARE_SAID))
+def test_the_cell_after_the_answer_measures_the_students_own_k3(edition, capsys):
+    """The cell after the visible test measures the student's kl_estimator_k3: with the instructor's answer it
+    prints errors within 1.2e-7 / |d| and no negatives; with the literal exp(d) - 1 - d, the literal form's."""
+    cells = notebooks.cells_by_grade_id(notebooks.read(REPO / "source" / edition / "kl_penalty.ipynb"))
+    order = list(cells)
+    assert order.index("kl_answer") < order.index("kl_rounding_yours")
+    assert "kl_estimator_k3" not in cells["kl_rounding"].source.replace("Your own kl_estimator_k3", "").replace(
+        "你自己的 kl_estimator_k3", "")  # before the answer, only the literal form is measured
+    naive = function_from(catalogue.WRONG_BY_NAME["kl_naive_exp_minus_one"].source)
+    printed = {}
+    for name, estimator in (("reference", reference_k3()), ("naive", naive)):
+        exec(compile(cells["kl_rounding_yours"].source, f"{edition}/kl_rounding_yours", "exec"),
+             {"kl_estimator_k3": estimator})
+        printed[name] = capsys.readouterr().out.splitlines()
+        assert len(printed[name]) == len(SIZES), printed[name]
+    number = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e-\d+)?(?![\d.])")  # not the 3 of k3
+    numbers = lambda line: [float(x) for x in number.findall(line)]  # noqa: E731
+    for size, line in zip(SIZES, printed["reference"]):
+        _, median, largest, bound, negative = numbers(line.split("=", 1)[1].replace("1.2e-7 / |d|", ""))
+        assert median <= largest < 1.3e-7 / size and negative == 0, line
+    assert [int(re.search(r"(\d+)%", line).group(1)) for line in printed["naive"]][1] == 44
 
 
 def test_the_notebooks_hidden_cells_match_the_checks():

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from rlhf_course.floating_point import k3_rounding_errors
+from rlhf_course.floating_point import k3_rounding_errors, literal_k3
 from rlhf_course.course import notebooks
 from rlhf_course.grading.instructor import load_module as load_instructor_module
 from tests.support import answers
@@ -68,7 +68,7 @@ def test_the_ratio_the_wrong_way_round_estimates_neither_kl():
 def test_the_literal_forms_rounding_error_against_k3_where_the_check_draws():
     """Typically as large as k3 at |d| = 2e-4 (larger below), about 4 % of it at 1e-3; on the tokens
     kl_stable_when_close draws, over its 1 % on most of them (and larger than k3 on few)."""
-    rows = k3_rounding_errors([1e-4, 2e-4, 1e-3])
+    rows = k3_rounding_errors(literal_k3, [1e-4, 2e-4, 1e-3])
     assert [round(row.median, 2) for row in rows] == [3.96, 0.99, 0.04]
     naive = answers.function_from(KL_CATALOGUE.WRONG_BY_NAME["kl_naive_exp_minus_one"].source, "kl_estimator_k3")
     (case,) = KL_CHECKS._close_cases()
