@@ -75,6 +75,17 @@ def test_gae_explorer_follows_lambda_and_gamma(fns):
     assert abs(drawn["bias"][-1]) < abs(drawn["bias"][0])  # ... and is less biased
 
 
+def test_gae_explorer_bias_is_the_estimators_not_the_draws(fns):
+    """The right panel's |bias| of A_0 is the estimator's own: zero at lambda = 1 (the discounted return minus
+    V_hat(s_0) is the target itself), -0.4 V(s_0) = -2 gamma^11 at lambda = 0 (delta_0 is 0 on average here), never
+    the sampling error of the panel's draws (about 0.3 at lambda = 1 with 150 independent episodes)."""
+    explorer = explorers.gae_explorer(fns["compute_gae"])
+    slider(explorer, "gamma").value = 0.99
+    bias = explorer.result["bias"]
+    assert abs(bias[-1]) < 1e-9
+    assert bias[0] == pytest.approx(-2.0 * 0.99 ** 11, rel=1e-9)
+
+
 def _todo(*args, **kwargs):
     raise NotImplementedError()
 

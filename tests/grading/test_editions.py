@@ -141,6 +141,17 @@ def pseudo_translation(course, base="rlhf", assignment="rlhf_xx", language="zh-C
     return editions.Edition(assignment, base, language, path), checks
 
 
+def test_the_docs_name_the_language_menu_entry_as_jupyterlab_shows_it():
+    """JupyterLab's Settings > Language lists the pinned pack as '<its name in the current language> - <its own
+    name>'; a student switching from the English interface clicks the entry these pages name, so they name it as
+    it reads there."""
+    from jupyterlab_server.translation_utils import get_display_name
+
+    entry = f"{get_display_name('zh_CN', 'en')} - {get_display_name('zh_CN', 'zh_CN')}"
+    for page in ("README.zh-CN.md", "docs/editions.md"):
+        assert entry in (REPO / page).read_text(encoding="utf-8"), page
+
+
 def test_the_set_up_cell_is_found_by_its_grade_id_and_its_absence_stops_the_build(course):
     """kl_penalty's set-up cell has a generated id; without the language line its edition would run
     and grade in English."""
