@@ -153,6 +153,9 @@ def _eps_judge(case: Case, obs: Observation, recall: Recall) -> str | None:
     if eps != DEFAULT_EPS and any(compare(obs.value, advantages_reference(rewards, scale_by_std, DEFAULT_EPS, correction),
                                           rtol=_EPS_RTOL, atol=1e-9) is None for correction in (1, 0)):
         return say("{detail}: the eps argument is ignored (these are the advantages for eps = 1e-4)", detail=detail)
+    if compare(obs.value, advantages_reference(rewards, False, eps), rtol=_EPS_RTOL, atol=1e-9) is None:
+        # where eps sits is moot when nothing is divided: say what is missing, not where eps goes
+        return say("{detail}: the advantages are not divided by the group's std at all", detail=detail)
     return say("{detail}: eps is added to the std, outside the square root", detail=detail)
 
 

@@ -55,6 +55,18 @@ def test_a_failure_names_the_property_and_the_mistake():
         checks.run_check("grpo_degenerate_groups", nan)
 
 
+def test_a_std_never_divided_by_is_named_as_such_not_as_eps_misplaced():
+    """Rewards 1e-4 apart: advantages left unscaled fail the eps check too; its line says what is missing."""
+    def centred_only(rewards, scale_by_std=True, eps=1e-4):
+        return rewards - rewards.mean(dim=1, keepdim=True)
+    with pytest.raises(CheckFailed, match="not divided by the group's std at all") as failed:
+        checks.run_check("grpo_eps_outside_sqrt", centred_only)
+    assert "outside the square root: " not in str(failed.value).split("What went wrong")[1]
+    eps_inside = function_from(catalogue.WRONG_BY_NAME["grpo_eps_inside_sqrt"].source)
+    with pytest.raises(CheckFailed, match="What went wrong: .*eps is added to the std, outside the square root"):
+        checks.run_check("grpo_eps_outside_sqrt", eps_inside)
+
+
 def test_the_visible_example_numbers():
     # group 1: mean 0.5, std sqrt(1/3); group 2: mean 4, std sqrt(26/3)
     scaled = checks.advantages_reference(torch.tensor(checks.VISIBLE_REWARDS))
