@@ -58,6 +58,7 @@ def exchange(tmp_path, monkeypatch):
 def _run(cls, root, assignment="", **traits):
     config = Config()
     config.Exchange.root = str(root)
+    config.Exchange.cache = str(root.parent / "submit-cache")  # never the user's own nbgrader_cache
     config.CourseDirectory.course_id = COURSE
     config.CourseDirectory.assignment_id = assignment
     coursedir = CourseDirectory(config=config)
