@@ -204,6 +204,8 @@ ZH = {
     ". What went wrong: ": "。问题所在：",
     ": not run, ": "：未运行，",
     "Outcome: {state}.": "评分状态：{state}。",
+    "(so far)": "（目前）",
+    "{state}; written answers awaiting a person": "{state}；书面回答等待老师评分",
     "Tests: {score:g} / {points:g}.": "测试得分：{score:g} / {points:g}。",
     # the scores' table headings (a test's, then a written answer's)
     "test": "测试",

@@ -74,18 +74,24 @@ def test_the_formgraders_copy_keeps_the_whole_finding():
     assert "WHOLE FINDING" in cell.outputs[-1].text and FAKE_VERDICT in cell.outputs[0].text
 
 
-@pytest.mark.parametrize("language, pending, done", [
-    ("en", "Written answers, graded by a person: 0 / 4 so far.", "Written answers, graded by a person: 3.5 / 4."),
-    ("zh-CN", "书面回答（由老师评分）：目前 0 / 4。", "书面回答（由老师评分）：3.5 / 4。"),
+@pytest.mark.parametrize("language, pending, done, heading, outcome", [
+    ("en", "Written answers, graded by a person: 0 / 4 so far.", "Written answers, graded by a person: 3.5 / 4.",
+     "(so far)", "; written answers awaiting a person"),
+    ("zh-CN", "书面回答（由老师评分）：目前 0 / 4。", "书面回答（由老师评分）：3.5 / 4。", "（目前）",
+     "；书面回答等待老师评分"),
 ])
-def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language, pending, done):
+def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language, pending, done, heading, outcome):
     result, _, _ = _result(language)
-    assert pending in render_page(result, max_cells=1000, seconds=10).html  # lab_question_2 awaits a person
+    soup = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html, features="html.parser")
+    assert pending in soup.find(class_="rlhf-scores").get_text()  # lab_question_2 awaits a person
+    # the total at the top and the outcome say it too: the page's total is not final
+    assert soup.find(class_="rlhf-scores").find("h2").get_text().endswith(heading)
+    assert outcome in soup.find(class_="rlhf-summary").get_text()
     result.written["lab_question_2"]["score"] = 1.5
     result.written["lab_question_1"] = {"answered": True, "points": 2.0, "score": 2.0, "comment": ""}
     scores = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html,
                            features="html.parser").find(class_="rlhf-scores").get_text()
-    assert done in scores and "so far" not in scores and "目前" not in scores
+    assert done in scores and "so far" not in scores and "目前" not in scores and outcome not in scores
 
 
 def test_a_persons_comment_renders_its_markdown_and_maths_and_stays_inert():

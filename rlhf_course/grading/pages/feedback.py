@@ -120,13 +120,19 @@ def scores(result: SubmissionResult) -> dict:
     written = _written_answers(result, language)
     score = result.score + (written["score"] if written else 0.0)
     points = result.max_score + (written["points"] if written else 0.0)
+    waiting = bool(written and written["waiting"])
+    # the tests' outcome is not the page's while a person has still to grade an answer
+    state = t(result.state, language)
+    if waiting:
+        state = t("{state}; written answers awaiting a person", language, state=state)
     return {
         "assignment": _cell_text(result.assignment),
         "score": score,
         "points": points,
+        "so_far": t("(so far)", language) if waiting else "",
         "after_penalty": _after_penalty(result.deadline, score, points, language),
         "failed": _failed_tests(result, language),
-        "outcome": _around("Outcome: {state}.", language, state=t(result.state, language)),
+        "outcome": _around("Outcome: {state}.", language, state=state),
         "detail": _cell_text(result.student_detail.splitlines()[0] if result.student_detail else ""),
         "tests": {
             "sentence": t("Tests: {score:g} / {points:g}.", language, score=result.score, points=result.max_score),
@@ -201,7 +207,7 @@ def _written_answers(result: SubmissionResult, language: str) -> dict | None:
     points = sum(w.get("points", 0.0) for w in result.written.values())
     waiting = any(_written_status(w) == "awaiting a person" for w in result.written.values())
     return {
-        "score": score, "points": points,
+        "score": score, "points": points, "waiting": waiting,
         "sentence": t("Written answers, graded by a person: {score:g} / {points:g} so far." if waiting else
                       "Written answers, graded by a person: {score:g} / {points:g}.", language,
                       score=score, points=points),
