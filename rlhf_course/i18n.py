@@ -204,7 +204,7 @@ ZH = {
     ". What went wrong: ": "。问题所在：",
     ": not run, ": "：未运行，",
     "Outcome: {state}.": "评分状态：{state}。",
-    "(so far)": "（目前）",
+    "(so far)": "（暂计）",
     "{state}; written answers awaiting a person": "{state}；书面回答等待老师评分",
     "Tests: {score:g} / {points:g}.": "测试得分：{score:g} / {points:g}。",
     # the scores' table headings (a test's, then a written answer's)
@@ -344,7 +344,7 @@ ZH = {
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
     "None in collect_report.csv.": "collect_report.csv 中没有这类条目。",
     "{n} more refused entries or flagged times are left out of this page: collect_report.csv lists them all.":
-        "另有 {n} 个未予收取的条目或有疑问的时间未在本页列出：collect_report.csv 中列有全部条目。",
+        "另有 {n} 个未予收取的条目或有疑问的时间未在本页列出：collect_report.csv 中列出了全部这些条目和时间。",
     "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
     "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare

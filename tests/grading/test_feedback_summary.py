@@ -77,7 +77,7 @@ def test_the_formgraders_copy_keeps_the_whole_finding():
 @pytest.mark.parametrize("language, pending, done, heading, outcome", [
     ("en", "Written answers, graded by a person: 0 / 4 so far.", "Written answers, graded by a person: 3.5 / 4.",
      "(so far)", "; written answers awaiting a person"),
-    ("zh-CN", "书面回答（由老师评分）：目前 0 / 4。", "书面回答（由老师评分）：3.5 / 4。", "（目前）",
+    ("zh-CN", "书面回答（由老师评分）：目前 0 / 4。", "书面回答（由老师评分）：3.5 / 4。", "（暂计）",
      "；书面回答等待老师评分"),
 ])
 def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language, pending, done, heading, outcome):
@@ -92,6 +92,7 @@ def test_the_written_answers_say_so_far_only_while_one_awaits_a_person(language,
     scores = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html,
                            features="html.parser").find(class_="rlhf-scores").get_text()
     assert done in scores and "so far" not in scores and "目前" not in scores and outcome not in scores
+    assert heading not in scores
 
 
 def test_a_persons_comment_renders_its_markdown_and_maths_and_stays_inert():
