@@ -223,6 +223,17 @@ ZH = {
     "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
+    # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
+    "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was run and graded "
+    "instead of yours.": "你的副本中这个单元格被改动过。它是锁定的单元格：运行并评分的是这里显示的发布版单元格，而不是你的版本。",
+    "This cell was missing from your notebook (deleted). The release's cell, shown here, was put back, run and "
+    "graded.": "你的笔记本中缺少这个单元格（被删除了）。这里显示的发布版单元格已被放回，并运行、评分。",
+    "This cell's nbgrader metadata (its points, or whether it is locked, graded or an answer) was changed in your "
+    "copy: it was graded with the release's metadata.":
+        "你的副本中这个单元格的 nbgrader 元数据（它的分值，或它是否锁定、是否计分、是否为作答单元格）被改动过：评分时用的是发布版的元数据。",
+    "This answer cell was turned into a cell of another type in your copy, so your text in it was not graded: the "
+    "release's cell, shown here, was run and graded instead.":
+        "你的副本中这个作答单元格被改成了另一种类型，所以你在其中写的内容没有参与评分：运行并评分的是这里显示的发布版单元格。",
     "Feedback: {assignment}": "反馈：{assignment}",
     "{grader}: {verdict} ({score:g} / {points:g})": "{grader}：{verdict}（{score:g} / {points:g}）",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":

@@ -14,8 +14,10 @@ feedback and rendered on every page.  It is rebuilt from the release, never take
 
 A grade cell the student moved, duplicated, deleted or turned into another type is put back in its
 place (from the release, or the student's last copy of a duplicated answer: the one a run from the
-top defines last) and flagged for a person with the reason; so is every edit of a locked cell or of
-nbgrader metadata.  Nothing here runs student code or imports torch.
+top defines last) and flagged for a person with the reason; so is every edit of a locked cell (spaces at a
+line's end and blank lines around it aside: :func:`same_text`) or of nbgrader metadata.  The student is told of
+each cell put back (:func:`restored_cells`): on the feedback page, and by Validate before they submit.  Nothing
+here runs student code or imports torch.
 """
 from __future__ import annotations
 
@@ -50,6 +52,49 @@ def is_base64_image(value: str) -> bool:
         return True
     except (binascii.Error, ValueError):
         return False
+
+
+# Why a release grade cell was put back as the release's, as :func:`restored_cells` names it from the flags
+EDITED, DELETED, METADATA_EDITED, TYPE_CHANGED = "edited", "deleted", "metadata edited", "type changed"
+_RESTORED_FLAGS = {  # the flag's text after "<grade id>: ", as _grade_cell writes it
+    EDITED: re.compile(re.escape("the locked cell was edited (restored from the release)")),
+    DELETED: re.compile(re.escape("was deleted (put back from the release)")),
+    METADATA_EDITED: re.compile(r"nbgrader metadata [a-z_, ]+ was edited \(restored from the release\)"),
+    TYPE_CHANGED: re.compile(r"answer cell changed from \w+ to [\w ]+ \(the release's cell is shown and graded; "
+                             r"the student's text is not\)"),
+}
+
+
+def restored_cells(flags: list[str], grade_ids) -> dict[str, list[str]]:
+    """The release grade cells that :func:`canonical_copy` put back as the release's although the student's copy
+    differed, read from its ``flags``: grade id (one of ``grade_ids``, the release's) -> why, each one of
+    :data:`EDITED` (a locked cell's text or type), :data:`DELETED`, :data:`METADATA_EDITED`, :data:`TYPE_CHANGED` (an
+    answer cell's type), in the flags' order.  Only whole flags of that shape count: a grade id the student made up
+    names no release cell."""
+    found: dict[str, list[str]] = {}
+    for flag in flags:
+        gid, _, reason = flag.partition(": ")
+        if gid not in grade_ids:
+            continue
+        for kind, pattern in _RESTORED_FLAGS.items():
+            if pattern.fullmatch(reason):
+                found.setdefault(gid, []).append(kind)
+    return found
+
+
+def same_text(theirs: str, release: str) -> bool:
+    """Whether a locked cell's text is the release's: the same lines, spaces at a line's end and blank lines at the
+    start or end aside (an editor adds or trims those; they change nothing a cell does)."""
+    return _lines(theirs) == _lines(release)
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
 
 
 def is_students_cell(release_cell) -> bool:
@@ -140,7 +185,7 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
     if changed:
         flags.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
     if not is_students_cell(original):
-        if theirs.get("cell_type") != original.cell_type or _text(theirs.get("source")) != original.source:
+        if theirs.get("cell_type") != original.cell_type or not same_text(_text(theirs.get("source")), original.source):
             flags.append(f"{gid}: the locked cell was edited (restored from the release)")
         return cell
     if theirs.get("cell_type") != original.cell_type:
