@@ -450,6 +450,23 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
+    "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是锁定的单元格，而你的副本中它被改动过。",
+    "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "
+    "(deleted).": "发布版的第 {position} 个单元格（{grade_id}），开头是“{first_line}”，在你的笔记本中缺失（被删除了）。",
+    "The nbgrader metadata of cell {position} ({grade_id}), which begins \"{first_line}\", was changed (its points, "
+    "or whether it is locked, graded or an answer).":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，它的 nbgrader 元数据被改动过（它的分值，或它是否锁定、"
+        "是否计分、是否为作答单元格）。",
+    "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of another "
+    "type: your text in it will not be graded.":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是被改成了另一种类型的作答单元格：你在其中写的内容不会参与评分。",
+    "Grading will run and grade the release's version of this cell, not yours. To get it back, copy the cell from "
+    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), and paste it in "
+    "place of yours.":
+        "评分时运行并评分的是这个单元格的发布版，而不是你的版本。要找回它，请从发布的笔记本 {release} 中复制这个单元格"
+        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），再粘贴到你的版本所在的位置。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",

@@ -15,7 +15,8 @@ feedback and rendered on every page.  It is rebuilt from the release, never take
 A grade cell the student moved, duplicated, deleted or turned into another type is put back in its
 place (from the release, or the student's last copy of a duplicated answer: the one a run from the
 top defines last) and flagged for a person with the reason; so is every edit of a locked cell (spaces at a
-line's end and blank lines around it aside: :func:`same_text`) or of nbgrader metadata.  The student is told of
+line's end and blank lines around it aside: :mod:`rlhf_course.course.release_cells`, the comparison Validate
+makes too) or of nbgrader metadata.  The student is told of
 each cell put back (:func:`restored_cells`): on the feedback page, and by Validate before they submit.  Nothing
 here runs student code or imports torch.
 """
@@ -31,9 +32,10 @@ import re
 import nbformat
 
 from rlhf_course.course import notebooks
+from rlhf_course.course.release_cells import (DELETED, EDITED, METADATA_EDITED, TYPE_CHANGED,
+                                              edited_metadata, is_students_cell, locked_cell_edited, text as _text)
 
 MAX_SOURCE_CHARS = 64 * 1024  # characters of one cell's source kept (a release cell has at most a few KiB)
-NBGRADER_KEYS = ("grade", "solution", "locked", "points", "schema_version", "task")
 MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")  # the images an output may carry (and a page show)
 
@@ -54,14 +56,12 @@ def is_base64_image(value: str) -> bool:
         return False
 
 
-# Why a release grade cell was put back as the release's, as :func:`restored_cells` names it from the flags
-EDITED, DELETED, METADATA_EDITED, TYPE_CHANGED = "edited", "deleted", "metadata edited", "type changed"
 _RESTORED_FLAGS = {  # the flag's text after "<grade id>: ", as _grade_cell writes it
     EDITED: re.compile(re.escape("the locked cell was edited (restored from the release)")),
     DELETED: re.compile(re.escape("was deleted (put back from the release)")),
     METADATA_EDITED: re.compile(r"nbgrader metadata [a-z_, ]+ was edited \(restored from the release\)"),
-    TYPE_CHANGED: re.compile(r"answer cell changed from \w+ to [\w ]+ \(the release's cell is shown and graded; "
-                             r"the student's text is not\)"),
+    TYPE_CHANGED: re.compile(r"answer cell changed from \w+ to .+ \(the release's cell is shown and graded; "
+                             r"the student's text is not\)", re.DOTALL),
 }
 
 
@@ -80,26 +80,6 @@ def restored_cells(flags: list[str], grade_ids) -> dict[str, list[str]]:
             if pattern.fullmatch(reason):
                 found.setdefault(gid, []).append(kind)
     return found
-
-
-def same_text(theirs: str, release: str) -> bool:
-    """Whether a locked cell's text is the release's: the same lines, spaces at a line's end and blank lines at the
-    start or end aside (an editor adds or trims those; they change nothing a cell does)."""
-    return _lines(theirs) == _lines(release)
-
-
-def _lines(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    while lines and not lines[0]:
-        lines.pop(0)
-    return lines
-
-
-def is_students_cell(release_cell) -> bool:
-    """A cell whose text is the student's: a code answer or a written answer."""
-    return notebooks.is_answer_cell(release_cell) or notebooks.is_written_answer(release_cell)
 
 
 def canonical_copy(nb, release_nb) -> tuple[nbformat.NotebookNode, list[str]]:
@@ -179,13 +159,11 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
     if len(copies) > 1:
         flags.append(f"{gid}: appears {len(copies)} times (the last copy is kept, in its place)")
     theirs = copies[-1]
-    mine_meta = notebooks.nbgrader_metadata(theirs)
-    release_meta = notebooks.nbgrader_metadata(original)
-    changed = [key for key in NBGRADER_KEYS if mine_meta.get(key) != release_meta.get(key)]
+    changed = edited_metadata(theirs, original)
     if changed:
         flags.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
     if not is_students_cell(original):
-        if theirs.get("cell_type") != original.cell_type or not same_text(_text(theirs.get("source")), original.source):
+        if locked_cell_edited(theirs, original):
             flags.append(f"{gid}: the locked cell was edited (restored from the release)")
         return cell
     if theirs.get("cell_type") != original.cell_type:
@@ -217,12 +195,6 @@ def _plain_cell(cell, number: int, flags: list[str]):
         new = nbformat.v4.new_markdown_cell(f"{fence}text\n{source}\n{fence}")
     new.id = f"student-added-{number}"
     return new
-
-
-def _text(source) -> str:
-    if isinstance(source, list):
-        return "".join(str(part) for part in source)
-    return source if isinstance(source, str) else ""
 
 
 def _bounded(source: str, cell_type, where: str, flags: list[str]) -> str:
