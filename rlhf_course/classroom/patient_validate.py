@@ -296,7 +296,7 @@ def released_notebook(config, notebook_path: str) -> Path | None:
     """The released copy of a student's notebook, where Fetch took it from: the exchange's
     ``<root>/<course id>/outbound/<assignment>/<notebook>``, the assignment being the notebook's folder (as Fetch
     names it); None when the configuration names no course or that file is not there."""
-    from nbgrader.exchange.abc import Exchange
+    from nbgrader.exchange.default.exchange import Exchange
     root = config.get("Exchange", {}).get("root") or Exchange.class_traits()["root"].default_value
     course_id = config.get("CourseDirectory", {}).get("course_id")
     if not isinstance(root, str) or not isinstance(course_id, str) or not course_id:

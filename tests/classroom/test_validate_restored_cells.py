@@ -7,7 +7,6 @@ test's own; the kernel runs only for the small notebook that passes.  About 6 s.
 from __future__ import annotations
 
 import copy
-import shutil
 from pathlib import Path
 
 import nbformat
@@ -104,20 +103,49 @@ def _small_release():
     return nb
 
 
-def test_correct_work_passes_though_its_outputs_and_line_end_spaces_changed(tmp_path):
+def _correct_work(tmp_path: Path) -> tuple[Path, Path]:
+    """(the exchange, the student's notebook): the small release answered correctly, run (outputs kept), and two
+    spaces and a blank line added at the visible test's line ends; nbgrader's checksum of that test changed."""
     release_nb = _small_release()
-    exchange, _ = _released(tmp_path, "small", release_nb)
+    exchange = tmp_path / "exchange"
+    (exchange / COURSE / "outbound" / "small").mkdir(parents=True)
+    nbformat.write(release_nb, exchange / COURSE / "outbound" / "small" / "small.ipynb")
     nb = copy.deepcopy(release_nb)
     nb.cells[0].source = "def answer():\n    return 42"
     test = nb.cells[1]
     test.source = test.source.replace("42", "42  ") + "\n"
     test.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n")]
+    assert compute_checksum(test) != test.metadata.nbgrader["checksum"]
     mine = tmp_path / "student" / "small" / "small.ipynb"
     mine.parent.mkdir(parents=True)
     nbformat.write(nb, mine)
-    shutil.move(exchange / COURSE / "outbound" / "small" / NOTEBOOK, exchange / COURSE / "outbound" / "small" /
-                "small.ipynb")
+    return exchange, mine
 
+
+def test_outputs_and_line_end_spaces_are_no_edit(tmp_path):
+    exchange, mine = _correct_work(tmp_path)
+    nb = notebooks.read(mine)
+    released = patient_validate.released_notebook(_config(exchange), str(mine))
+    assert released == exchange / COURSE / "outbound" / "small" / "small.ipynb"
+    assert patient_validate.restored_cell_notices(nb, notebooks.read(released), released, "en") == []
+    validator = PatientValidator(config=_config(exchange))
+    validator.compared_with_release = True  # as validate() leaves it once the release is found and nothing differs
+    assert validator._get_changed_cells(copy.deepcopy(nb)) == []
+    # nbgrader's own comparison (a checksum of the exact text) calls the visible test changed
+    assert len(Validator(config=_config(exchange))._get_changed_cells(copy.deepcopy(nb))) == 1
+
+
+def test_no_released_copy_where_the_config_names_no_exchange_or_course(tmp_path):
+    exchange, mine = _correct_work(tmp_path)
+    elsewhere = Config()
+    elsewhere.Exchange.root = str(tmp_path / "no-exchange")
+    elsewhere.CourseDirectory.course_id = COURSE
+    assert patient_validate.released_notebook(elsewhere, str(mine)) is None
+    assert patient_validate.released_notebook(Config(), str(mine)) is None  # no course named
+
+
+def test_correct_work_passes_validate_though_its_outputs_and_line_end_spaces_changed(tmp_path):
+    """The whole Validate, a kernel run: success, where nbgrader's Validate reports the test cell changed."""
+    exchange, mine = _correct_work(tmp_path)
     assert PatientValidator(config=_config(exchange)).validate(str(mine)) == {}  # success
-    # nbgrader's own comparison (a checksum of the exact text) calls the same notebook changed
     assert "changed" in Validator(config=_config(exchange)).validate(str(mine))
