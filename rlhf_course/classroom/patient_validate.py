@@ -44,8 +44,7 @@ from nbgrader.apps.validateapp import ValidateApp
 from traitlets import Float, default, validate
 
 from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS
-from rlhf_course.course import notebooks
-from rlhf_course.course import release_cells
+from rlhf_course.course import notebooks, release_cells
 from rlhf_course.i18n import ENGLISH, t
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's CPU times are in these, per second
@@ -65,20 +64,26 @@ KERNEL_BLOCKED = ("Validate stopped: the kernel did not start; it waited {blocke
 KERNEL_DIED = "Validate stopped: the kernel died while starting."
 # A grade cell grading will take from the release rather than from the student's copy (release_cells.changes)
 RESTORED_CELL = {
-    release_cells.EDITED: "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it "
-                      "was changed.",
-    release_cells.DELETED: "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from "
-                       "your notebook (deleted).",
-    release_cells.METADATA_EDITED: "The nbgrader metadata of cell {position} ({grade_id}), which begins "
-                               "\"{first_line}\", was changed (its points, or whether it is locked, graded or an "
-                               "answer).",
-    release_cells.TYPE_CHANGED: "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned "
-                            "into a cell of another type: your text in it will not be graded.",
+    release_cells.EDITED:
+        "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.",
+    release_cells.DELETED:
+        "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "
+        "(deleted).",
+    release_cells.METADATA_EDITED:
+        "The nbgrader metadata of cell {position} ({grade_id}), which begins \"{first_line}\", was changed (its "
+        "points, or whether it is locked, graded or an answer).",
+    release_cells.TYPE_CHANGED:
+        "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of "
+        "another type: your text in it will not be graded.",
 }
 GRADED_AS_RELEASED = ("Grading will run and grade the release's version of this cell, not yours. To get it back, "
                       "copy the cell from the released notebook, {release} (copy that file into your folder to open "
-                      "it in JupyterLab), and paste it in place of yours.")
-FIRST_LINE_CHARS = 80
+                      "it in JupyterLab), and paste it in its place in your notebook.")
+GRADED_WITH_RELEASED_METADATA = (
+    "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
+    "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
+    "paste it in its place in your notebook, and move your text into it.")
+FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
 
 @dataclass(frozen=True)
@@ -310,12 +315,14 @@ def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: P
     """What Validate says of each grade cell grading will take from the release rather than from ``nb`` (the
     student's notebook), compared as grading compares them (:func:`release_cells.release_cell_changes`): the cell
     by position, grade id and first line, why, and how to get the release's back from ``release``."""
-    release_text = {gid: cell.source for gid, cell in notebooks.cells_by_grade_id(release_nb).items()}
+    released = notebooks.cells_by_grade_id(release_nb)
     notices = []
     for gid, (index, kinds) in release_cells.release_cell_changes(nb, release_nb).items():
-        fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(release_text[gid])}
+        fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(released[gid].source)}
         said = [t(RESTORED_CELL[kind], language, **fields) for kind in kinds]
-        notices.append(" ".join(said + [t(GRADED_AS_RELEASED, language, release=str(release))]))
+        answer_kept = kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released[gid])
+        closing = GRADED_WITH_RELEASED_METADATA if answer_kept else GRADED_AS_RELEASED
+        notices.append(" ".join(said + [t(closing, language, release=str(release))]))
     return notices
 
 

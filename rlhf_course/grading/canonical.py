@@ -15,10 +15,9 @@ feedback and rendered on every page.  It is rebuilt from the release, never take
 A grade cell the student moved, duplicated, deleted or turned into another type is put back in its
 place (from the release, or the student's last copy of a duplicated answer: the one a run from the
 top defines last) and flagged for a person with the reason; so is every edit of a locked cell (spaces at a
-line's end and blank lines around it aside: :mod:`rlhf_course.course.release_cells`, the comparison Validate
-makes too) or of nbgrader metadata.  The student is told of
-each cell put back (:func:`restored_cells`): on the feedback page, and by Validate before they submit.  Nothing
-here runs student code or imports torch.
+line's end and blank lines around its text aside) or of nbgrader metadata, compared as Validate compares them
+(:mod:`rlhf_course.course.release_cells`).  The student's feedback page says, above each cell put back, why
+(:func:`restored_cells`).  Nothing here runs student code or imports torch.
 """
 from __future__ import annotations
 
@@ -56,9 +55,11 @@ def is_base64_image(value: str) -> bool:
         return False
 
 
+LOCKED_CELL_EDITED = "the locked cell was edited (restored from the release)"  # flags, after "<grade id>: "
+GRADE_CELL_DELETED = "was deleted (put back from the release)"
 _RESTORED_FLAGS = {  # the flag's text after "<grade id>: ", as _grade_cell writes it
-    EDITED: re.compile(re.escape("the locked cell was edited (restored from the release)")),
-    DELETED: re.compile(re.escape("was deleted (put back from the release)")),
+    EDITED: re.compile(re.escape(LOCKED_CELL_EDITED)),
+    DELETED: re.compile(re.escape(GRADE_CELL_DELETED)),
     METADATA_EDITED: re.compile(r"nbgrader metadata [a-z_, ]+ was edited \(restored from the release\)"),
     TYPE_CHANGED: re.compile(r"answer cell changed from \w+ to .+ \(the release's cell is shown and graded; "
                              r"the student's text is not\)", re.DOTALL),
@@ -154,7 +155,7 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
     if "outputs" in cell:
         cell.outputs, cell.execution_count = [], None
     if not copies:
-        flags.append(f"{gid}: was deleted (put back from the release)")
+        flags.append(f"{gid}: {GRADE_CELL_DELETED}")
         return cell
     if len(copies) > 1:
         flags.append(f"{gid}: appears {len(copies)} times (the last copy is kept, in its place)")
@@ -164,7 +165,7 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
         flags.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
     if not is_students_cell(original):
         if locked_cell_edited(theirs, original):
-            flags.append(f"{gid}: the locked cell was edited (restored from the release)")
+            flags.append(f"{gid}: {LOCKED_CELL_EDITED}")
         return cell
     if theirs.get("cell_type") != original.cell_type:
         flags.append(f"{gid}: answer cell changed from {original.cell_type} to {theirs.get('cell_type')} "

@@ -18,7 +18,8 @@ from traitlets.config import Config
 
 from rlhf_course import COURSE_ROOT
 from rlhf_course.classroom import patient_validate
-from rlhf_course.classroom.patient_validate import GRADED_AS_RELEASED, RESTORED_CELL, PatientValidator
+from rlhf_course.classroom.patient_validate import (GRADED_AS_RELEASED, GRADED_WITH_RELEASED_METADATA, RESTORED_CELL,
+                                                   PatientValidator)
 from rlhf_course.course import notebooks, release_cells
 from rlhf_course.i18n import t
 
@@ -86,6 +87,21 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
     else:
         assert graded_as_released != GRADED_AS_RELEASED.format(release=str(released))
         assert all(t(sentence, language) != sentence for sentence in RESTORED_CELL.values())
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_an_answer_cell_whose_metadata_changed_keeps_its_text_and_is_told_so(tmp_path, language, assignment):
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    _, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert notice.startswith(t(RESTORED_CELL[release_cells.METADATA_EDITED], language,
+                               position=[notebooks.grade_id(c) for c in nb.cells].index("ppo_answer") + 1,
+                               grade_id="ppo_answer", first_line="def ppo_clipped_objective(ratio, advantage, "
+                                                                 "clip_epsilon=0.2):"))
+    assert notice.endswith(t(GRADED_WITH_RELEASED_METADATA, language, release=str(released)))
+    assert t(GRADED_AS_RELEASED, language, release=str(released)) not in notice
 
 
 TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
