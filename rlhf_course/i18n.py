@@ -451,6 +451,8 @@ ZH = {
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
     # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
+    "Grading will take {count} cell(s) from the release, not from your notebook:":
+        "评分时将有 {count} 个单元格采用发布版，而不是你笔记本中的版本：",
     "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.":
         "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是锁定的单元格，而你的副本中它被改动过。",
     "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "

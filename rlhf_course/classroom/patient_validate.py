@@ -83,6 +83,7 @@ GRADED_WITH_RELEASED_METADATA = (
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
     "paste it in its place in your notebook, and move your text into it.")
+RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
 FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
 
@@ -345,9 +346,10 @@ class PatientValidator(Validator):
         self.stopped_cells: list[int] = []
         self.language = ENGLISH  # the notebook's edition's, once it runs
         self.compared_with_release = False
+        self.told_restored = False  # the last validate() reported cells grading takes from the release
 
     def validate(self, filename: str) -> dict:
-        self.compared_with_release = False
+        self.compared_with_release = self.told_restored = False
         release = released_notebook(self.config, filename)
         if release is not None:
             try:
@@ -355,14 +357,33 @@ class PatientValidator(Validator):
             except Exception:  # nbgrader's own reading below says what is wrong with the student's
                 nb = None
             if nb is not None:
-                notices = restored_cell_notices(nb, release_nb, release, edition_language(nb))
+                self.language = edition_language(nb)
+                notices = restored_cell_notices(nb, release_nb, release, self.language)
                 if notices:
+                    self.told_restored = True
                     return {"changed": [{"source": notice} for notice in notices]}
                 self.compared_with_release = True
         return super().validate(filename)
 
     def _get_changed_cells(self, nb: NotebookNode) -> list:
         return [] if self.compared_with_release else super()._get_changed_cells(nb)
+
+    # `nbgrader validate`'s printing of those cells: a heading in the edition's language, each notice whole (nbgrader
+    # cuts a changed cell's every line at its width, which would cut a notice's sentences)
+    def _print_num_changed(self, num_changed: int) -> None:
+        if not self.told_restored:
+            return super()._print_num_changed(num_changed)
+        self.stream.write(textwrap.fill(t(RESTORED_HEADING, self.language, count=num_changed), self._wrap_width()))
+
+    def _print_changed(self, source: str) -> None:
+        if not self.told_restored:
+            return super()._print_changed(source)
+        self.stream.write("\n" + "=" * self.width + "\n")
+        self.stream.write(textwrap.fill(source, self._wrap_width(), break_long_words=False, break_on_hyphens=False)
+                          + "\n\n")  # the released notebook's path whole, to copy
+
+    def _wrap_width(self) -> int:
+        return self.width if self.language == ENGLISH else self.width // 2  # a CJK character: two columns
 
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
         from nbgrader import utils

@@ -90,6 +90,27 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
 
 
 @pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_nbgrader_validate_prints_each_notice_whole_under_a_heading_in_the_editions_language(tmp_path, language,
+                                                                                             assignment):
+    import io
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    nb.cells.remove(_cell(nb, DELETED))
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    validator = PatientValidator(config=_config(exchange))
+    validator.stream = io.StringIO()
+    validator.validate_and_print(str(mine))
+    printed = "".join(validator.stream.getvalue().split())  # wrapped lines, joined
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert "".join(t(patient_validate.RESTORED_HEADING, language, count=1).split()) in printed
+    assert "".join(notice.split()) in printed
+    assert str(released) in validator.stream.getvalue()  # the path whole, on one line, to copy
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
 def test_an_answer_cell_whose_metadata_changed_keeps_its_text_and_is_told_so(tmp_path, language, assignment):
     release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
     _, released = _released(tmp_path, assignment, release_nb)
