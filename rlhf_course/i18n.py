@@ -224,6 +224,8 @@ ZH = {
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
     # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
+    "{count} cell(s) of your notebook were graded as released, not as your copy has them: a note above each says "
+    "why.": "你的笔记本中有 {count} 个单元格是按发布版评分的，而不是按你的副本：每个单元格上方的说明写明了原因。",
     "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was run and graded "
     "instead of yours.": "你的副本中这个单元格被改动过。它是锁定的单元格：运行并评分的是这里显示的发布版单元格，而不是你的版本。",
     "This cell was missing from your notebook (deleted). The release's cell, shown here, was put back, run and "

@@ -15,7 +15,7 @@ from rlhf_course import COURSE_ROOT
 from rlhf_course.course import notebooks
 from rlhf_course.grading import canonical
 from rlhf_course.grading.canonical import canonical_copy
-from rlhf_course.grading.pages.feedback import RESTORED_NOTES, render_page
+from rlhf_course.grading.pages.feedback import RESTORED_NOTES, RESTORED_SUMMARY, render_page
 from rlhf_course.grading.results import CellResult, SubmissionResult
 from rlhf_course.i18n import t
 
@@ -82,6 +82,8 @@ def test_the_page_says_at_each_restored_cell_that_the_release_was_run_and_graded
                METADATA: RESTORED_NOTES[canonical.METADATA_EDITED], RETYPED: RESTORED_NOTES[canonical.TYPE_CHANGED]}
     expected = {gid: t(sentence, language) for gid, sentence in english.items()}
     assert len(notes) == len(expected)
+    summary = soup.find(class_="rlhf-summary").find(class_="rlhf-restored-summary")
+    assert summary.get_text() == t(RESTORED_SUMMARY, language, count=len(expected))  # said at the top too
     for note in notes:
         cell = note.find_next_sibling(class_="jp-Cell")
         gid, = [gid for gid in expected if _cell(release, gid).source.split("\n")[0].strip() in cell.get_text()]
@@ -104,7 +106,7 @@ def test_no_note_for_an_untouched_notebook_or_whitespace():
     result = SubmissionResult("bo", "graded", assignment=assignment, notebook=NOTEBOOK, flags=flags,
                               canonical_notebook=nbformat.writes(shown))
     page = render_page(result, max_cells=1000, seconds=10).html
-    assert "rlhf-restored" not in page.split("</style>", 1)[1]
+    assert "rlhf-restored" not in page.split("</style>", 1)[1]  # neither a note nor the summary's line
 
 
 def test_the_note_of_a_hidden_test_cell_quotes_nothing_of_it():

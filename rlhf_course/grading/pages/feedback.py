@@ -245,6 +245,10 @@ RESTORED_NOTES = {
 }
 
 
+RESTORED_SUMMARY = ("{count} cell(s) of your notebook were graded as released, not as your copy has them: a note "
+                    "above each says why.")
+
+
 def restored_notes(result: SubmissionResult, nb) -> dict[str, str]:
     """Grade id -> what the page says above that cell of ``nb`` (the canonical copy shown): why the release's cell
     (or its metadata) was graded rather than the student's copy, in the submission's language; only the grader's
@@ -306,9 +310,11 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                     remove_verdicts(nb, result)  # the page draws the student's own in its panels
             else:
                 nb = nbformat.v4.new_notebook()
+            restored = restored_notes(result, nb)
+            summary = t(RESTORED_SUMMARY, result.language, count=len(restored)) if restored else ""
             body, _ = _exporter_for(result).from_notebook_node(
                 _titled(nb, result), {"scores": scores(result), "verdicts": verdicts(result),
-                                      "restored": restored_notes(result, nb),
+                                      "restored": restored, "restored_summary": summary,
                                       "your_run": t("your notebook's run:", result.language)})
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
