@@ -312,6 +312,12 @@ def released_notebook(config, notebook_path: str) -> Path | None:
     return released if released.is_file() else None
 
 
+def is_released_copy(nb: NotebookNode) -> bool:
+    """Whether ``nb`` is a released notebook or a student's copy of one: nbgrader's release wrote a checksum in its
+    grade cells (the instructor's source notebooks have none, and differ from the release by design)."""
+    return any("checksum" in notebooks.nbgrader_metadata(cell) for cell in nb.cells)
+
+
 def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: Path, language: str) -> list[str]:
     """What Validate says of each grade cell grading will take from the release rather than from ``nb`` (the
     student's notebook), compared as grading compares them (:func:`release_cells.release_cell_changes`): the cell
@@ -333,8 +339,9 @@ def _first_line(source: str) -> str:
 
 
 class PatientValidator(Validator):
-    """nbgrader's Validator with :class:`PatientExecute`; a cell stopped by a limit counts as failed.  A notebook
-    whose released copy is found (:func:`released_notebook`) is compared with it as grading compares it: a locked
+    """nbgrader's Validator with :class:`PatientExecute`; a cell stopped by a limit counts as failed.  A copy of a
+    released notebook (:func:`is_released_copy`) whose released notebook is found (:func:`released_notebook`) is
+    compared with it as grading compares it: a locked
     cell edited or deleted, nbgrader metadata edited or an answer cell's type changed is reported as nbgrader
     reports a changed cell (``{"changed": [{"source": ...}]}``), each with what grading will do and how to get the
     release's cell back (:func:`restored_cell_notices`), and nothing is run; otherwise the notebook runs, and
@@ -356,7 +363,7 @@ class PatientValidator(Validator):
                 nb, release_nb = notebooks.read(Path(filename)), notebooks.read(release)
             except Exception:  # nbgrader's own reading below says what is wrong with the student's
                 nb = None
-            if nb is not None:
+            if nb is not None and is_released_copy(nb):
                 self.language = edition_language(nb)
                 notices = restored_cell_notices(nb, release_nb, release, self.language)
                 if notices:

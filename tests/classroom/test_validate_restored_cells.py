@@ -125,6 +125,17 @@ def test_an_answer_cell_whose_metadata_changed_keeps_its_text_and_is_told_so(tmp
     assert t(GRADED_AS_RELEASED, language, release=str(released)) not in notice
 
 
+def test_the_instructors_source_notebook_is_not_compared_with_the_release(tmp_path):
+    """The source notebook (solutions, hidden tests) differs from the release by design: Validate of it in the
+    instructor's lab is nbgrader's, not a list of every cell it "changed"."""
+    release_nb = notebooks.read(COURSE_ROOT / "release" / "rlhf" / NOTEBOOK)
+    source_nb = notebooks.read(COURSE_ROOT / "source" / "rlhf" / NOTEBOOK)
+    _, released = _released(tmp_path, "rlhf", release_nb)
+    assert patient_validate.restored_cell_notices(source_nb, release_nb, released, "en")  # it would be listed
+    assert not patient_validate.is_released_copy(source_nb)
+    assert patient_validate.is_released_copy(release_nb)
+
+
 TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
                           "locked": True, "schema_version": 3}}
 ANSWER_CELL = {"nbgrader": {"grade": False, "grade_id": "answer", "solution": True, "locked": False,
