@@ -223,6 +223,19 @@ ZH = {
     "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
+    # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
+    "{count} cell(s) of your notebook were graded as released, not as your copy has them: a note above each says "
+    "why.": "你的笔记本中有 {count} 个单元格是按发布版评分的，而不是按你的副本：每个单元格上方的说明写明了原因。",
+    "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was run and graded "
+    "instead of yours.": "你的副本中这个单元格被改动过。它是锁定的单元格：运行并评分的是这里显示的发布版单元格，而不是你的版本。",
+    "This cell was missing from your notebook (deleted). The release's cell, shown here, was put back, run and "
+    "graded.": "你的笔记本中缺少这个单元格（被删除了）。这里显示的发布版单元格已被放回，并运行、评分。",
+    "This cell's nbgrader metadata (its points, or whether it is locked, graded or an answer) was changed in your "
+    "copy: it was graded with the release's metadata.":
+        "你的副本中这个单元格的 nbgrader 元数据（它的分值，或它是否锁定、是否计分、是否为作答单元格）被改动过：评分时用的是发布版的元数据。",
+    "This answer cell was turned into a cell of another type in your copy, so your text in it was not graded: the "
+    "release's cell, shown here, was run and graded instead.":
+        "你的副本中这个作答单元格被改成了另一种类型，所以你在其中写的内容没有参与评分：运行并评分的是这里显示的发布版单元格。",
     "Feedback: {assignment}": "反馈：{assignment}",
     "{grader}: {verdict} ({score:g} / {points:g})": "{grader}：{verdict}（{score:g} / {points:g}）",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
@@ -439,6 +452,31 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
+    "Grading will take {count} cell(s) from the release, not from your notebook:":
+        "评分时将有 {count} 个单元格采用发布版，而不是你笔记本中的版本：",
+    "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是锁定的单元格，而你的副本中它被改动过。",
+    "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "
+    "(deleted).": "发布版的第 {position} 个单元格（{grade_id}），开头是“{first_line}”，在你的笔记本中缺失（被删除了）。",
+    "The nbgrader metadata of cell {position} ({grade_id}), which begins \"{first_line}\", was changed (its points, "
+    "or whether it is locked, graded or an answer).":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，它的 nbgrader 元数据被改动过（它的分值，或它是否锁定、"
+        "是否计分、是否为作答单元格）。",
+    "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of another "
+    "type: your text in it will not be graded.":
+        "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是被改成了另一种类型的作答单元格：你在其中写的内容不会参与评分。",
+    "Grading will run and grade the release's version of this cell, not yours. To get it back, copy the cell from "
+    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), and paste it in "
+    "its place in your notebook.":
+        "评分时运行并评分的是这个单元格的发布版，而不是你的版本。要找回它，请从发布的笔记本 {release} 中复制这个单元格"
+        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），再粘贴回你笔记本中它原来的位置。",
+    "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
+    "copy the cell from the released notebook, {release} (copy that file into your folder to open it in "
+    "JupyterLab), paste it in its place in your notebook, and move your text into it.":
+        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要找回它，请从发布的笔记本 "
+        "{release} 中复制这个单元格（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的"
+        "位置，再把你写的内容移进去。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",

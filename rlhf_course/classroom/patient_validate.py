@@ -32,6 +32,7 @@ import textwrap
 import traceback
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from jupyter_core.utils import ensure_async
@@ -43,6 +44,7 @@ from nbgrader.apps.validateapp import ValidateApp
 from traitlets import Float, default, validate
 
 from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS
+from rlhf_course.course import notebooks, release_cells
 from rlhf_course.i18n import ENGLISH, t
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's CPU times are in these, per second
@@ -60,6 +62,29 @@ BLOCKED_LIMIT = ("Stopped: this cell waited {blocked:.0f} s for something other 
 KERNEL_BLOCKED = ("Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other "
                   "than the computer (the limit is {limit:.0f} s).")
 KERNEL_DIED = "Validate stopped: the kernel died while starting."
+# A grade cell grading will take from the release rather than from the student's copy (release_cells.changes)
+RESTORED_CELL = {
+    release_cells.EDITED:
+        "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.",
+    release_cells.DELETED:
+        "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "
+        "(deleted).",
+    release_cells.METADATA_EDITED:
+        "The nbgrader metadata of cell {position} ({grade_id}), which begins \"{first_line}\", was changed (its "
+        "points, or whether it is locked, graded or an answer).",
+    release_cells.TYPE_CHANGED:
+        "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of "
+        "another type: your text in it will not be graded.",
+}
+GRADED_AS_RELEASED = ("Grading will run and grade the release's version of this cell, not yours. To get it back, "
+                      "copy the cell from the released notebook, {release} (copy that file into your folder to open "
+                      "it in JupyterLab), and paste it in its place in your notebook.")
+GRADED_WITH_RELEASED_METADATA = (
+    "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
+    "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
+    "paste it in its place in your notebook, and move your text into it.")
+RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
+FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
 
 @dataclass(frozen=True)
@@ -273,14 +298,99 @@ def edition_language(nb: NotebookNode) -> str:
     return nb.metadata.get("rlhf_course", {}).get("edition", ENGLISH)
 
 
+def released_notebook(config, notebook_path: str) -> Path | None:
+    """The released copy of a student's notebook, where Fetch took it from: the exchange's
+    ``<root>/<course id>/outbound/<assignment>/<notebook>``, the assignment being the notebook's folder (as Fetch
+    names it); None when the configuration names no course or that file is not there."""
+    from nbgrader.exchange.default.exchange import Exchange
+    root = config.get("Exchange", {}).get("root") or Exchange.class_traits()["root"].default_value
+    course_id = config.get("CourseDirectory", {}).get("course_id")
+    if not isinstance(root, str) or not isinstance(course_id, str) or not course_id:
+        return None
+    path = Path(notebook_path).resolve()
+    released = Path(root) / course_id / "outbound" / path.parent.name / path.name
+    return released if released.is_file() else None
+
+
+def is_released_copy(nb: NotebookNode) -> bool:
+    """Whether ``nb`` is a released notebook or a student's copy of one: nbgrader's release wrote a checksum in its
+    grade cells (the instructor's source notebooks have none, and differ from the release by design)."""
+    return any("checksum" in notebooks.nbgrader_metadata(cell) for cell in nb.cells)
+
+
+def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: Path, language: str) -> list[str]:
+    """What Validate says of each grade cell grading will take from the release rather than from ``nb`` (the
+    student's notebook), compared as grading compares them (:func:`release_cells.release_cell_changes`): the cell
+    by position, grade id and first line, why, and how to get the release's back from ``release``."""
+    released = notebooks.cells_by_grade_id(release_nb)
+    notices = []
+    for gid, (index, kinds) in release_cells.release_cell_changes(nb, release_nb).items():
+        fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(released[gid].source)}
+        said = [t(RESTORED_CELL[kind], language, **fields) for kind in kinds]
+        answer_kept = kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released[gid])
+        closing = GRADED_WITH_RELEASED_METADATA if answer_kept else GRADED_AS_RELEASED
+        notices.append(" ".join(said + [t(closing, language, release=str(release))]))
+    return notices
+
+
+def _first_line(source: str) -> str:
+    line = next((line.strip() for line in source.split("\n") if line.strip()), "")
+    return line if len(line) <= FIRST_LINE_CHARS else line[:FIRST_LINE_CHARS - 3] + "..."
+
+
 class PatientValidator(Validator):
-    """nbgrader's Validator with :class:`PatientExecute`; a cell stopped by a limit counts as failed."""
+    """nbgrader's Validator with :class:`PatientExecute`; a cell stopped by a limit counts as failed.  A copy of a
+    released notebook (:func:`is_released_copy`) whose released notebook is found (:func:`released_notebook`) is
+    compared with it as grading compares it: a locked
+    cell edited or deleted, nbgrader metadata edited or an answer cell's type changed is reported as nbgrader
+    reports a changed cell (``{"changed": [{"source": ...}]}``), each with what grading will do and how to get the
+    release's cell back (:func:`restored_cell_notices`), and nothing is run; otherwise the notebook runs, and
+    nbgrader's own checksum comparison, which a space at a line's end fails, is not made."""
 
     def __init__(self, *args, on_wait: Callable[[str, dict], None] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.on_wait = on_wait
         self.stopped_cells: list[int] = []
         self.language = ENGLISH  # the notebook's edition's, once it runs
+        self.compared_with_release = False
+        self.told_restored = False  # the last validate() reported cells grading takes from the release
+
+    def validate(self, filename: str) -> dict:
+        self.compared_with_release = self.told_restored = False
+        release = released_notebook(self.config, filename)
+        if release is not None:
+            try:
+                nb, release_nb = notebooks.read(Path(filename)), notebooks.read(release)
+            except Exception:  # nbgrader's own reading below says what is wrong with the student's
+                nb = None
+            if nb is not None and is_released_copy(nb):
+                self.language = edition_language(nb)
+                notices = restored_cell_notices(nb, release_nb, release, self.language)
+                if notices:
+                    self.told_restored = True
+                    return {"changed": [{"source": notice} for notice in notices]}
+                self.compared_with_release = True
+        return super().validate(filename)
+
+    def _get_changed_cells(self, nb: NotebookNode) -> list:
+        return [] if self.compared_with_release else super()._get_changed_cells(nb)
+
+    # `nbgrader validate`'s printing of those cells: a heading in the edition's language, each notice whole (nbgrader
+    # cuts a changed cell's every line at its width, which would cut a notice's sentences)
+    def _print_num_changed(self, num_changed: int) -> None:
+        if not self.told_restored:
+            return super()._print_num_changed(num_changed)
+        self.stream.write(textwrap.fill(t(RESTORED_HEADING, self.language, count=num_changed), self._wrap_width()))
+
+    def _print_changed(self, source: str) -> None:
+        if not self.told_restored:
+            return super()._print_changed(source)
+        self.stream.write("\n" + "=" * self.width + "\n")
+        self.stream.write(textwrap.fill(source, self._wrap_width(), break_long_words=False, break_on_hyphens=False)
+                          + "\n\n")  # the released notebook's path whole, to copy
+
+    def _wrap_width(self) -> int:
+        return self.width if self.language == ENGLISH else self.width // 2  # a CJK character: two columns
 
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
         from nbgrader import utils

@@ -14,8 +14,10 @@ feedback and rendered on every page.  It is rebuilt from the release, never take
 
 A grade cell the student moved, duplicated, deleted or turned into another type is put back in its
 place (from the release, or the student's last copy of a duplicated answer: the one a run from the
-top defines last) and flagged for a person with the reason; so is every edit of a locked cell or of
-nbgrader metadata.  Nothing here runs student code or imports torch.
+top defines last) and flagged for a person with the reason; so is every edit of a locked cell (spaces at a
+line's end and blank lines around its text aside) or of nbgrader metadata, compared as Validate compares them
+(:mod:`rlhf_course.course.release_cells`).  The student's feedback page says, above each cell put back, why
+(:func:`restored_cells`).  Nothing here runs student code or imports torch.
 """
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ import re
 import nbformat
 
 from rlhf_course.course import notebooks
+from rlhf_course.course.release_cells import (DELETED, EDITED, METADATA_EDITED, TYPE_CHANGED,
+                                              edited_metadata, is_students_cell, locked_cell_edited, text as _text)
 
 MAX_SOURCE_CHARS = 64 * 1024  # characters of one cell's source kept (a release cell has at most a few KiB)
-NBGRADER_KEYS = ("grade", "solution", "locked", "points", "schema_version", "task")
 MAX_IMAGE_CHARS = 2 * 2**20  # base64 characters of one image kept
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")  # the images an output may carry (and a page show)
 
@@ -52,9 +55,32 @@ def is_base64_image(value: str) -> bool:
         return False
 
 
-def is_students_cell(release_cell) -> bool:
-    """A cell whose text is the student's: a code answer or a written answer."""
-    return notebooks.is_answer_cell(release_cell) or notebooks.is_written_answer(release_cell)
+LOCKED_CELL_EDITED = "the locked cell was edited (restored from the release)"  # flags, after "<grade id>: "
+GRADE_CELL_DELETED = "was deleted (put back from the release)"
+_RESTORED_FLAGS = {  # the flag's text after "<grade id>: ", as _grade_cell writes it
+    EDITED: re.compile(re.escape(LOCKED_CELL_EDITED)),
+    DELETED: re.compile(re.escape(GRADE_CELL_DELETED)),
+    METADATA_EDITED: re.compile(r"nbgrader metadata [a-z_, ]+ was edited \(restored from the release\)"),
+    TYPE_CHANGED: re.compile(r"answer cell changed from \w+ to .+ \(the release's cell is shown and graded; "
+                             r"the student's text is not\)", re.DOTALL),
+}
+
+
+def restored_cells(flags: list[str], grade_ids) -> dict[str, list[str]]:
+    """The release grade cells that :func:`canonical_copy` put back as the release's although the student's copy
+    differed, read from its ``flags``: grade id (one of ``grade_ids``, the release's) -> why, each one of
+    :data:`EDITED` (a locked cell's text or type), :data:`DELETED`, :data:`METADATA_EDITED`, :data:`TYPE_CHANGED` (an
+    answer cell's type), in the flags' order.  Only whole flags of that shape count: a grade id the student made up
+    names no release cell."""
+    found: dict[str, list[str]] = {}
+    for flag in flags:
+        gid, _, reason = flag.partition(": ")
+        if gid not in grade_ids:
+            continue
+        for kind, pattern in _RESTORED_FLAGS.items():
+            if pattern.fullmatch(reason):
+                found.setdefault(gid, []).append(kind)
+    return found
 
 
 def canonical_copy(nb, release_nb) -> tuple[nbformat.NotebookNode, list[str]]:
@@ -129,19 +155,17 @@ def _grade_cell(original, gid: str, copies: list, flags: list[str]):
     if "outputs" in cell:
         cell.outputs, cell.execution_count = [], None
     if not copies:
-        flags.append(f"{gid}: was deleted (put back from the release)")
+        flags.append(f"{gid}: {GRADE_CELL_DELETED}")
         return cell
     if len(copies) > 1:
         flags.append(f"{gid}: appears {len(copies)} times (the last copy is kept, in its place)")
     theirs = copies[-1]
-    mine_meta = notebooks.nbgrader_metadata(theirs)
-    release_meta = notebooks.nbgrader_metadata(original)
-    changed = [key for key in NBGRADER_KEYS if mine_meta.get(key) != release_meta.get(key)]
+    changed = edited_metadata(theirs, original)
     if changed:
         flags.append(f"{gid}: nbgrader metadata {', '.join(changed)} was edited (restored from the release)")
     if not is_students_cell(original):
-        if theirs.get("cell_type") != original.cell_type or _text(theirs.get("source")) != original.source:
-            flags.append(f"{gid}: the locked cell was edited (restored from the release)")
+        if locked_cell_edited(theirs, original):
+            flags.append(f"{gid}: {LOCKED_CELL_EDITED}")
         return cell
     if theirs.get("cell_type") != original.cell_type:
         flags.append(f"{gid}: answer cell changed from {original.cell_type} to {theirs.get('cell_type')} "
@@ -172,12 +196,6 @@ def _plain_cell(cell, number: int, flags: list[str]):
         new = nbformat.v4.new_markdown_cell(f"{fence}text\n{source}\n{fence}")
     new.id = f"student-added-{number}"
     return new
-
-
-def _text(source) -> str:
-    if isinstance(source, list):
-        return "".join(str(part) for part in source)
-    return source if isinstance(source, str) else ""
 
 
 def _bounded(source: str, cell_type, where: str, flags: list[str]) -> str:

@@ -102,6 +102,32 @@ def test_the_chinese_feedback_page_is_in_chinese_and_hides_the_tests(graded):
     assert "可信评分" in page  # the verdict under each test cell
 
 
+RESTORED_BY_ATTACK = {"tampered_visible_test": ("ppo_visible_tests", "edited"),
+                      "deleted_hidden_test_cell": ("gae_random_lengths", "deleted"),
+                      "raised_points_in_metadata": ("dpo_values", "metadata edited")}
+
+
+@pytest.mark.parametrize("assignment, language", [(EN, "en"), (ZH, "zh-CN")])
+def test_the_page_says_above_each_cell_put_back_that_the_release_was_graded(graded, assignment, language):
+    """An edited visible test, a deleted hidden test cell, raised points: graded by the in-process grader, each
+    page says so above that cell, in the edition's language, and nowhere else."""
+    from bs4 import BeautifulSoup
+
+    from rlhf_course.course import notebooks
+    from rlhf_course.grading.pages.feedback import RESTORED_NOTES
+    from rlhf_course.i18n import t
+    course, results = graded
+    release_cells = notebooks.cells_by_grade_id(notebooks.read(course / "release" / assignment / NOTEBOOK))
+    for attack, (gid, why) in RESTORED_BY_ATTACK.items():
+        page = (course / "feedback" / attack / assignment / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+        notes = BeautifulSoup(page, features="html.parser").select("div.rlhf-restored")
+        assert [note.get_text(strip=True) for note in notes] == [t(RESTORED_NOTES[why], language)], attack
+        first_line = release_cells[gid].source.split("\n")[0].strip()
+        assert first_line in notes[0].find_next_sibling(class_="jp-Cell").get_text(), attack  # the cell put back
+    correct = (course / "feedback" / "correct" / assignment / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+    assert not BeautifulSoup(correct, features="html.parser").select("div.rlhf-restored")
+
+
 @pytest.mark.parametrize("how", ["make grade", "nbgrader export"])
 def test_the_export_lists_each_student_once_with_their_latest_edition(graded, how):
     course, results = graded

@@ -13,6 +13,7 @@ import nbformat
 
 from rlhf_course.course import notebooks
 from rlhf_course.grading.pages import safe_html
+from rlhf_course.grading import canonical
 from rlhf_course.grading.canonical import with_outputs
 from rlhf_course.course.limits import Limits
 from rlhf_course.grading.misconceptions import misconception_lines
@@ -231,6 +232,32 @@ def _written_status(written: dict) -> str:
     return "graded" if written.get("score") is not None else "awaiting a person"
 
 
+# What the page says above a grade cell that grading put back as the release's (canonical.restored_cells), by why
+RESTORED_NOTES = {
+    canonical.EDITED: "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was "
+                      "run and graded instead of yours.",
+    canonical.DELETED: "This cell was missing from your notebook (deleted). The release's cell, shown here, was put "
+                       "back, run and graded.",
+    canonical.METADATA_EDITED: "This cell's nbgrader metadata (its points, or whether it is locked, graded or an "
+                               "answer) was changed in your copy: it was graded with the release's metadata.",
+    canonical.TYPE_CHANGED: "This answer cell was turned into a cell of another type in your copy, so your text in "
+                            "it was not graded: the release's cell, shown here, was run and graded instead.",
+}
+
+
+RESTORED_SUMMARY = ("{count} cell(s) of your notebook were graded as released, not as your copy has them: a note "
+                    "above each says why.")
+
+
+def restored_notes(result: SubmissionResult, nb) -> dict[str, str]:
+    """Grade id -> what the page says above that cell of ``nb`` (the canonical copy shown): why the release's cell
+    (or its metadata) was graded rather than the student's copy, in the submission's language; only the grader's
+    own sentences, never a word of the cell (a hidden test cell's text stays the release's header)."""
+    grade_ids = set(notebooks.cells_by_grade_id(nb))
+    return {gid: " ".join(t(RESTORED_NOTES[kind], result.language) for kind in kinds)
+            for gid, kinds in canonical.restored_cells(result.flags, grade_ids).items()}
+
+
 @dataclass
 class Page:
     """What one render made: the feedback page, the autograded copy (None when the submission could not
@@ -283,9 +310,12 @@ def render_page(result: SubmissionResult, max_cells: int, seconds: float) -> Pag
                     remove_verdicts(nb, result)  # the page draws the student's own in its panels
             else:
                 nb = nbformat.v4.new_notebook()
+            restored = restored_notes(result, nb)
+            summary = t(RESTORED_SUMMARY, result.language, count=len(restored)) if restored else ""
             body, _ = _exporter_for(result).from_notebook_node(
                 _titled(nb, result), {"scores": scores(result), "verdicts": verdicts(result),
-                                                       "your_run": t("your notebook's run:", result.language)})
+                                      "restored": restored, "restored_summary": summary,
+                                      "your_run": t("your notebook's run:", result.language)})
         except safe_html.RenderBudgetExceeded as exc:
             over_budget = exc
     if over_budget is not None:  # our own short text: renders in milliseconds, outside the budget

@@ -1,0 +1,199 @@
+"""Validate tells a student, before they submit, of each grade cell grading will take from the release rather than
+from their notebook (a locked cell edited, a cell deleted, nbgrader metadata edited), naming it by position, grade id
+and first line, saying that grading runs the release's version and where the released copy is, in the edition's
+language; it compares as grading's canonical copy does, so correct work whose outputs or line-end spaces changed
+passes (nbgrader's own checksum comparison fails it).  In-process, on the released notebooks in an exchange of the
+test's own; the kernel runs only for the small notebook that passes.  About 6 s."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from nbgrader.utils import compute_checksum
+from nbgrader.validator import Validator
+from traitlets.config import Config
+
+from rlhf_course import COURSE_ROOT
+from rlhf_course.classroom import patient_validate
+from rlhf_course.classroom.patient_validate import (GRADED_AS_RELEASED, GRADED_WITH_RELEASED_METADATA, RESTORED_CELL,
+                                                   PatientValidator)
+from rlhf_course.course import notebooks, release_cells
+from rlhf_course.i18n import t
+
+COURSE = "rlhf-course-test"
+NOTEBOOK = "rlhf_building_blocks.ipynb"
+EDITED, DELETED, METADATA = "ppo_visible_tests", "dpo_gradient", "gae_visible_tests"
+
+
+def _config(exchange: Path) -> Config:
+    config = Config()
+    config.Exchange.root = str(exchange)
+    config.CourseDirectory.course_id = COURSE
+    return config
+
+
+def _released(tmp_path: Path, assignment: str, release_nb) -> tuple[Path, Path]:
+    """(the exchange's root, the released notebook in its outbound folder)."""
+    exchange = tmp_path / "exchange"
+    outbound = exchange / COURSE / "outbound" / assignment
+    outbound.mkdir(parents=True)
+    nbformat.write(release_nb, outbound / NOTEBOOK)
+    return exchange, outbound / NOTEBOOK
+
+
+def _cell(nb, gid: str):
+    return next(c for c in nb.cells if notebooks.grade_id(c) == gid)
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, language, assignment):
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, EDITED).source = _cell(nb, EDITED).source.replace("assert", "# assert")  # "passes" in their lab
+    nb.cells.remove(_cell(nb, DELETED))
+    _cell(nb, METADATA).metadata.nbgrader["points"] = 20
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+
+    results = PatientValidator(config=_config(exchange)).validate(str(mine))
+
+    def position(notebook, gid):
+        return [notebooks.grade_id(c) for c in notebook.cells].index(gid) + 1
+
+    def first_line(gid):  # the release cell's first line, cut with "..." past FIRST_LINE_CHARS
+        line = _cell(release_nb, gid).source.split("\n")[0].strip()
+        limit = patient_validate.FIRST_LINE_CHARS
+        return line if len(line) <= limit else line[:limit - 3] + "..."
+
+    graded_as_released = t(GRADED_AS_RELEASED, language, release=str(released))
+    expected = [(DELETED, release_cells.DELETED, position(release_nb, DELETED)),
+                (EDITED, release_cells.EDITED, position(nb, EDITED)),
+                (METADATA, release_cells.METADATA_EDITED, position(nb, METADATA))]
+    expected.sort(key=lambda case: position(release_nb, case[0]))  # in the release's order
+    assert list(results) == ["changed"]  # what nbgrader's Validate dialog shows as changed cells, nothing run
+    assert [entry["source"] for entry in results["changed"]] == [
+        t(RESTORED_CELL[kind], language, position=where, grade_id=gid, first_line=first_line(gid))
+        + " " + graded_as_released for gid, kind, where in expected]
+    for entry in results["changed"]:
+        assert str(released) in entry["source"]
+        assert released.is_file()  # where it says the release's cell is, it is
+    if language == "en":
+        assert "Grading will run and grade the release's version" in graded_as_released
+    else:
+        assert graded_as_released != GRADED_AS_RELEASED.format(release=str(released))
+        assert all(t(sentence, language) != sentence for sentence in RESTORED_CELL.values())
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_nbgrader_validate_prints_each_notice_whole_under_a_heading_in_the_editions_language(tmp_path, language,
+                                                                                             assignment):
+    import io
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    nb.cells.remove(_cell(nb, DELETED))
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    validator = PatientValidator(config=_config(exchange))
+    validator.stream = io.StringIO()
+    validator.validate_and_print(str(mine))
+    printed = "".join(validator.stream.getvalue().split())  # wrapped lines, joined
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert "".join(t(patient_validate.RESTORED_HEADING, language, count=1).split()) in printed
+    assert "".join(notice.split()) in printed
+    assert str(released) in validator.stream.getvalue()  # the path whole, on one line, to copy
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_an_answer_cell_whose_metadata_changed_keeps_its_text_and_is_told_so(tmp_path, language, assignment):
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    _, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert notice.startswith(t(RESTORED_CELL[release_cells.METADATA_EDITED], language,
+                               position=[notebooks.grade_id(c) for c in nb.cells].index("ppo_answer") + 1,
+                               grade_id="ppo_answer", first_line="def ppo_clipped_objective(ratio, advantage, "
+                                                                 "clip_epsilon=0.2):"))
+    assert notice.endswith(t(GRADED_WITH_RELEASED_METADATA, language, release=str(released)))
+    assert t(GRADED_AS_RELEASED, language, release=str(released)) not in notice
+
+
+def test_the_instructors_source_notebook_is_not_compared_with_the_release(tmp_path):
+    """The source notebook (solutions, hidden tests) differs from the release by design: Validate of it in the
+    instructor's lab is nbgrader's, not a list of every cell it "changed"."""
+    release_nb = notebooks.read(COURSE_ROOT / "release" / "rlhf" / NOTEBOOK)
+    source_nb = notebooks.read(COURSE_ROOT / "source" / "rlhf" / NOTEBOOK)
+    _, released = _released(tmp_path, "rlhf", release_nb)
+    assert patient_validate.restored_cell_notices(source_nb, release_nb, released, "en")  # it would be listed
+    assert not patient_validate.is_released_copy(source_nb)
+    assert patient_validate.is_released_copy(release_nb)
+
+
+TEST_CELL = {"nbgrader": {"grade": True, "grade_id": "visible_test", "points": 1, "solution": False,
+                          "locked": True, "schema_version": 3}}
+ANSWER_CELL = {"nbgrader": {"grade": False, "grade_id": "answer", "solution": True, "locked": False,
+                            "schema_version": 3}}
+
+
+def _small_release():
+    nb = new_notebook(cells=[new_code_cell("def answer():\n    raise NotImplementedError()", metadata=ANSWER_CELL),
+                             new_code_cell("assert answer() == 42\nprint('ok')", metadata=TEST_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for cell in nb.cells:
+        cell.metadata.nbgrader["checksum"] = compute_checksum(cell)
+    return nb
+
+
+def _correct_work(tmp_path: Path) -> tuple[Path, Path]:
+    """(the exchange, the student's notebook): the small release answered correctly, run (outputs kept), and two
+    spaces and a blank line added at the visible test's line ends; nbgrader's checksum of that test changed."""
+    release_nb = _small_release()
+    exchange = tmp_path / "exchange"
+    (exchange / COURSE / "outbound" / "small").mkdir(parents=True)
+    nbformat.write(release_nb, exchange / COURSE / "outbound" / "small" / "small.ipynb")
+    nb = copy.deepcopy(release_nb)
+    nb.cells[0].source = "def answer():\n    return 42"
+    test = nb.cells[1]
+    test.source = test.source.replace("42", "42  ") + "\n"
+    test.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n")]
+    assert compute_checksum(test) != test.metadata.nbgrader["checksum"]
+    mine = tmp_path / "student" / "small" / "small.ipynb"
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    return exchange, mine
+
+
+def test_outputs_and_line_end_spaces_are_no_edit(tmp_path):
+    exchange, mine = _correct_work(tmp_path)
+    nb = notebooks.read(mine)
+    released = patient_validate.released_notebook(_config(exchange), str(mine))
+    assert released == exchange / COURSE / "outbound" / "small" / "small.ipynb"
+    assert patient_validate.restored_cell_notices(nb, notebooks.read(released), released, "en") == []
+    validator = PatientValidator(config=_config(exchange))
+    validator.compared_with_release = True  # as validate() leaves it once the release is found and nothing differs
+    assert validator._get_changed_cells(copy.deepcopy(nb)) == []
+    # nbgrader's own comparison (a checksum of the exact text) calls the visible test changed
+    assert len(Validator(config=_config(exchange))._get_changed_cells(copy.deepcopy(nb))) == 1
+
+
+def test_no_released_copy_where_the_config_names_no_exchange_or_course(tmp_path):
+    exchange, mine = _correct_work(tmp_path)
+    elsewhere = Config()
+    elsewhere.Exchange.root = str(tmp_path / "no-exchange")
+    elsewhere.CourseDirectory.course_id = COURSE
+    assert patient_validate.released_notebook(elsewhere, str(mine)) is None
+    assert patient_validate.released_notebook(Config(), str(mine)) is None  # no course named
+
+
+def test_correct_work_passes_validate_though_its_outputs_and_line_end_spaces_changed(tmp_path):
+    """The whole Validate, a kernel run: success, where nbgrader's Validate reports the test cell changed."""
+    exchange, mine = _correct_work(tmp_path)
+    assert PatientValidator(config=_config(exchange)).validate(str(mine)) == {}  # success
+    assert "changed" in Validator(config=_config(exchange)).validate(str(mine))
