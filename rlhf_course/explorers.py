@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from rlhf_course import figure_output, first_figures
+from rlhf_course import figure_output, first_figures, training_notice
 from rlhf_course.course.errors import CourseError
 from rlhf_course.i18n import plot_language, plot_text as L, t
 
@@ -315,7 +315,15 @@ def _explorer(plot: Callable, probe: Callable, student_function: Callable, slide
         figure_output.show(cached_png=cached)
         return drawn
 
-    return widgets.interactive(redraw, **controls)
+    explorer = widgets.interactive(redraw, **controls)
+    # While a training holds the kernel the sliders wait: a line between them and the plot says so
+    status = widgets.HTML(layout=widgets.Layout(display="none"))
+    status.add_class(training_notice.NOTICE_CLASS)
+    controls_and_plot = list(explorer.children)
+    controls_and_plot.insert(controls_and_plot.index(explorer.out), status)
+    explorer.children = tuple(controls_and_plot)
+    training_notice.register(status)
+    return explorer
 
 
 def ppo_sliders(widgets) -> dict:

@@ -26,6 +26,8 @@ ZH = {
     "Implement {name} above to see this plot.": "先在上方实现 {name}，这里就会画出图。",
     "{name} raised {error}. Fix it above to see this plot.": "{name} 抛出了 {error}。请在上方修正后再看这张图。",
     "(explorer skipped while nbgrader runs this notebook)": "（nbgrader 运行本笔记本时跳过交互图）",
+    "Training is running in this notebook: slider moves wait and the plot redraws when it ends":
+        "本笔记本正在训练：拖动滑块后图不会马上变化，训练结束时会重新绘制",
     # PPO explorer
     "trust region [1-eps, 1+eps]": "信任域 [1-eps, 1+eps]",
     "unclipped r * A": "未裁剪的 r * A",

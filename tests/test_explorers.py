@@ -1,12 +1,23 @@
 """The explorers, driven headless: moving a slider redraws with the student's function at the new setting."""
+import gc
+import os
+import re
+import subprocess
+import sys
+import weakref
+
 import ipywidgets as widgets
 import matplotlib
 import numpy as np
 import pytest
 import torch
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers
+from rlhf_course import ASSIGNMENT, NOTEBOOK, STUDENT_FUNCTIONS, explorers, i18n, training_notice
+from rlhf_course.lab import training_slots
 from rlhf_course.lab.notebook_functions import functions_from_notebook
+from rlhf_course.lab.training_slots import TrainingQueue, training_slot
+
+from tests.support.scripted_broker import ScriptedBroker
 
 matplotlib.use("Agg")
 
@@ -311,3 +322,95 @@ def test_functions_that_cannot_be_batched_are_called_one_by_one(fns):
         got = explorers._first_advantages(function, episodes, episodes[::-1], 0.9, 0.5)
         want = [fns["compute_gae"](r, v, 0.0, 0.9, 0.5)[0].item() for r, v in zip(episodes, episodes[::-1])]
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- while a training holds the kernel
+
+WAITING = {i18n.ENGLISH: "Training is running in this notebook: slider moves wait and the plot redraws when it ends",
+           i18n.CHINESE: "本笔记本正在训练：拖动滑块后图不会马上变化，训练结束时会重新绘制"}
+
+
+def notice_line(explorer):
+    """The explorer's status line: between its sliders and its plot."""
+    line = next(w for w in explorer.children if training_notice.NOTICE_CLASS in w._dom_classes)
+    assert explorer.children[-2:] == (line, explorer.out)
+    return line
+
+
+def shown_text(line) -> str | None:
+    """What the page shows of the line: its text, or None while it takes no room."""
+    return None if line.layout.display == "none" else re.sub("<[^>]+>", "", line.value)
+
+
+def test_while_a_training_holds_the_kernel_every_explorer_says_its_sliders_wait(fns, monkeypatch):
+    """The lab's training (its wait in the machine's queue included) writes one line under every explorer's sliders,
+    in the kernel's language, and empties it when the training ends: done, failed or interrupted."""
+    monkeypatch.delenv(training_slots.BROKER_VARIABLE, raising=False)  # no queue: it trains at once
+    shown = [explorers.ppo_explorer(fns["ppo_clipped_objective"]), explorers.dpo_explorer(fns["dpo_loss"])]
+    lines = [notice_line(explorer) for explorer in shown]
+    assert [shown_text(line) for line in lines] == [None, None]
+    for language, words in WAITING.items():
+        assert i18n.t(training_notice.NOTICE, language) == words
+        with i18n.speaking(language):
+            with training_slot() as held:
+                assert held is False
+                assert [shown_text(line) for line in lines] == [words, words]
+            assert [shown_text(line) for line in lines] == [None, None]
+
+            broker = ScriptedBroker([(0, "queued 1 2"), (0.3, "granted 2 180")])  # one ahead, then its turn
+            try:
+                while_waiting = []
+                say = lambda said: while_waiting.append((said, [shown_text(line) for line in lines]))  # noqa: E731
+                with training_slot(TrainingQueue(broker.path), say=say) as held:
+                    assert held is True
+                    assert [shown_text(line) for line in lines] == [words, words]
+            finally:
+                broker.close()
+            assert [said for said, _ in while_waiting] == [
+                i18n.t("Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)", language,
+                       ahead=1, slots=2),
+                i18n.t("Got a training slot after {seconds:.0f} s: training now", language, seconds=0)]
+            assert all(texts == [words, words] for _, texts in while_waiting)
+            assert [shown_text(line) for line in lines] == [None, None]
+
+            for stop in (RuntimeError("the student's function raised"), KeyboardInterrupt()):
+                with pytest.raises(type(stop)):
+                    with training_slot():
+                        assert [shown_text(line) for line in lines] == [words, words]
+                        raise stop
+                assert [shown_text(line) for line in lines] == [None, None]
+
+
+def test_an_explorer_built_during_a_training_says_so_until_the_outer_training_ends(fns, monkeypatch):
+    monkeypatch.delenv(training_slots.BROKER_VARIABLE, raising=False)
+    with training_slot():
+        line = notice_line(explorers.dpo_explorer(fns["dpo_loss"]))
+        assert shown_text(line) == WAITING[i18n.ENGLISH]
+        with training_slot():  # a training inside the training: the line stays until the outer one ends
+            pass
+        assert shown_text(line) == WAITING[i18n.ENGLISH]
+    assert shown_text(line) is None
+
+
+def test_a_closed_explorer_leaves_no_status_line_behind(fns):
+    """The lines are held weakly: an explorer closed and forgotten (a cell run again) is no longer written to."""
+    explorer = explorers.dpo_explorer(fns["dpo_loss"])
+    line = notice_line(explorer)
+    held = set(training_notice._status_lines)
+    assert line in held
+    del held
+    for widget in (*explorer.children, explorer):
+        widget.close()
+    del explorer, widget
+    line = weakref.ref(line)
+    gc.collect()
+    assert line() is None
+
+
+def test_a_training_without_explorers_imports_nothing_of_ipywidgets():
+    """Under nbgrader no explorer is built and the lab's training never loads ipywidgets for its notice."""
+    code = ("import sys\nfrom rlhf_course.lab.training_slots import training_slot\n"
+            "with training_slot():\n    pass\nprint('ipywidgets' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k != training_slots.BROKER_VARIABLE}).stdout
+    assert out.strip() == "False"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rlhf_course.i18n import t
+from rlhf_course.training_notice import training_in_this_kernel
 
 BROKER_VARIABLE = "RLHF_TRAINING_BROKER"
 MAX_WAIT_VARIABLE = "RLHF_TRAINING_SLOT_WAIT"
@@ -127,10 +128,12 @@ def _say(line: str) -> None:
 @contextlib.contextmanager
 def training_slot(queue: "TrainingQueue | None" = None, say: Callable[[str], None] | None = None) -> Iterator[bool]:
     """The labs' training entry points train inside this: ``queue``'s slot, by default the queue the
-    environment names; without one, at once (False)."""
+    environment names; without one, at once (False).  While it waits and trains, the kernel's explorers say that
+    their sliders wait (:mod:`rlhf_course.training_notice`)."""
     queue = queue if queue is not None else TrainingQueue.from_environment()
-    if queue is None:
-        yield False
-        return
-    with queue.slot(say) as held:
-        yield held
+    with training_in_this_kernel():
+        if queue is None:
+            yield False
+            return
+        with queue.slot(say) as held:
+            yield held

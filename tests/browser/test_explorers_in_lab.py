@@ -5,12 +5,13 @@ tests/test_notebooks_execute.py's (the Chinese source's lab cell, in a kernel). 
 (loading JupyterLab costs Chromium about 5 CPU-s): the Chinese edition is opened from its file browser, in a tab of
 its own, after the English one."""
 
+import json
 import warnings
 
 import nbformat
 import pytest
 
-from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course import ASSIGNMENT, NOTEBOOK, training_notice
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 
@@ -33,6 +34,15 @@ SLIDERS_SHOWN = "() => document.querySelector(" + repr(SHOWN) + ").querySelector
 # The status bar's kernel status: "Idle" only once the page is connected to its kernel and has heard from it.
 KERNEL_IDLE = ("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
                ".some(e => /\\| Idle$/.test(e.textContent.trim()))")
+# The explorers' lines that say their sliders wait while the lab trains: what they showed at once, recorded as the
+# page changes (the training runs seconds, between two of the test's waits) until all three show something.
+NOTICES = "[...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('." + training_notice.NOTICE_CLASS + "')]"
+RECORD_NOTICES = ("() => { window.trainingNotices = new Set(); const observer = new MutationObserver(() => {"
+                  " const shown = " + NOTICES + ".filter(e => e.style.display !== 'none').map(e => e.textContent.trim());"
+                  " if (shown.length) window.trainingNotices.add(JSON.stringify(shown));"
+                  " if (shown.length === 3) observer.disconnect(); });"
+                  " observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true}); }")
+NO_NOTICE = "() => " + NOTICES + ".length === 3 && " + NOTICES + ".every(e => e.style.display === 'none')"
 STARTED = ("() => [...document.querySelector(" + repr(SHOWN) + ").querySelectorAll('.jp-InputArea-prompt')]"
            ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
 
@@ -195,6 +205,7 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
     english = lab.assignment == ASSIGNMENT
     try:
         if english:
+            page.evaluate(RECORD_NOTICES)
             run_all_cells(page)
             try:  # the first explorer's two sliders: the set-up, the answer and the explorer have run
                 wait_for_dom(page, SLIDERS_SHOWN.format(2), timeout=120_000)
@@ -210,6 +221,10 @@ def test_sliders_redraw_plots_in_real_jupyterlab(lab, lab_page, artifacts):
             wait_for_dom(page, SLIDERS_SHOWN.format(5), timeout=180_000)
             wait_for_dom(page, f"() => [...document.querySelector({SHOWN!r}).querySelectorAll('.jp-RenderedText')]"
                                ".some(e => /PPO samples after/.test(e.textContent))", timeout=180_000)
+            # while the lab trained, the three explorers above it said that their sliders wait; then no more
+            wait_for_dom(page, NO_NOTICE, timeout=30_000)
+            seen = [json.loads(shown) for shown in page.evaluate("() => [...window.trainingNotices]")]
+            assert [training_notice.NOTICE] * 3 in seen, seen
         else:
             run_first_explorer(page)
             wait_for_dom(page, SLIDERS_SHOWN.format(2), timeout=180_000)

@@ -3,9 +3,6 @@ and tells the notebook its place, in the notebook's language; it trains at once 
 reachable, when the broker refuses it, and after the longest wait.  The broker here is a script of the broker's
 lines (its own tests, with real accounts: tests/classroom/test_training_broker.py)."""
 import re
-import socket
-import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -15,32 +12,7 @@ from rlhf_course import i18n
 from rlhf_course.lab import training_slots
 from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 
-
-class ScriptedBroker:
-    """A Unix socket that answers every connection with ``script``: (seconds to wait, line to write) pairs; it then
-    keeps the connection open until the client closes it, and records when that happened."""
-
-    def __init__(self, script: list[tuple[float, str]]):
-        self.folder = tempfile.TemporaryDirectory(prefix="broker-")
-        self.path = Path(self.folder.name) / "broker.sock"
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(self.path))
-        self.listener.listen()
-        self.script, self.closed_at = script, None
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        connection, _ = self.listener.accept()
-        with connection:
-            for seconds, line in self.script:
-                time.sleep(seconds)
-                connection.sendall(f"{line}\n".encode())
-            connection.recv(1)  # the client closed: its slot is free
-            self.closed_at = time.monotonic()
-
-    def close(self):
-        self.listener.close()
-        self.folder.cleanup()
+from tests.support.scripted_broker import ScriptedBroker
 
 
 @pytest.fixture
