@@ -122,3 +122,45 @@ def test_feedback_for_the_latest_submission_is_fetched_with_nothing_more_said(pl
     _fetch_feedback(places, "rlhf", monkeypatch)
     assert (student / "rlhf" / "feedback" / LATEST / f"{NOTEBOOK_ID}.html").is_file()
     assert FEEDBACK_NOTICE.get() is None
+
+
+def test_the_assignment_lists_answer_carries_the_notice_for_its_dialog(places, monkeypatch):
+    """nbgrader's handler calls the manager's fetch_feedback, discards its answer and answers with
+    list_assignments: the course's manager adds ``notice`` to that list, once, in the edition's language."""
+    import traceback
+
+    from rlhf_course.classroom.submit_refusal import _PlainRefusals
+
+    class Manager:  # nbgrader's AssignmentList, as far as the handler uses it
+        def fetch_feedback(self, course_id, assignment_id):
+            try:
+                _fetch_feedback(places, assignment_id, monkeypatch)
+            except Exception:
+                return {"success": False, "value": traceback.format_exc()}
+            return {"success": True}
+
+        def list_assignments(self, course_id=None):
+            return {"success": True, "value": [{"course_id": course_id, "assignment_id": "rlhf_zh"}]}
+
+    root, cache, _ = places
+    (root / COURSE_ID).mkdir()
+    deadlines.publish_due_date(str(root), COURSE_ID, "rlhf_zh", None, i18n.CHINESE, edition_of="rlhf")
+    _submitted(cache, "rlhf_zh", LATEST)
+    manager = _PlainRefusals(Manager())
+    assert not manager.fetch_feedback(COURSE_ID, "rlhf_zh")["success"]
+    listed = manager.list_assignments(course_id=COURSE_ID)
+    assert listed["value"] == [{"course_id": COURSE_ID, "assignment_id": "rlhf_zh"}]
+    assert listed["notice"] == {"title": "rlhf_zh 的反馈", "text": "rlhf_zh 还没有反馈：老师评分后才会发布反馈；你在 "
+                                                               "2026-12-03 16:30 UTC 的提交已保存。"}
+    assert "notice" not in manager.list_assignments(course_id=COURSE_ID)  # said once, not on every refresh
+
+    _feedback_released(root)
+    assert manager.fetch_feedback(COURSE_ID, "rlhf_zh")["success"]
+    assert "notice" not in manager.list_assignments(course_id=COURSE_ID)  # fetched: the list shows it
+
+    monkeypatch.setattr(StrictExchangeFetchFeedback, "ensure_root", lambda self: self.fail(
+        "Unreadable exchange directory, please contact your instructor: /srv/exchange"))
+    manager.fetch_feedback(COURSE_ID, "rlhf_zh")  # another refusal of the exchange's: its sentence, not silence
+    assert manager.list_assignments(course_id=COURSE_ID)["notice"] == {
+        "title": "Feedback for rlhf_zh", "text": "Unreadable exchange directory, please contact your instructor: "
+                                                 "/srv/exchange"}
