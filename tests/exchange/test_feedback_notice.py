@@ -167,25 +167,27 @@ def test_the_assignment_lists_answer_carries_the_notice_for_its_dialog(places, m
 
 
 def test_on_the_command_line_nothing_to_fetch_exits_non_zero_with_the_sentence(places, monkeypatch, tmp_path):
-    """``nbgrader fetch_feedback`` as a student types it (nbgrader's app in process, as nbgrader's own tests run it):
-    nothing fetched is a failure a script can test; feedback on an earlier submission only is a success, warned."""
-    from nbgrader.tests import run_nbgrader
+    """``nbgrader fetch_feedback`` as a student types it (nbgrader's app, in a command process as nbgrader's own tests
+    run it): nothing fetched is a failure a script can test; feedback on an earlier submission only is a success,
+    with the warning."""
+    from tests.support.command_session import OwnCommandSession
 
     root, cache, student = places
     (tmp_path / "config").mkdir()
-    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))  # no course config: the flags below only
-    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
-    monkeypatch.setenv("USER", STUDENT)
-    monkeypatch.chdir(student)
-    command = ["fetch_feedback", "rlhf", "--course", COURSE_ID, f"--Exchange.root={root}", f"--Exchange.cache={cache}",
-               "--ExchangeFactory.fetch_feedback=rlhf_course.exchange.fetch.StrictExchangeFetchFeedback"]
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)  # no course config: the flags below only
+    env = {"JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    command = ("fetch_feedback", "rlhf", "--course", COURSE_ID, f"--Exchange.root={root}", f"--Exchange.cache={cache}",
+               "--ExchangeFactory.fetch_feedback=rlhf_course.exchange.fetch.StrictExchangeFetchFeedback")
     _submitted(cache, "rlhf", FIRST, secret="the first submission's secret")
-    said = run_nbgrader(command, retcode=1)
-    assert ("No feedback for rlhf yet: your instructor releases it after grading; your submission of 2026-12-01 "
-            "10:00 UTC is kept.") in said, said
+    with OwnCommandSession(student) as commands:
+        refused = commands.nbgrader(*command, env=env, check=False)
+        assert refused.returncode != 0, refused.stdout
+        assert ("No feedback for rlhf yet: your instructor releases it after grading; your submission of 2026-12-01 "
+                "10:00 UTC is kept.") in refused.stdout, refused.stdout
 
-    _feedback_released(root, "the first submission's secret")
-    _submitted(cache, "rlhf", LATEST)
-    said = run_nbgrader(command, retcode=0)
-    assert "Your latest submission, of 2026-12-03 16:30 UTC, has no feedback yet" in said, said
+        _feedback_released(root, "the first submission's secret")
+        _submitted(cache, "rlhf", LATEST)
+        fetched = commands.nbgrader(*command, env=env, check=False)
+        assert fetched.returncode == 0, fetched.stdout
+        assert "Your latest submission, of 2026-12-03 16:30 UTC, has no feedback yet" in fetched.stdout, fetched.stdout
     assert (student / "rlhf" / "feedback" / FIRST / f"{NOTEBOOK_ID}.html").is_file()
