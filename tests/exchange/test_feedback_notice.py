@@ -158,6 +158,13 @@ def test_the_assignment_lists_answer_carries_the_notice_for_its_dialog(places, m
     assert manager.fetch_feedback(COURSE_ID, "rlhf_zh")["success"]
     assert "notice" not in manager.list_assignments(course_id=COURSE_ID)  # fetched: the list shows it
 
+    _submitted(cache, "rlhf_zh", "2026-12-05 09:15:00.000000 UTC", secret="a later submission's secret")
+    assert manager.fetch_feedback(COURSE_ID, "rlhf_zh")["success"]  # the earlier one's fetched, the latest named
+    assert manager.list_assignments(course_id=COURSE_ID)["notice"] == {
+        "title": "rlhf_zh 的反馈",
+        "text": f"已获取你在 2026-12-03 16:30 UTC 提交的 rlhf_zh 的反馈（在 rlhf_zh/feedback/{LATEST}）。你最近一次"
+                "提交（2026-12-05 09:15 UTC）还没有反馈：老师评分后才会发布。"}
+
     monkeypatch.setattr(StrictExchangeFetchFeedback, "ensure_root", lambda self: self.fail(
         "Unreadable exchange directory, please contact your instructor: /srv/exchange"))
     manager.fetch_feedback(COURSE_ID, "rlhf_zh")  # another refusal of the exchange's: its sentence, not silence
