@@ -414,6 +414,17 @@ ZH = {
     "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
     "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
                                  "最后一次提交会被评分。",
+    # Fetch Feedback with no feedback to fetch (rlhf_course/exchange/fetch.py), the Assignment List's dialog
+    "No feedback for {assignment}: you have not submitted it from this account. Feedback comes after you submit, "
+    "once your instructor has graded the submission and released its feedback.":
+        "{assignment} 没有反馈：你还没有用这个账号提交过它。你提交之后，老师评分并发布反馈，才能获取反馈。",
+    "No feedback for {assignment} yet: your instructor releases it after grading; your submission of {when} is "
+    "kept.": "{assignment} 还没有反馈：老师评分后才会发布反馈；你在 {when} 的提交已保存。",
+    "Fetched the feedback on your {assignment} submission of {fetched} (in {folder}). Your latest submission, of "
+    "{latest}, has no feedback yet: your instructor releases it after grading.":
+        "已获取你在 {fetched} 提交的 {assignment} 的反馈（在 {folder}）。你最近一次提交（{latest}）还没有反馈："
+        "老师评分后才会发布。",
+    "Feedback for {assignment}": "{assignment} 的反馈",
     "late by {late} (penalty -{points} points)": "迟交 {late}（扣 {points} 分）",
     "your extension +{hours} h": "你的延期 +{hours} 小时",
     "{parts}: {verdict}": "{parts}：{verdict}",

@@ -7,6 +7,12 @@ happened, that the earlier submission stays, what to do) is the last line, cut a
 handler answers the same request as nbgrader's, through nbgrader's own code, with only that sentence, wrapped to
 fit the dialog.  Any other failure (not the exchange's refusal) keeps nbgrader's traceback.
 
+Fetch Feedback: nbgrader's handler discards what fetching said and answers with the list, so a fetch with nothing to
+fetch looked like one that worked.  Here the list's answer also carries ``notice``, ``{"title": ..., "text": ...}``:
+the course exchange's sentence (rlhf_course/exchange/fetch.py: nothing submitted, no feedback released yet, or
+feedback only for an earlier submission, in the edition's language) or another refusal of the exchange's; the
+course's labextension shows it in a dialog (nbgrader's own ignores the key).
+
 Routed by :mod:`rlhf_course.classroom.validate_extension`, the course's extension of every student's server.
 """
 from __future__ import annotations
@@ -15,6 +21,9 @@ import unicodedata
 
 from nbgrader.server_extensions.assignment_list.handlers import AssignmentActionHandler
 from tornado import web
+
+from rlhf_course import i18n
+from rlhf_course.exchange.fetch import FEEDBACK_NOTICE
 
 ACTIONS = r"/assignments/(?P<action>fetch|submit|fetch_feedback)"  # nbgrader's route for the three, as it names it
 EXCHANGE_ERROR = "nbgrader.exchange.abc.exchange.ExchangeError: "  # how the traceback names a refusal
@@ -68,10 +77,13 @@ def wrapped(text: str, columns: int = COLUMNS) -> str:
 
 
 class _PlainRefusals:
-    """nbgrader's assignment list manager, whose failed Submit says the exchange's sentence alone."""
+    """nbgrader's assignment list manager, whose failed Submit says the exchange's sentence alone, and whose list
+    after a Fetch Feedback says what the fetch told the student (one per request: the handler calls
+    ``fetch_feedback`` then ``list_assignments``)."""
 
     def __init__(self, manager):
         self._manager = manager
+        self._feedback_notice: dict | None = None
 
     def __getattr__(self, name):
         return getattr(self._manager, name)
@@ -82,6 +94,22 @@ class _PlainRefusals:
             output = {**output, "value": wrapped(said)}
         return output
 
+    def fetch_feedback(self, course_id, assignment_id) -> dict:
+        FEEDBACK_NOTICE.set(None)  # a context outlives a request (a kept-alive connection's)
+        output = self._manager.fetch_feedback(course_id, assignment_id)
+        told = FEEDBACK_NOTICE.get()
+        if told is None and not output.get("success") and (said := refusal(str(output.get("value", "")))):
+            told = {"language": i18n.ENGLISH, "text": said}  # nbgrader's or the course's other refusals: English
+        if told is not None:
+            self._feedback_notice = {"title": i18n.t("Feedback for {assignment}", told["language"],
+                                                     assignment=assignment_id), "text": told["text"]}
+        return output
+
+    def list_assignments(self, course_id=None) -> dict:
+        listed = self._manager.list_assignments(course_id=course_id)
+        notice, self._feedback_notice = self._feedback_notice, None
+        return {**listed, "notice": notice} if notice else listed
+
 
 class PlainRefusalActionHandler(AssignmentActionHandler):
     """nbgrader's fetch / submit / fetch_feedback handler, answering through :class:`_PlainRefusals`."""
@@ -91,4 +119,6 @@ class PlainRefusalActionHandler(AssignmentActionHandler):
         manager = self.settings.get("assignment_list_manager")
         if manager is None:  # nbgrader's Assignment List is not enabled in this server
             raise web.HTTPError(404)
-        return _PlainRefusals(manager)
+        if getattr(self, "_plain_refusals", None) is None:
+            self._plain_refusals = _PlainRefusals(manager)
+        return self._plain_refusals

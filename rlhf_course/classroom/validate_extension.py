@@ -13,7 +13,8 @@ the course's labextension shows that text beside the Validate button and the Ass
 /rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
 
 The Assignment List's fetch / submit requests are answered by nbgrader's own handler through
-:mod:`rlhf_course.classroom.submit_refusal`: a Submit the exchange refuses shows its sentence, not a traceback.
+:mod:`rlhf_course.classroom.submit_refusal`: a Submit the exchange refuses shows its sentence, not a traceback, and a
+Fetch Feedback with nothing to fetch says why.
 
 The route is put ahead of every other rule, whichever extension loaded first (as formgrader_pages does).
 """

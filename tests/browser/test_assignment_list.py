@@ -54,7 +54,8 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     answers and Part 4's model written answers, with a correct `dpo_loss` that emits a torch-style warning); Validate
     says success, as grading will.  The Chinese edition is released and fetched too: nothing submitted yet, nothing
     is said to be replaced; Submit of the English one, its due date passed, reaches the exchange with those answers
-    and the list says how late it is, and the Chinese one's Submit says first that it would replace it (the sentence
+    and the list says how late it is, and its Fetch Feedback, none released yet, says so in a dialog (not silence);
+    the Chinese one's Submit says first that it would replace it (the sentence
     `nbgrader submit` warns with, the lab's language); a notebook Jupyter cannot read is refused with the course's
     sentence; both notebooks open, their tabs show their folders (one file name in both).  What follows (collect, trusted grading, feedback released, fetched and read in the lab) is the hub
     test's (tests/classroom/, two students) and the exchange test's (tests/exchange/, nbgrader's commands as separate
@@ -137,6 +138,21 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     [entry] = list(inbound.iterdir())
     submitted = notebooks.cells_by_grade_id(notebooks.read(entry / NOTEBOOK))
     assert "a torch-style UserWarning from a correct answer" in submitted["dpo_answer"].source
+
+    # Fetch Feedback before the instructor has released any: a dialog says so, in the edition's language, and that
+    # the submission is kept (nbgrader's own shows nothing: tests/exchange/test_feedback_notice.py)
+    page.locator("#submitted_assignments_list").get_by_role("button", name="Fetch Feedback").click()
+    notice = page.locator(".jp-Dialog", has_text="No feedback for rlhf yet")
+    notice.wait_for(timeout=60_000)
+    assert notice.locator(".jp-Dialog-header").inner_text().strip() == f"Feedback for {ASSIGNMENT}"
+    said = notice.locator(".jp-Dialog-body").inner_text()
+    assert re.fullmatch(r"No feedback for rlhf yet: your instructor releases it after grading; your submission of "
+                        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC is kept\.", said), said
+    page.screenshot(path=str(artifacts / "assignment_list_no_feedback_yet.png"))
+    page.keyboard.press("Escape")
+    notice.wait_for(state="hidden")
+    page.locator("#submitted_assignments_list").get_by_role("button", name="Fetch Feedback").wait_for(timeout=30_000)
+    assert sorted(p.name for p in inbound.iterdir()) == [entry.name]  # nothing of the submission changed
 
     # a notebook Jupyter cannot read is refused: the dialog shows the course's sentence in the edition's language,
     # every line whole inside it, not the server's traceback (tests/exchange/test_unreadable_submission.py)

@@ -11,8 +11,10 @@
 // kernel is still starting after a few seconds, its toolbar says the class is busy.  Those sentences come from the
 // server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
 // show their folders in their tabs.  And an untouched notebook does not say it has unsaved changes when its kernel
-// connects (the kernel's metadata is not the student's change).  Built with `npm run build`
+// connects (the kernel's metadata is not the student's change).  And Fetch Feedback with nothing to fetch says why in
+// a dialog.  Built with `npm run build`
 // (jupyter/labextension/README.md); the build is committed.
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
@@ -432,4 +434,41 @@ const cleanOpen = {
   }
 };
 
-export default [plugin, waits, tabs, cleanOpen];
+// nbgrader's Fetch Feedback redraws the list from the server's answer and shows nothing else, so a fetch with nothing
+// to fetch looked like one that worked.  The course's server adds "notice" ({title, text}) to that answer when there
+// was nothing, or only an earlier submission's feedback, to fetch (rlhf_course/classroom/submit_refusal.py, the
+// sentence rlhf_course/exchange/fetch.py's, in the edition's language); it is shown here in a dialog.  The answer is
+// read where it arrives: nbgrader's request goes through the page's fetch, which this wraps (every other request
+// passes through untouched).
+const FETCH_FEEDBACK = '/assignments/fetch_feedback';
+
+function isFetchFeedback(request, init) {
+  const url = typeof request === 'string' || request instanceof URL ? String(request) : request.url;
+  const method = (init && init.method) || (typeof request === 'object' && request.method) || 'GET';
+  return method.toUpperCase() === 'POST' && new URL(url, window.location.href).pathname.endsWith(FETCH_FEEDBACK);
+}
+
+const feedbackNotice = {
+  id: 'rlhf-course-deadlines:feedback-notice',
+  description: 'Fetch Feedback with nothing to fetch says why.',
+  autoStart: true,
+  activate: () => {
+    const pageFetch = window.fetch;
+    window.fetch = async (request, init) => {
+      const response = await pageFetch.call(window, request, init);
+      if (isFetchFeedback(request, init)) {
+        response.clone().json().then(answer => {
+          if (answer && answer.notice && answer.notice.text) {
+            showDialog({  // a string body is shown as text, never markup
+              title: String(answer.notice.title || ''), body: String(answer.notice.text),
+              buttons: [Dialog.okButton()]
+            });
+          }
+        }).catch(error => console.warn('rlhf-course-deadlines:', error));
+      }
+      return response;
+    };
+  }
+};
+
+export default [plugin, waits, tabs, cleanOpen, feedbackNotice];
