@@ -18,7 +18,9 @@ Bounds: bleach (html5lib) is quadratic in the depth of unclosed tags (``'<div>' 
 ``'<b>' * 87000``: 44 s), so HTML with more than :data:`MAX_TAGS` tags or :data:`MAX_HTML_CHARS`
 characters is never parsed: it is shown as escaped text, cut, with a note saying so.  Each render
 step is then a fraction of a second, and :func:`render_budget` stops a page that takes longer than
-its budget in total (:class:`RenderBudgetExceeded`) between steps.
+its budget in total (:class:`RenderBudgetExceeded`) between steps.  In the Formgrader, whose MathJax
+typesets in the instructor's browser, a cell gives it at most :data:`MAX_FORMULAS_PER_CELL` formulas
+and a page :data:`MAX_FORMULAS_PER_PAGE` (:class:`FormulaBudget`); the rest is shown as text.
 """
 from __future__ import annotations
 
@@ -118,8 +120,9 @@ from traitlets.config import LoggingConfigurable  # noqa: E402
 
 class SafeMarkdown(LoggingConfigurable):
     """The ``markdown2html`` filter for nbconvert's HTMLExporter (``c.HTMLExporter.filters``): the
-    exporter's own rendering of a bounded text, then :func:`clean`.  nbconvert registers a filter
-    class as ``SafeMarkdown(parent=exporter)``."""
+    exporter's own rendering of a bounded text, then :func:`clean`, then (a markdown cell's text) its
+    formulas bounded (:class:`FormulaBudget`).  nbconvert registers a filter class as
+    ``SafeMarkdown(parent=exporter)``."""
 
     jinja_pass_arg = getattr(_pass_context(lambda: None), "jinja_pass_arg", None)
 
