@@ -363,6 +363,15 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
             else:
                 self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
 
+    def _unexamined_rows(self) -> list[list[str]]:
+        """One report row per owner whose older entries were not examined: under the owner's name, or, in a
+        collect for one student (--student), under that student's (the entries are named for them), so that
+        the next collect replaces it."""
+        wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
+        return [[self.coursedir.assignment_id, wanted or owner, f"{count} older entries", "not examined",
+                 self._unexamined_reason(owner, count), "", "", ""]
+                for owner, count in sorted(self.unexamined.items())]
+
     def _unexamined_reason(self, owner: str, count: int) -> str:
         return (f"{owner}: {count:,} older entries not examined (collect examines each student's newest "
                 f"{self.max_entries_examined}: StrictExchangeCollect.max_entries_examined)")
@@ -419,7 +428,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         names, paths in reasons and flags are the student's."""
         path = os.path.join(self.coursedir.root, self.report_name)
         assignment = self.coursedir.assignment_id
-        students = {e.student for e in self.entries} | set(self.unexamined)
+        summaries = self._unexamined_rows()
+        students = {e.student for e in self.entries} | {row[1] for row in summaries}
         everyone = self.coursedir.student_id in ("", "*")
         kept = []
         if os.path.isfile(path):
@@ -434,9 +444,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
                 writer.writerow(spreadsheet.row(row.get(column, "") for column in REPORT_COLUMNS))
             for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
                 writer.writerow(spreadsheet.row(entry.row(assignment)))
-            for owner, count in sorted(self.unexamined.items()):
-                writer.writerow(spreadsheet.row([assignment, owner, f"{count} older entries", "not examined",
-                                                 self._unexamined_reason(owner, count), "", "", ""]))
+            for row in summaries:
+                writer.writerow(spreadsheet.row(row))
         os.chmod(temporary, 0o640)
         os.replace(temporary, path)
         self.log.info("Collect report: %s", path)
