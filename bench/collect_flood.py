@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import importlib.util
 import os
 import pwd
@@ -107,13 +108,17 @@ def main() -> None:
             wall, cpu = time.monotonic() - wall, time.process_time() - cpu
             honest = sum(len((root / "submitted" / u.pw_name / ASSIGNMENT / "answer.ipynb").read_text()) > 60_000
                          for u in users)
-            rows = sum(1 for _ in open(root / "collect_report.csv")) - 1
+            with open(root / "collect_report.csv", newline="") as handle:
+                rows = list(csv.DictReader(handle))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"code: {args.code or 'checkout'}; {args.students} honest students + 1 with {args.flood} entries "
           f"(made in {made:.1f} s)")
     print(f"collect: {wall:.2f} s wall, {cpu:.2f} s CPU; {honest} / {args.students + 1} honest submissions "
-          f"collected; collect_report.csv {rows} rows")
+          f"collected; collect_report.csv {len(rows)} rows")
+    for row in rows:
+        if row["status"] == "not examined":
+            print(f"  {row['student']}: {row['reason']}")
 
 
 if __name__ == "__main__":
