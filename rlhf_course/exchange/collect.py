@@ -91,6 +91,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
     descriptors, never following a link, as regular files and folders owned by that student, within
     a size and a count limit; its time is the latest change time (ctime) of the entry and everything
     in it, which no user can set back.  Each entry's fate goes to the log and ``collect_report.csv``.
+    Only each student's newest ``max_entries_examined`` entries (by the entry's change time) are
+    examined; the older ones are counted, in one line of the log and one row of the report.
     nbgrader's ``check_owner`` is not honoured: the owner is always checked, and a mismatch refuses.
     """
 
@@ -157,13 +159,14 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
     def _newest_per_owner(self, names: list[str]) -> tuple[list[str], dict[str, int]]:
         """The entries to examine, and how many were left unexamined per owner's user name.
 
-        A student can make entries by the thousand (each costs collect a walk through it), so only each owner's
-        newest ``max_entries_examined`` are examined, by the entry's own change time (one ``lstat``, never its
-        name): no user can set it back, and it moves with every name made in the entry, so an entry submitted
-        after another is the newer; the student's latest submission is among their newest.  Grouped by owner, not by name: entries made in a
-        classmate's name cost their maker's quota, never the classmate's.  With --before-duedate the newest
-        made by the due date are examined too (an entry changed after it cannot be on time).  An entry that
-        cannot be looked at is examined (its check refuses it at the cost of one ``stat``)."""
+        A student can make entries by the thousand (each costs collect a walk through it), so only each
+        owner's newest ``max_entries_examined`` are examined, by the entry's own change time (one ``lstat``,
+        never its name): no user can set it back, and it moves with every name made in the entry, so an entry
+        submitted after another is the newer; the student's latest submission is among their newest.  Grouped
+        by owner, not by name: entries made in a classmate's name cost their maker's quota, never the
+        classmate's.  With --before-duedate the newest made by the due date are examined too (an entry changed
+        after it cannot be on time).  An entry that cannot be looked at is examined (its check refuses it at
+        the cost of one ``stat``)."""
         by_owner: dict[int, list[tuple[int, str]]] = {}
         examined = []
         for name in names:

@@ -86,6 +86,15 @@ def test_every_delimiter_counts_and_code_does_not():
     assert bounded.count("\\begin{x}") == 100  # the other 50 in the <pre>
 
 
+def test_a_formula_written_with_character_references_counts():
+    """The sanitiser keeps ``&#36;`` in an HTML output as written; the browser gives MathJax a ``$``."""
+    code = nbformat.v4.new_code_cell("display(HTML(...))")
+    text = " ".join(["&#36;x&#36;", "&dollar;y&dollar;", "&#x5c;(z&#x5C;)"] * 100)
+    code.outputs = [nbformat.v4.new_output("display_data", data={"text/html": f"<p>{text}</p>"})]
+    (output,) = formgrader_page([code]).select(".output_area")
+    assert typeset_by_mathjax(output) == MAX_FORMULAS_PER_CELL and "of this cell shown as text" in output.get_text()
+
+
 def test_a_latex_output_past_the_bound_is_kept_as_text():
     """nbconvert's template hands a LaTeX output to MathJax as it is: the autograded copy keeps one past the bound
     as plain text."""

@@ -165,6 +165,17 @@ _SKIPPED = frozenset({"pre", "code"})  # tex2jax's skipTags that the sanitiser l
 _LINE_ENDS = re.compile(r"<br\s*/?>|</(?:p|li|h[1-6]|pre|div|tr|blockquote)>", re.IGNORECASE)
 
 
+def _plain_text_characters(page: str) -> str:
+    """``page`` with every character reference in its text written as the character (``&#36;`` is a ``$`` to
+    MathJax, and the sanitiser keeps references as written), only ``&``, ``<`` and ``>`` escaped."""
+    pieces, position = [], 0
+    for tag in _TAG.finditer(page):
+        pieces += [html.escape(html.unescape(page[position:tag.start()]), quote=False), tag.group(0)]
+        position = tag.end()
+    pieces.append(html.escape(html.unescape(page[position:]), quote=False))
+    return "".join(pieces)
+
+
 def _cut_at_formula_tokens(page: str, allowed: int) -> tuple[int | None, int]:
     """(where ``page`` (sanitised HTML) must be cut so that MathJax finds at most ``allowed`` tokens before it,
     or None; the tokens before the cut).  Text in <pre> and <code> is not counted: MathJax skips it."""
@@ -210,9 +221,11 @@ class FormulaBudget:
 
     def bounded(self, page: str) -> str:
         cell_left, page_left = self._left()
-        cut = self.cut(page)
+        plain = _plain_text_characters(page)
+        cut = self.cut(plain)
         if cut is None:
             return page
+        page = plain
         limit, where = (MAX_FORMULAS_PER_CELL, "cell") if cell_left <= page_left else (MAX_FORMULAS_PER_PAGE, "page")
         rest = html.unescape(_TAG.sub("", _LINE_ENDS.sub("\n", page[cut:])))
         note = f"[formulas after the {limit:,}th of this {where} shown as text, not typeset]"
