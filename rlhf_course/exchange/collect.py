@@ -369,10 +369,10 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
     def _unexamined_rows(self) -> list[list[str]]:
         """One report row per owner whose older entries were not examined: under the owner's name, or, in a
         collect for one student (--student), under that student's (the entries are named for them), so that
-        the next collect replaces it."""
+        the next collect replaces it.  Flagged, so that the class report shows it."""
         wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
         return [[self.coursedir.assignment_id, wanted or owner, f"{count} older entries", "not examined",
-                 self._unexamined_reason(owner, count), "", "", ""]
+                 self._unexamined_reason(owner, count), "", "", f"{count:,} older entries not examined"]
                 for owner, count in sorted(self.unexamined.items())]
 
     def _unexamined_reason(self, owner: str, count: int) -> str:
@@ -445,10 +445,10 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
             writer.writerow(REPORT_COLUMNS)
             for row in kept:
                 writer.writerow(spreadsheet.row(row.get(column, "") for column in REPORT_COLUMNS))
+            for row in summaries:  # first: the class report shows a report's first flagged rows
+                writer.writerow(spreadsheet.row(row))
             for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
                 writer.writerow(spreadsheet.row(entry.row(assignment)))
-            for row in summaries:
-                writer.writerow(spreadsheet.row(row))
         os.chmod(temporary, 0o640)
         os.replace(temporary, path)
         self.log.info("Collect report: %s", path)

@@ -79,7 +79,8 @@ def test_only_the_newest_entries_are_examined_and_the_latest_honest_one_wins(cou
     assert [(r["student"], r["entry"]) for r in summary] == [(ME, "19 older entries")], rows
     assert summary[0]["reason"].startswith(f"{ME}: 19 older entries not examined (collect examines each student's "
                                            f"newest {EXAMINED}")
-    assert len(rows) == EXAMINED + 1
+    assert len(rows) == EXAMINED + 1 and rows[0] == summary[0]  # first: the class report shows the first flagged
+    assert summary[0]["flag"] == "19 older entries not examined"
     assert [r.getMessage() for r in caplog.records].count(summary[0]["reason"]) == 1
 
 
