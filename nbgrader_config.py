@@ -91,7 +91,7 @@ c.Autograde.exporter_class = "rlhf_course.grading.nbgrader_ext.TrustedGradingOnl
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.exclude_anchor_links = True
 c.HTMLExporter.filters = {"markdown2html": "rlhf_course.grading.pages.safe_html.SafeMarkdown",
-                          "clean_html": "rlhf_course.grading.pages.safe_html.clean",
+                          "clean_html": "rlhf_course.grading.pages.safe_html.FormgraderClean",
                           "highlight_code": "rlhf_course.grading.pages.safe_html.CourseHighlight"}
 c.HTMLExporter.extra_template_basedirs = [
     str(pages.TEMPLATES),

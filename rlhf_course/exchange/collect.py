@@ -91,6 +91,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
     descriptors, never following a link, as regular files and folders owned by that student, within
     a size and a count limit; its time is the latest change time (ctime) of the entry and everything
     in it, which no user can set back.  Each entry's fate goes to the log and ``collect_report.csv``.
+    Only each student's newest ``max_entries_examined`` entries (by the entry's change time) are
+    examined; the older ones are counted, in one line of the log and one row of the report.
     nbgrader's ``check_owner`` is not honoured: the owner is always checked, and a mismatch refuses.
     """
 
@@ -104,6 +106,11 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         5.0, help="Seconds the time a student's entry claims may differ from its kernel time before it is flagged",
     ).tag(config=True)
     report_name = Unicode("collect_report.csv", help="The collect report, in the course root").tag(config=True)
+    max_entries_examined = Integer(
+        50, help="Most inbound entries of one assignment that collect examines per student (per Unix owner): the "
+                 "newest by the entry's change time, and with --before-duedate also the newest made by the due "
+                 "date; the older ones are counted, reported once, and never opened",
+    ).tag(config=True)
 
     def _entry_byte_limit(self) -> int:
         return self.max_entry_bytes if self.max_entry_bytes is not None else 1000 * self.coursedir.max_dir_size
@@ -127,7 +134,9 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         self.inbound_fd = os.open(self.inbound_path, _DIR_FLAGS)
         try:
             wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
-            for name in sorted(os.listdir(self.inbound_fd)):
+            names = [name for name in os.listdir(self.inbound_fd) if self._names_this_assignment(name, wanted)]
+            examined, self.unexamined = self._newest_per_owner(names)
+            for name in sorted(examined):
                 entry = self._parse_name(name)
                 if entry is None or (wanted is not None and entry.student != wanted):
                     continue
@@ -140,6 +149,47 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         except BaseException:
             os.close(self.inbound_fd)
             raise
+
+    def _names_this_assignment(self, name: str, wanted: str | None) -> bool:
+        """Whether an entry's name is for this assignment (and for the student wanted, if one is): the name
+        split, nothing looked up."""
+        parts = name.split("+")
+        return len(parts) >= 3 and parts[1] == self.coursedir.assignment_id and (wanted is None or parts[0] == wanted)
+
+    def _newest_per_owner(self, names: list[str]) -> tuple[list[str], dict[str, int]]:
+        """The entries to examine, and how many were left unexamined per owner's user name.
+
+        A student can make entries by the thousand (each costs collect a walk through it), so only each
+        owner's newest ``max_entries_examined`` are examined, by the entry's own change time (one ``lstat``,
+        never its name): no user can set it back, and it moves with every name made in the entry, so an entry
+        submitted after another is the newer; the student's latest submission is among their newest.  Grouped
+        by owner, not by name: entries made in a classmate's name cost their maker's quota, never the
+        classmate's.  With --before-duedate the newest made by the due date are examined too (an entry changed
+        after it cannot be on time).  An entry that cannot be looked at is examined (its check refuses it at
+        the cost of one ``stat``)."""
+        by_owner: dict[int, list[tuple[int, str]]] = {}
+        examined = []
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=self.inbound_fd, follow_symlinks=False)
+            except OSError:
+                examined.append(name)
+                continue
+            by_owner.setdefault(info.st_uid, []).append((info.st_ctime_ns, name))
+        limit = max(0, self.max_entries_examined)
+        due_ns = None
+        if self.before_duedate and self.duedate is not None:
+            due_ns = (self.duedate - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1) * 1000 + 999
+        unexamined = {}
+        for uid, entries in by_owner.items():
+            entries.sort(reverse=True)
+            chosen = {name for _, name in entries[:limit]}
+            if due_ns is not None:
+                chosen.update([name for ctime, name in entries if ctime <= due_ns][:limit])
+            examined += chosen
+            if len(entries) > len(chosen):
+                unexamined[_user_name(uid)] = len(entries) - len(chosen)
+        return examined, unexamined
 
     def _parse_name(self, name: str) -> Entry | None:
         """nbgrader's ``<student>+<assignment>+<timestamp>[+<random>]``: None if the entry is for
@@ -292,6 +342,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
                 by_student.setdefault(entry.student, []).append(entry)
             if entry.flag:
                 self.log.warning("Inbound entry %s: %s", shown(entry.name), entry.flag)
+        for owner, count in sorted(self.unexamined.items()):
+            self.log.warning("%s", self._unexamined_reason(owner, count))
         if not by_student:
             self.log.warning("No submissions of '%s' for course '%s' to collect", self.coursedir.assignment_id,
                              self.coursedir.course_id)
@@ -313,6 +365,19 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
                     self.log.error("Refused inbound entry %s: %s", shown(entry.name), entry.reason)
             else:
                 self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
+
+    def _unexamined_rows(self) -> list[list[str]]:
+        """One report row per owner whose older entries were not examined: under the owner's name, or, in a
+        collect for one student (--student), under that student's (the entries are named for them), so that
+        the next collect replaces it.  Flagged, so that the class report shows it."""
+        wanted = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
+        return [[self.coursedir.assignment_id, wanted or owner, f"{count} older entries", "not examined",
+                 self._unexamined_reason(owner, count), "", "", f"{count:,} older entries not examined"]
+                for owner, count in sorted(self.unexamined.items())]
+
+    def _unexamined_reason(self, owner: str, count: int) -> str:
+        return (f"{owner}: {count:,} older entries not examined (collect examines each student's newest "
+                f"{self.max_entries_examined}: StrictExchangeCollect.max_entries_examined)")
 
     def _collect(self, entry: Entry) -> None:
         dest_path = self.coursedir.format_path(self.coursedir.submitted_directory, entry.student,
@@ -366,7 +431,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         names, paths in reasons and flags are the student's."""
         path = os.path.join(self.coursedir.root, self.report_name)
         assignment = self.coursedir.assignment_id
-        students = {e.student for e in self.entries}
+        summaries = self._unexamined_rows()
+        students = {e.student for e in self.entries} | {row[1] for row in summaries}
         everyone = self.coursedir.student_id in ("", "*")
         kept = []
         if os.path.isfile(path):
@@ -379,6 +445,8 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
             writer.writerow(REPORT_COLUMNS)
             for row in kept:
                 writer.writerow(spreadsheet.row(row.get(column, "") for column in REPORT_COLUMNS))
+            for row in summaries:  # first: the class report shows a report's first flagged rows
+                writer.writerow(spreadsheet.row(row))
             for entry in sorted(self.entries, key=lambda e: (e.student, e.name)):
                 writer.writerow(spreadsheet.row(entry.row(assignment)))
         os.chmod(temporary, 0o640)

@@ -15,7 +15,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.grading import examples
-from rlhf_course.grading.pages import feedback
+from rlhf_course.grading.pages import feedback, safe_html
 from rlhf_course.course import notebooks, settings
 from rlhf_course.course.settings import Course
 from tests.support.course import copy_course, gradebook_url, release_course
@@ -29,7 +29,11 @@ from tests.support.submissions import ran_with_outputs
 SCRIPT = ("window.__pwned=(window.__pwned||0)+1;var t=setInterval(function(){if(window.formgrader&&"
           "formgrader.grades.loaded){clearInterval(t);document.querySelectorAll('input.score,input.extra-credit')"
           ".forEach(function(e){e.value=99;e.dispatchEvent(new Event('change',{bubbles:true}))})}},100)")
-WRITTEN = f'My answer is <img src=x onerror="{SCRIPT}"> and [a link](javascript:{SCRIPT}).'
+FORMULAS = 1000  # for the Formgrader's MathJax to typeset, which takes 200 of them from one cell
+WRITTEN = f'My answer is <img src=x onerror="{SCRIPT}"> and [a link](javascript:{SCRIPT}).' + " $x$" * FORMULAS
+TYPESET_IN_ANSWER = ("() => { const cell = Array.from(document.querySelectorAll('.text_cell_render'))"
+                     ".find(e => e.textContent.includes('My answer is'));"
+                     " return cell.querySelectorAll('script[type^=\"math/tex\"]').length; }")
 OUTPUTS = [
     {"text/html": f'<b>bold</b><img src=x onerror="{SCRIPT}"><script>{SCRIPT}</script>', "text/plain": "html"},
     {"application/javascript": SCRIPT, "text/plain": "js"},
@@ -131,6 +135,8 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     page.wait_for_function("formgrader.grades.loaded && window.MathJax && MathJax.loaded === true", timeout=60_000)
     assert page.evaluate("window.__pwned") is None
     assert page.locator(".text_cell_render img[onerror]").count() == 0
+    assert page.evaluate(TYPESET_IN_ANSWER) == safe_html.MAX_FORMULAS_PER_CELL
+    assert page.locator(".text_cell_render em", has_text="formulas after the 200th of this cell").count() == 1
     # defence in depth: the page's policy refuses script and requests to any other host
     assert page.evaluate("""() => { const s = document.createElement('script');
         s.src = 'https://evil.example/x.js'; let refused = false;
@@ -151,12 +157,15 @@ def test_a_hostile_submission_runs_nothing_in_the_formgrader_or_its_feedback_pag
     page = _open(browser, server.url(f"formgrader/submissions/{submission_id}/"), server)
     page.wait_for_function("window.__pwned >= 1", timeout=10_000)
     page.wait_for_function("formgrader.grades.loaded", timeout=10_000)
+    page.wait_for_function("window.MathJax && MathJax.loaded === true", timeout=60_000)
+    typeset_by_stock = page.evaluate(TYPESET_IN_ANSWER)
     changed, deadline = set(), time.monotonic() + 30
     while not changed and time.monotonic() < deadline:  # the script's saves, as they reach the gradebook
         page.wait_for_timeout(200)
         changed = {key for key, score in manual_scores(stock).items() if score != before[key]}
     page.close()
     assert changed, "the control: stock rendering should have let the script change a score"
+    assert typeset_by_stock == FORMULAS, "the control: stock rendering gives MathJax every formula"
 
 
 def _clobbering_submission(course, student: str) -> list[str]:

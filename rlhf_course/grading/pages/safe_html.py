@@ -18,7 +18,9 @@ Bounds: bleach (html5lib) is quadratic in the depth of unclosed tags (``'<div>' 
 ``'<b>' * 87000``: 44 s), so HTML with more than :data:`MAX_TAGS` tags or :data:`MAX_HTML_CHARS`
 characters is never parsed: it is shown as escaped text, cut, with a note saying so.  Each render
 step is then a fraction of a second, and :func:`render_budget` stops a page that takes longer than
-its budget in total (:class:`RenderBudgetExceeded`) between steps.
+its budget in total (:class:`RenderBudgetExceeded`) between steps.  In the Formgrader, whose MathJax
+typesets in the instructor's browser, a cell gives it at most :data:`MAX_FORMULAS_PER_CELL` formulas
+and a page :data:`MAX_FORMULAS_PER_PAGE` (:class:`FormulaBudget`); the rest is shown as text.
 """
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ SHOWN_HTML_CHARS = 16 * 1024  # characters of an HTML text too large to render s
 MAX_TEXT_CHARS = 64 * 1024  # characters of one text output (stream, text/plain, LaTeX, markdown) kept
 MAX_MARKDOWN_CHARS = 64 * 1024  # characters of one markdown text rendered
 MAX_NOTEBOOK_OUTPUT_CHARS = 4 * 2**20  # all outputs of one notebook together
+# Formulas the Formgrader's MathJax is given (each costs the instructor's browser a typesetting): one cell (its
+# text and its outputs), one page.  A released notebook's page holds at most 270, its busiest cell 63.
+MAX_FORMULAS_PER_CELL = 200
+MAX_FORMULAS_PER_PAGE = 1000
 
 # The tags rendered Markdown (and a pandas table) produces: none of them runs code or loads anything
 # but an image, whose address is checked below.
@@ -114,8 +120,9 @@ from traitlets.config import LoggingConfigurable  # noqa: E402
 
 class SafeMarkdown(LoggingConfigurable):
     """The ``markdown2html`` filter for nbconvert's HTMLExporter (``c.HTMLExporter.filters``): the
-    exporter's own rendering of a bounded text, then :func:`clean`.  nbconvert registers a filter
-    class as ``SafeMarkdown(parent=exporter)``."""
+    exporter's own rendering of a bounded text, then :func:`clean`, then (a markdown cell's text) its
+    formulas bounded (:class:`FormulaBudget`).  nbconvert registers a filter class as
+    ``SafeMarkdown(parent=exporter)``."""
 
     jinja_pass_arg = getattr(_pass_context(lambda: None), "jinja_pass_arg", None)
 
@@ -131,7 +138,112 @@ class SafeMarkdown(LoggingConfigurable):
             path=context.get("resources", {}).get("metadata", {}).get("path", ""),
             anchor_link_text=exporter.anchor_link_text, exclude_anchor_links=exporter.exclude_anchor_links,
             **exporter.lexer_options)
-        return clean(MarkdownWithMath(renderer=renderer).render(bounded_markdown(source)))
+        page = clean(MarkdownWithMath(renderer=renderer).render(bounded_markdown(source)))
+        if "output" in context:  # a markdown output: the clean_html filter after this one bounds its math
+            return page
+        return _formula_budget(context).bounded(page)
+
+
+class FormgraderClean(LoggingConfigurable):
+    """The Formgrader's ``clean_html`` filter (``c.HTMLExporter.filters``): :func:`clean`, then the formulas
+    bounded as :class:`FormulaBudget` says (an HTML output, a markdown output after :class:`SafeMarkdown`)."""
+
+    jinja_pass_arg = getattr(_pass_context(lambda: None), "jinja_pass_arg", None)
+
+    def __call__(self, context, element):
+        return _formula_budget(context).bounded(clean(element))
+
+
+# ----------------------------------------------------------------------------- MathJax's share of a page
+
+# What MathJax 2's tex2jax (the Formgrader's configuration: $, $$, \( \), \[ \], environments, \ref) can take
+# as the start or end of a formula.  A formula needs two of these, a \ref or \eqref one (weighed 2), so
+# tokens / 2 bounds the formulas of a text whatever its nesting or escapes.
+_MATH_TOKEN = re.compile(r"\$\$|\$|\\[()\[\]]|\\(?:begin|end)\{|\\(eq)?ref\{")
+_TAG = re.compile(r"""<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^>"']|"[^"]*"|'[^']*')*>""")
+_SKIPPED = frozenset({"pre", "code"})  # tex2jax's skipTags that the sanitiser lets through
+_LINE_ENDS = re.compile(r"<br\s*/?>|</(?:p|li|h[1-6]|pre|div|tr|blockquote)>", re.IGNORECASE)
+
+
+def _plain_text_characters(page: str) -> str:
+    """``page`` with every character reference in its text written as the character (``&#36;`` is a ``$`` to
+    MathJax, and the sanitiser keeps references as written), only ``&``, ``<`` and ``>`` escaped."""
+    pieces, position = [], 0
+    for tag in _TAG.finditer(page):
+        pieces += [html.escape(html.unescape(page[position:tag.start()]), quote=False), tag.group(0)]
+        position = tag.end()
+    pieces.append(html.escape(html.unescape(page[position:]), quote=False))
+    return "".join(pieces)
+
+
+def _cut_at_formula_tokens(page: str, allowed: int) -> tuple[int | None, int]:
+    """(where ``page`` (sanitised HTML) must be cut so that MathJax finds at most ``allowed`` tokens before it,
+    or None; the tokens before the cut).  Text in <pre> and <code> is not counted: MathJax skips it."""
+    tokens, skipped, position = 0, 0, 0
+    for tag in [*_TAG.finditer(page), None]:
+        end = tag.start() if tag else len(page)
+        if not skipped:
+            for token in _MATH_TOKEN.finditer(page, position, end):
+                weight = 2 if token.group(0).endswith("ref{") else 1
+                if tokens + weight > allowed:
+                    return token.start(), tokens
+                tokens += weight
+        if tag is None:
+            break
+        position = tag.end()
+        if tag.group(2).lower() in _SKIPPED and not tag.group(0).endswith("/>"):
+            skipped = max(0, skipped + (-1 if tag.group(1) else 1))
+    return None, tokens
+
+
+class FormulaBudget:
+    """What is left of a page's and its current cell's formulas: each text handed to :meth:`bounded` spends
+    from both, and a text that would pass either bound is cut where it does; its rest is shown as text in a
+    <pre> (which MathJax skips), with a note to the instructor."""
+
+    def __init__(self):
+        self.page_tokens = 0
+        self.cell, self.cell_tokens = None, 0
+
+    def enter(self, cell) -> None:
+        if cell is not self.cell:
+            self.cell, self.cell_tokens = cell, 0  # the cell is held: its id is never another cell's
+
+    def cut(self, page: str) -> int | None:
+        """Where ``page`` (sanitised HTML) passes a bound (None: it does not); what comes before is spent."""
+        cut, tokens = _cut_at_formula_tokens(page, max(0, min(self._left())))
+        self.cell_tokens += tokens
+        self.page_tokens += tokens
+        return cut
+
+    def _left(self) -> tuple[int, int]:
+        return 2 * MAX_FORMULAS_PER_CELL - self.cell_tokens, 2 * MAX_FORMULAS_PER_PAGE - self.page_tokens
+
+    def bounded(self, page: str) -> str:
+        cell_left, page_left = self._left()
+        plain = _plain_text_characters(page)
+        cut = self.cut(plain)
+        if cut is None:
+            return page
+        page = plain
+        limit, where = (MAX_FORMULAS_PER_CELL, "cell") if cell_left <= page_left else (MAX_FORMULAS_PER_PAGE, "page")
+        rest = html.unescape(_TAG.sub("", _LINE_ENDS.sub("\n", page[cut:])))
+        note = f"[formulas after the {limit:,}th of this {where} shown as text, not typeset]"
+        return (_bleach_cleaner().clean(page[:cut])  # its open tags closed
+                + f"<p><em>{html.escape(note)}</em></p><pre>{html.escape(rest)}</pre>")
+
+
+def _formula_budget(context) -> FormulaBudget:
+    """The budget of the page being rendered (its notebook, held, is the page's identity) at its current cell."""
+    notebook = context.get("nb")
+    state = _formulas.__dict__
+    if state.get("notebook") is not notebook or "budget" not in state:
+        state["notebook"], state["budget"] = notebook, FormulaBudget()
+    state["budget"].enter(context.get("cell"))
+    return state["budget"]
+
+
+_formulas = threading.local()
 
 
 COURSE_LEXER = "ipython3"  # every notebook of the course is Python; no notebook or cell chooses the lexer
@@ -263,11 +375,29 @@ def bound_notebook(nb) -> None:
     through :class:`SafeMarkdown`/:func:`clean`."""
     nb.metadata.pop("widgets", None)
     spent = 0
+    latex = FormulaBudget()  # text/latex outputs reach MathJax unfiltered (nbconvert's template escapes them)
     for cell in nb.cells:
+        latex.enter(cell)
         for output in cell.get("outputs", []):
             spent += bound_output(output, spent)
+            _latex_within(output, latex)
         attachments = cell.get("attachments")
         if attachments:
             cell["attachments"] = {
                 name: {mime: value for mime, value in bundle.items() if mime in IMAGE_TYPES}
                 for name, bundle in attachments.items() if isinstance(bundle, dict)}
+
+
+def _latex_within(output, budget: FormulaBudget) -> None:
+    """A LaTeX output whose formulas would pass the cell's or the notebook's bound (:class:`FormulaBudget`) is
+    kept as plain text instead, with a note: no page typesets it."""
+    data = output.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("text/latex"), str):
+        return
+    latex = data["text/latex"]
+    if budget.cut(html.escape(latex, quote=False)) is None:
+        return
+    del data["text/latex"]
+    note = f"[a LaTeX output shown as text, not typeset: its formulas passed the bound of {MAX_FORMULAS_PER_CELL:,} " \
+           f"a cell, {MAX_FORMULAS_PER_PAGE:,} a notebook]"
+    data["text/plain"] = latex + "\n" + note
