@@ -52,7 +52,7 @@ PROGRESS_SECONDS = 3  # how often the spawn page hears how many servers start be
 STARTING_AHEAD = "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong."
 STARTING_NEXT = "Your server is starting; it opens by itself."
 PORT_TAKEN = ("Your server could not start: another account ({accounts}) was listening on its port {port}. "
-              "Log in again to start it on another port; the instructor has been told.")
+              "Log in again to start it on another port.")
 SERVER_DIED = "Your server stopped while starting. Log in again to start it."
 LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
 STARTING: dict[str, tuple[float, object]] = {}  # this hub's starting servers: user -> (when it began, spawner)
