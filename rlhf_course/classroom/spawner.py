@@ -103,16 +103,29 @@ def account_name(uid: int) -> str:
         return str(uid)
 
 
-async def own_listener(port: int, uid: int, exited, every: float = 0.1) -> None:
+async def accepts(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts connections on ``host``:``port`` now (where the proxy will send the user's traffic)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def own_listener(port: int, uid: int, exited, every: float = 0.25) -> None:
     """Back once account ``uid`` listens on ``port``; :class:`PortTaken` if another account listens there (before
-    or besides it), :class:`ServerNotListening` if the server ``exited()`` first (its port free for anyone)."""
+    or besides it), :class:`ServerNotListening` if the server ``exited()`` first (its port free for anyone).  The
+    kernel's socket tables are read only once something accepts on the port: with a class's servers starting at
+    once, reading them every poll would cost the hub more than the starts."""
     while True:
-        owners = port_listeners(port)
-        if owners - {uid}:
-            accounts = ", ".join(sorted(account_name(other) for other in owners - {uid}))
-            raise PortTaken(both_languages(PORT_TAKEN, port=port, accounts=accounts))
-        if uid in owners:
-            return
+        if await accepts(port):
+            owners = port_listeners(port)
+            if owners - {uid}:
+                accounts = ", ".join(sorted(account_name(other) for other in owners - {uid}))
+                raise PortTaken(both_languages(PORT_TAKEN, port=port, accounts=accounts))
+            if uid in owners:
+                return
         if exited():
             raise ServerNotListening(both_languages(SERVER_DIED))
         await asyncio.sleep(every)
