@@ -493,6 +493,10 @@ ZH = {
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
+    "Your server could not start: another account ({accounts}) was listening on its port {port}. "
+    "Log in again to start it on another port.":
+        "你的服务器无法启动：另一个账户（{accounts}）正在监听它的端口 {port}。请重新登录，在另一个端口上启动它。",
+    "Your server stopped while starting. Log in again to start it.": "你的服务器在启动时停止了。请重新登录以启动它。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
     "Validate is waiting its turn: {ahead} ahead of you in the class's queue (the machine validates {slots} at a time); nothing is wrong with your notebook.":

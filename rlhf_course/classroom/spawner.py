@@ -13,6 +13,10 @@ LocalProcessSpawner, and in addition
   make no cgroup, the address space of each process (RLIMIT_AS, `mem_limit`).  A disk quota for the
   homes is the file system's business (README).  Stopping the server kills whatever is left in that cgroup, so
   nothing of a stopped server's (a process holding a training slot and its CPU boost) runs on;
+* the hub routes to a server's port only once the user's own server listens on it: JupyterHub picks the port
+  (bound, then closed) seconds before the server binds it, and any local account that listens there first
+  would be sent the user's lab at the hub's origin, where its page's scripts act as the user (make API tokens,
+  read the files; the instructor's: the solutions and hidden tests).  Such a start fails, naming the account;
 * its spawn page says, while the server starts, how many of the class's servers start before it (both
   languages: JupyterHub's page has one);
 * torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
@@ -47,6 +51,10 @@ PROGRESS_SECONDS = 3  # how often the spawn page hears how many servers start be
 # What the spawn page says while a server starts (JupyterHub's page has one language: both, English first)
 STARTING_AHEAD = "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong."
 STARTING_NEXT = "Your server is starting; it opens by itself."
+PORT_TAKEN = ("Your server could not start: another account ({accounts}) was listening on its port {port}. "
+              "Log in again to start it on another port.")
+SERVER_DIED = "Your server stopped while starting. Log in again to start it."
+LISTEN = "0A"  # a socket's state in /proc/net/tcp: listening
 STARTING: dict[str, tuple[float, object]] = {}  # this hub's starting servers: user -> (when it began, spawner)
 
 
@@ -60,9 +68,67 @@ def servers_ahead(name: str, starting: dict = STARTING) -> int:
 
 def starting_message(ahead: int) -> str:
     """The spawn page's sentence, in English and Chinese."""
+    return both_languages(STARTING_AHEAD if ahead else STARTING_NEXT, ahead=ahead)
+
+
+class ServerNotListening(RuntimeError):
+    """A server's start that must not be routed: nothing of the user's listens on its port."""
+
+
+class PortTaken(ServerNotListening):
+    """Another account listens on the port JupyterHub chose for a server."""
+
+
+def both_languages(english: str, **fields) -> str:
     from rlhf_course.i18n import CHINESE, t
-    english = STARTING_AHEAD if ahead else STARTING_NEXT
-    return f"{t(english, 'en', ahead=ahead)} / {t(english, CHINESE, ahead=ahead)}"
+    return f"{t(english, 'en', **fields)} / {t(english, CHINESE, **fields)}"
+
+
+def port_listeners(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[int]:
+    """The uids of the sockets listening on TCP ``port`` (any address, IPv4 or IPv6), from the kernel's tables."""
+    uids = set()
+    for table in tables:
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()  # sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
+                if fields[3] == LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    uids.add(int(fields[7]))
+    return uids
+
+
+def account_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+async def accepts(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts connections on ``host``:``port`` now (where the proxy will send the user's traffic)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def own_listener(port: int, uid: int, exited, every: float = 0.25) -> None:
+    """Back once account ``uid`` listens on ``port``; :class:`PortTaken` if another account listens there (before
+    or besides it), :class:`ServerNotListening` if the server ``exited()`` first (its port free for anyone).  The
+    kernel's socket tables are read only once something accepts on the port: with a class's servers starting at
+    once, reading them every poll would cost the hub more than the starts."""
+    while True:
+        if await accepts(port):
+            owners = port_listeners(port)
+            if owners - {uid}:
+                accounts = ", ".join(sorted(account_name(other) for other in owners - {uid}))
+                raise PortTaken(both_languages(PORT_TAKEN, port=port, accounts=accounts))
+            if uid in owners:
+                return
+        if exited():
+            raise ServerNotListening(both_languages(SERVER_DIED))
+        await asyncio.sleep(every)
 
 
 class UserCgroup:
@@ -225,7 +291,14 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     async def start(self):
         STARTING[self.user.name] = (time.monotonic(), self)
-        return await super().start()
+        ip, port = await super().start()
+        try:
+            await own_listener(port, pwd.getpwnam(self.user.name).pw_uid, lambda: self.proc.poll() is not None)
+        except ServerNotListening as refused:
+            self.log.error("Not routing %s's server: %s", self.user.name, refused)
+            await self.stop(now=True)
+            raise
+        return ip, port
 
     async def progress(self):
         """While the server starts, every PROGRESS_SECONDS: how many of the class's servers start before it (a

@@ -195,3 +195,39 @@ def test_the_spawn_page_says_how_many_servers_start_before_the_students(monkeypa
     assert said.startswith("The class is starting: 12 servers ahead of yours.")
     assert said.endswith(ZH[spawner.STARTING_AHEAD].format(ahead=12))
     assert spawner.starting_message(0).startswith(spawner.STARTING_NEXT)
+
+
+def test_a_server_port_another_account_listens_on_first_fails_the_start_and_is_never_routed():
+    """JupyterHub picks a server's port (random_port: bound, then closed) seconds before the server binds it; an
+    account that listens on it first would be sent the student's (or the instructor's) lab, at the hub's origin,
+    where its page's scripts act as them.  The spawner waits for a listener on the port and fails the start,
+    naming the account, unless it is the user's own."""
+    import asyncio
+    import pwd
+    import socket
+
+    from rlhf_course.i18n import ZH
+    nobody = pwd.getpwnam("nobody").pw_uid
+    squatter = subprocess.Popen(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", SYSTEM_PYTHON, "-c",
+         "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
+         "print(s.getsockname()[1], flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(squatter.stdout.readline())
+        assert nobody in spawner.port_listeners(port)
+        with pytest.raises(spawner.PortTaken) as refused:
+            asyncio.run(spawner.own_listener(port, os.getuid(), exited=lambda: False))
+        said = str(refused.value)
+        assert "nobody" in said and str(port) in said
+        assert ZH[spawner.PORT_TAKEN].format(port=port, accounts="nobody") in said
+    finally:
+        squatter.kill()
+        squatter.wait()
+    own = socket.socket()
+    own.bind(("127.0.0.1", 0))
+    own.listen()
+    with own:
+        asyncio.run(asyncio.wait_for(spawner.own_listener(own.getsockname()[1], os.getuid(), exited=lambda: False), 5))
+    with pytest.raises(spawner.ServerNotListening) as died:  # the server died before it listened: the port is free
+        asyncio.run(spawner.own_listener(port, os.getuid(), exited=lambda: True))  # for anyone, never routed
+    assert str(died.value).endswith(ZH[spawner.SERVER_DIED])
