@@ -185,6 +185,9 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
     if warning:
         print(warning, file=sys.stderr, flush=True)
     with Client(address) as client:
+        if not client.scheduler_info().get("workers"):  # else the progress bar stands still and says nothing
+            print(f"no Dask worker has joined {address}: grading waits until one does (`dask worker {address} "
+                  "...` on a grading machine, docs/classroom.md); Ctrl-C stops it", file=sys.stderr, flush=True)
         futures = client.map(_grade_on_dask_worker, [course] * len(tasks), tasks, [limits] * len(tasks), pure=False)
         for future in dask_completed(futures):
             yield result_from_dict(future.result())

@@ -294,3 +294,14 @@ def test_a_tls_scheduler_without_the_clients_certificate_is_refused_with_what_to
     finally:
         monkeypatch.delenv("DASK_DISTRIBUTED__COMM__TLS__CA_FILE")
         dask.config.refresh()
+
+
+def test_a_scheduler_without_workers_is_said_not_waited_on_in_silence(capsys):
+    from distributed import LocalCluster
+
+    from rlhf_course.grading import batch
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        assert list(batch.grade_on_dask(None, [], cluster.scheduler_address, None)) == []
+    said = capsys.readouterr().err
+    assert f"no Dask worker has joined {cluster.scheduler_address}: grading waits until one does" in said
