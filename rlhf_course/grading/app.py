@@ -426,12 +426,20 @@ def command_name(app: Application) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error its user caused (:class:`~rlhf_course.course.errors.CourseError`) is one line on
     stderr, "<command> did not run: <message>", and exit code 2."""
+    from sqlalchemy.exc import OperationalError
+
     app = RlhfGrader()
     try:
         app.initialize(argv)
         app.start()
     except CourseError as exc:
         print(f"{command_name(app)} did not run: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:  # the gradebook's database refused, dropped or could not open the connection
+        reason = " ".join(str(exc.orig or exc).split())
+        print(f"{command_name(app)} did not run: the gradebook's database failed: {reason}.  Check "
+              "c.CourseDirectory.db_url (or RLHF_GRADEBOOK_URL) and that its server runs; what was recorded "
+              "before stays, and the command can run again", file=sys.stderr)
         return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1

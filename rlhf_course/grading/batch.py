@@ -154,13 +154,40 @@ def dask_address_warning(address: str) -> str | None:
             "network, or use TLS with client certificates (docs/classroom.md: a course that outgrows one machine).")
 
 
+DASK_TLS_SETTINGS = {"distributed.comm.tls.ca-file": "DASK_DISTRIBUTED__COMM__TLS__CA_FILE",
+                     "distributed.comm.tls.client.cert": "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT",
+                     "distributed.comm.tls.client.key": "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"}
+
+
+def dask_tls_problem(address: str) -> str | None:
+    """What a tls:// address lacks in this process's Dask configuration (the CA and the client's certificate and
+    key), or None.  Without them distributed fails deep inside its connect with a TypeError that names none."""
+    if not address.startswith("tls://"):
+        return None
+    import dask
+    import distributed  # noqa: F401  (its configuration's defaults, the TLS settings among them)
+    missing = [variable for setting, variable in DASK_TLS_SETTINGS.items() if not dask.config.get(setting, None)]
+    if not missing:
+        return None
+    return (f"the Dask scheduler {address} takes TLS, and Dask's configuration here has no {', '.join(missing)}: "
+            "set them to the CA's and the client's files (sudo drops them: `sudo --preserve-env="
+            f"{','.join(DASK_TLS_SETTINGS.values())} make grade ...`), or put them in root's Dask configuration "
+            "(docs/classroom.md: a course that outgrows one machine)")
+
+
 def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits):
     from distributed import Client, as_completed as dask_completed
 
+    problem = dask_tls_problem(address)
+    if problem:
+        raise NotReady(problem)
     warning = dask_address_warning(address)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     with Client(address) as client:
+        if not client.scheduler_info().get("workers"):  # else the progress bar stands still and says nothing
+            print(f"no Dask worker has joined {address}: grading waits until one does (`dask worker {address} "
+                  "...` on a grading machine, docs/classroom.md); Ctrl-C stops it", file=sys.stderr, flush=True)
         futures = client.map(_grade_on_dask_worker, [course] * len(tasks), tasks, [limits] * len(tasks), pure=False)
         for future in dask_completed(futures):
             yield result_from_dict(future.result())

@@ -69,3 +69,17 @@ def test_a_due_date_nbgrader_reads_is_accepted(course, capsys):
     with open(course / "nbgrader_config.py", "a") as config:
         config.write('\nc.RlhfCourse.due_dates = {"rlhf": "2026-12-18T23:59:00+01:00", "grpo": "2027-01-10 23:59"}\n')
     assert app.main(["export", "--course-root", str(course)]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, command", [(["report"], "report"), (["export"], "export"),
+                                           (["extend", "--list"], "extend")])
+def test_a_gradebook_whose_server_does_not_answer_is_one_line_naming_the_setting(course, capsys, argv, command):
+    """A PostgreSQL gradebook on a port nothing listens on (a mistyped URL, a server down): the database's own
+    reason, what to check, exit code 2, no traceback."""
+    closed = "postgresql+psycopg2://grader:secret@127.0.0.1:1/rlhf"
+    code = app.main([*argv, f"--CourseDirectory.db_url={closed}", "--course-root", str(course)])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.startswith(f"{command} did not run: the gradebook's database failed: "), err
+    assert "port 1 failed" in err and "c.CourseDirectory.db_url" in err and "secret" not in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -49,3 +49,27 @@ def test_what_nbgrader_answers_without_a_render_is_the_answer(status):
 
     page, handler = _served(answers_itself)
     assert page == f"nbgrader's {status} page".encode() and handler.get_status() == status
+
+
+def test_a_page_out_of_time_says_how_to_get_it_and_claims_no_flag():
+    """Over its budget (a busy machine: 24 s for a page's first render at load 8 on 2 cores) the instructor reads
+    what to do, and nothing the server did not do: it flags nothing."""
+    def asks_for_a_page(self, submission_id):
+        html, _ = self.exporter.from_filename(f"/course/autograded/{submission_id}.ipynb",
+                                              resources={"notebook_path": "autograded/ada/rlhf/x.ipynb"})
+        self.write(html)
+
+    app = web.Application(nbgrader_exporter="nbgrader's exporter")
+    start = httputil.RequestStartLine("GET", "/formgrader/submissions/7/", "HTTP/1.1")
+    request = httputil.HTTPServerRequest(start_line=start, headers=httputil.HTTPHeaders({"Host": "localhost"}),
+                                         connection=mock.Mock())
+    with mock.patch.object(handlers.SubmissionHandler, "get", asks_for_a_page), \
+            mock.patch.object(formgrader_pages, "_exporter_config", lambda exporter: exporter), \
+            mock.patch.object(formgrader_pages, "render_bounded", lambda config, filename, resources, seconds: None):
+        handler = formgrader_pages._handler_class(2.5)(app, request)
+        asyncio.run(handler.get("7"))
+    page = b"".join(handler._write_buffer).decode()
+    assert "did not render within 2.5 s" in page
+    assert "flagged" not in page
+    assert "reload this page" in page and "c.FormgraderPages.render_seconds" in page
+    assert "/lab/tree/autograded/ada/rlhf/x.ipynb" in page

@@ -265,3 +265,43 @@ def test_a_course_with_a_setting_changed_leaves_the_commands_course_as_it_was(re
     allowed = course.with_config(TrustedGradingOnly={"allow": True})  # what the example class's stock autograde uses
     assert (allowed.config.TrustedGradingOnly.allow, course.config.TrustedGradingOnly.allow) == (True, False)
     assert pickle.loads(pickle.dumps(allowed)) == allowed
+
+
+def test_a_tls_scheduler_without_the_clients_certificate_is_refused_with_what_to_set(monkeypatch):
+    """Without the CA and client certificate in Dask's configuration (sudo drops the DASK_* variables), grading on a
+    tls:// scheduler stops before connecting, naming the variables, not with distributed's TypeError."""
+    import dask
+
+    from rlhf_course.grading import batch
+    from rlhf_course.course.settings import NotReady
+
+    unset = {setting: None for setting in batch.DASK_TLS_SETTINGS}
+    with dask.config.set(unset):
+        with pytest.raises(NotReady) as refused:
+            next(batch.grade_on_dask(None, [], "tls://scheduler:8786", None))
+        assert "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT" in str(refused.value)
+        assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in str(refused.value)
+        assert "--preserve-env" in str(refused.value)
+        assert batch.dask_tls_problem("tcp://scheduler:8786") is None  # no TLS asked for: the warning's business
+    given = {setting: "/etc/rlhf-grading/file.pem" for setting in batch.DASK_TLS_SETTINGS}
+    with dask.config.set(given):
+        assert batch.dask_tls_problem("tls://scheduler:8786") is None
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TLS__CA_FILE", "/etc/rlhf-grading/ca.pem")
+    dask.config.refresh()
+    try:
+        problem = batch.dask_tls_problem("tls://scheduler:8786")  # the variable as Dask spells it is read
+        assert "has no DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY:" in problem
+    finally:
+        monkeypatch.delenv("DASK_DISTRIBUTED__COMM__TLS__CA_FILE")
+        dask.config.refresh()
+
+
+def test_a_scheduler_without_workers_is_said_not_waited_on_in_silence(capsys):
+    from distributed import LocalCluster
+
+    from rlhf_course.grading import batch
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        assert list(batch.grade_on_dask(None, [], cluster.scheduler_address, None)) == []
+    said = capsys.readouterr().err
+    assert f"no Dask worker has joined {cluster.scheduler_address}: grading waits until one does" in said

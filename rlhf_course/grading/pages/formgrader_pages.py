@@ -87,8 +87,12 @@ def over_budget_page(resources: dict, seconds: float) -> str:
     notebook = html.escape(str(resources.get("notebook_path", "")), quote=True)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(str(resources.get('notebook_id')))}"
             f"</title></head><body><h3>This submission's page did not render within {seconds:g} s.</h3>"
-            f"<p>Its scores are in the gradebook; the submission is flagged for review. "
-            f"<a href='{resources.get('base_url', '')}/lab/tree/{notebook}'>Open the notebook</a> to read it.</p>"
+            f"<p>A busy machine is the usual reason: reload this page to try again. Its scores are in the gradebook, "
+            f"unchanged. <a href='{resources.get('base_url', '')}/lab/tree/{notebook}'>Open the notebook</a> to read "
+            f"it meanwhile.</p><p>A page that runs out of time on every reload needs a longer budget: "
+            f"<code>c.FormgraderPages.render_seconds</code> in the Jupyter server's configuration "
+            f"(<code>jupyter_server_config.py</code>, or <code>--FormgraderPages.render_seconds=30</code> on its "
+            f"command line).</p>"
             f"</body></html>")
 
 
