@@ -76,9 +76,9 @@ RESTORED_CELL = {
         "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of "
         "another type: your text in it will not be graded.",
 }
-GRADED_AS_RELEASED = ("Grading will run and grade the release's version of this cell, not yours. To get it back, "
-                      "copy the cell from the released notebook, {release} (copy that file into your folder to open "
-                      "it in JupyterLab), and paste it in its place in your notebook.")
+GRADED_AS_RELEASED = ("Grading will use the release's version of this cell, not yours. To get it back, copy the "
+                      "cell from the released notebook, {release} (copy that file into your folder to open it in "
+                      "JupyterLab), and paste it in its place in your notebook.")
 GRADED_WITH_RELEASED_METADATA = (
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
