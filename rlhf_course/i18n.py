@@ -484,6 +484,11 @@ ZH = {
     "place in your notebook.":
         "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请从发布版笔记本 {release} 中复制这个单元格"
         "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），再粘贴回你笔记本中它原来的位置。",
+    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the cell from "
+    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
+    "place in your notebook, and move your text into it.":
+        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请从发布版笔记本 {release} 中复制这个单元格"
+        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the cell from the released notebook, {release} (copy that file into your folder to open it in "
     "JupyterLab), paste it in its place in your notebook, and move your text into it.":
