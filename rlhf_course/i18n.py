@@ -26,8 +26,8 @@ ZH = {
     "Implement {name} above to see this plot.": "先在上方实现 {name}，这里就会画出图。",
     "{name} raised {error}. Fix it above to see this plot.": "{name} 抛出了 {error}。请在上方修正后再看这张图。",
     "(explorer skipped while nbgrader runs this notebook)": "（nbgrader 运行本笔记本时跳过交互图）",
-    "Training is running in this notebook: slider moves wait and the plot redraws when it ends":
-        "本笔记本正在训练：拖动滑块后图不会马上变化，训练结束时会重新绘制",
+    "A training cell is running in this notebook: slider moves wait, and the plot redraws when it ends":
+        "本笔记本中的训练单元格正在运行：拖动滑块后图不会马上变化，要等它运行结束才会重新绘制",
     # PPO explorer
     "trust region [1-eps, 1+eps]": "信任域 [1-eps, 1+eps]",
     "unclipped r * A": "未裁剪的 r * A",
@@ -227,17 +227,17 @@ ZH = {
     "your notebook's run:": "你的笔记本运行时的输出：",
     # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
     "{count} cell(s) of your notebook were graded as released, not as your copy has them: a note above each says "
-    "why.": "你的笔记本中有 {count} 个单元格是按发布版评分的，而不是按你的副本：每个单元格上方的说明写明了原因。",
-    "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was run and graded "
-    "instead of yours.": "你的副本中这个单元格被改动过。它是锁定的单元格：运行并评分的是这里显示的发布版单元格，而不是你的版本。",
-    "This cell was missing from your notebook (deleted). The release's cell, shown here, was put back, run and "
-    "graded.": "你的笔记本中缺少这个单元格（被删除了）。这里显示的发布版单元格已被放回，并运行、评分。",
+    "why.": "你的笔记本中有 {count} 个单元格是按发布版评分的，而不是按你的副本：这些单元格上方各有一条说明，写明了原因。",
+    "Your copy of this cell was changed. It is a locked cell: grading used the release's cell, shown here, instead "
+    "of yours.": "你的副本中这个单元格被改动过。它是锁定的单元格：评分时用的是这里显示的发布版单元格，而不是你的版本。",
+    "This cell was missing from your notebook (deleted). Grading put back the release's cell, shown here, and used "
+    "it.": "你的笔记本中缺少这个单元格（被删除了）。评分时放回并使用了这里显示的发布版单元格。",
     "This cell's nbgrader metadata (its points, or whether it is locked, graded or an answer) was changed in your "
     "copy: it was graded with the release's metadata.":
         "你的副本中这个单元格的 nbgrader 元数据（它的分值，或它是否锁定、是否计分、是否为作答单元格）被改动过：评分时用的是发布版的元数据。",
-    "This answer cell was turned into a cell of another type in your copy, so your text in it was not graded: the "
-    "release's cell, shown here, was run and graded instead.":
-        "你的副本中这个作答单元格被改成了另一种类型，所以你在其中写的内容没有参与评分：运行并评分的是这里显示的发布版单元格。",
+    "This answer cell was turned into a cell of another type in your copy, so your text in it was not graded: "
+    "grading used the release's cell, shown here, instead.":
+        "你的副本中这个作答单元格被改成了另一种类型，所以你在其中写的内容没有参与评分：评分时用的是这里显示的发布版单元格。",
     "Feedback: {assignment}": "反馈：{assignment}",
     "{grader}: {verdict} ({score:g} / {points:g})": "{grader}：{verdict}（{score:g} / {points:g}）",
     "The notebook is not shown here: {reason}. Your instructor sees it in the Formgrader.":
@@ -479,15 +479,20 @@ ZH = {
     "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of another "
     "type: your text in it will not be graded.":
         "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是被改成了另一种类型的作答单元格：你在其中写的内容不会参与评分。",
-    "Grading will run and grade the release's version of this cell, not yours. To get it back, copy the cell from "
-    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), and paste it in "
-    "its place in your notebook.":
-        "评分时运行并评分的是这个单元格的发布版，而不是你的版本。要找回它，请从发布的笔记本 {release} 中复制这个单元格"
+    "Grading will use the release's version of this cell, not yours. To get it back, copy the cell from the "
+    "released notebook, {release} (copy that file into your folder to open it in JupyterLab), and paste it in its "
+    "place in your notebook.":
+        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请从发布版笔记本 {release} 中复制这个单元格"
         "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），再粘贴回你笔记本中它原来的位置。",
+    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the cell from "
+    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
+    "place in your notebook, and move your text into it.":
+        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请从发布版笔记本 {release} 中复制这个单元格"
+        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the cell from the released notebook, {release} (copy that file into your folder to open it in "
     "JupyterLab), paste it in its place in your notebook, and move your text into it.":
-        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要找回它，请从发布的笔记本 "
+        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，请从发布版笔记本 "
         "{release} 中复制这个单元格（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的"
         "位置，再把你写的内容移进去。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":

@@ -17,7 +17,8 @@ from typing import Iterator
 
 from rlhf_course.i18n import t
 
-NOTICE = "Training is running in this notebook: slider moves wait and the plot redraws when it ends"
+# "a training cell", not "training": the line shows while the cell waits for a slot too
+NOTICE = "A training cell is running in this notebook: slider moves wait, and the plot redraws when it ends"
 NOTICE_CLASS = "rlhf-training-notice"  # the line's CSS class in the page (the browser test finds it by it)
 
 # The explorers' status lines (ipywidgets.HTML): held weakly, so that a closed or forgotten explorer leaves no trace.

@@ -326,8 +326,9 @@ def test_functions_that_cannot_be_batched_are_called_one_by_one(fns):
 
 # ----------------------------------------------------------------------------- while a training holds the kernel
 
-WAITING = {i18n.ENGLISH: "Training is running in this notebook: slider moves wait and the plot redraws when it ends",
-           i18n.CHINESE: "本笔记本正在训练：拖动滑块后图不会马上变化，训练结束时会重新绘制"}
+WAITING = {i18n.ENGLISH: "A training cell is running in this notebook: slider moves wait, and the plot redraws when "
+                         "it ends",
+           i18n.CHINESE: "本笔记本中的训练单元格正在运行：拖动滑块后图不会马上变化，要等它运行结束才会重新绘制"}
 
 
 def notice_line(explorer):

@@ -76,13 +76,18 @@ RESTORED_CELL = {
         "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of "
         "another type: your text in it will not be graded.",
 }
-GRADED_AS_RELEASED = ("Grading will run and grade the release's version of this cell, not yours. To get it back, "
-                      "copy the cell from the released notebook, {release} (copy that file into your folder to open "
-                      "it in JupyterLab), and paste it in its place in your notebook.")
+GRADED_AS_RELEASED = ("Grading will use the release's version of this cell, not yours. To get it back, copy the "
+                      "cell from the released notebook, {release} (copy that file into your folder to open it in "
+                      "JupyterLab), and paste it in its place in your notebook.")
 GRADED_WITH_RELEASED_METADATA = (
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
     "paste it in its place in your notebook, and move your text into it.")
+# An answer cell turned into another type: its text is not graded until it is back in an answer cell of the release's
+GRADED_WITHOUT_YOUR_TEXT = (
+    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the cell from "
+    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
+    "place in your notebook, and move your text into it.")
 RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
 FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
@@ -321,14 +326,16 @@ def is_released_copy(nb: NotebookNode) -> bool:
 def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: Path, language: str) -> list[str]:
     """What Validate says of each grade cell grading will take from the release rather than from ``nb`` (the
     student's notebook), compared as grading compares them (:func:`release_cells.release_cell_changes`): the cell
-    by position, grade id and first line, why, and how to get the release's back from ``release``."""
+    by position, grade id and first line, why, and how to get the release's back from ``release`` (an answer's
+    text moved into it, where grading would leave that text out or take the release's metadata)."""
     released = notebooks.cells_by_grade_id(release_nb)
     notices = []
     for gid, (index, kinds) in release_cells.release_cell_changes(nb, release_nb).items():
         fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(released[gid].source)}
         said = [t(RESTORED_CELL[kind], language, **fields) for kind in kinds]
         answer_kept = kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released[gid])
-        closing = GRADED_WITH_RELEASED_METADATA if answer_kept else GRADED_AS_RELEASED
+        closing = (GRADED_WITH_RELEASED_METADATA if answer_kept
+                   else GRADED_WITHOUT_YOUR_TEXT if release_cells.TYPE_CHANGED in kinds else GRADED_AS_RELEASED)
         notices.append(" ".join(said + [t(closing, language, release=str(release))]))
     return notices
 

@@ -83,7 +83,7 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
         assert str(released) in entry["source"]
         assert released.is_file()  # where it says the release's cell is, it is
     if language == "en":
-        assert "Grading will run and grade the release's version" in graded_as_released
+        assert "Grading will use the release's version" in graded_as_released
     else:
         assert graded_as_released != GRADED_AS_RELEASED.format(release=str(released))
         assert all(t(sentence, language) != sentence for sentence in RESTORED_CELL.values())
@@ -197,3 +197,37 @@ def test_correct_work_passes_validate_though_its_outputs_and_line_end_spaces_cha
     exchange, mine = _correct_work(tmp_path)
     assert PatientValidator(config=_config(exchange)).validate(str(mine)) == {}  # success
     assert "changed" in Validator(config=_config(exchange)).validate(str(mine))
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_an_edited_text_cell_is_said_to_be_used_as_released_not_run_or_graded(tmp_path, language, assignment):
+    """A locked markdown cell (the release's text) is neither run nor graded: Validate says grading uses the
+    release's version, which is true of every locked cell."""
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    _, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, "ppo_derivation").source += "\nmy own note"
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert notice.endswith(t(GRADED_AS_RELEASED, language, release=str(released)))
+    claims = ("run", "grade the") if language == "en" else ("运行", "评分的是")
+    assert not any(claim in notice for claim in claims), notice
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_an_answer_cell_turned_into_another_type_is_told_to_move_its_text_into_the_release_cell(tmp_path, language,
+                                                                                               assignment):
+    """Its text is not graded: pasting the release's cell in its place alone would leave the answer out (or lose it,
+    were the student's cell deleted), so the notice says to move the text into the pasted cell."""
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    _, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    retyped = _cell(nb, "gae_answer")
+    retyped.cell_type = "markdown"
+    for key in ("outputs", "execution_count"):
+        retyped.pop(key, None)
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    assert notice.startswith(t(RESTORED_CELL[release_cells.TYPE_CHANGED], language,
+                               position=[notebooks.grade_id(c) for c in nb.cells].index("gae_answer") + 1,
+                               grade_id="gae_answer", first_line=_cell(release_nb, "gae_answer").source.split("\n")[0]))
+    assert notice.endswith(t(patient_validate.GRADED_WITHOUT_YOUR_TEXT, language, release=str(released)))
+    assert ("move your text into it" if language == "en" else "再把你写的内容移进去") in notice

@@ -117,3 +117,21 @@ def test_the_note_of_a_hidden_test_cell_quotes_nothing_of_it():
         text = note.get_text(" ", strip=True)
         assert text in {t(sentence, "en") for sentence in RESTORED_NOTES.values()}
         assert not any(line.strip() and line.strip() in text for line in hidden.split("\n"))
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_the_note_of_an_edited_text_or_set_up_cell_says_it_was_used_not_run_or_graded(language):
+    """A locked markdown cell (the release's text) is neither run nor graded, a set-up cell is run but not graded: the
+    note says only that grading used the release's cell, which is true of every locked cell."""
+    assignment, release = _release(language)
+    nb = copy.deepcopy(release)
+    for gid in ("ppo_derivation", "setup"):
+        _cell(nb, gid).source += "\nmy own note"
+    shown, flags = canonical_copy(nb, release)
+    result = SubmissionResult("cy", "graded", assignment=assignment, notebook=NOTEBOOK, language=language,
+                              flags=flags, canonical_notebook=nbformat.writes(shown))
+    soup = BeautifulSoup(render_page(result, max_cells=1000, seconds=10).html, features="html.parser")
+    notes = [note.get_text(" ", strip=True) for note in soup.select("div.rlhf-restored")]
+    assert notes == [t(RESTORED_NOTES[canonical.EDITED], language)] * 2
+    claims = ("run", "graded") if language == "en" else ("运行", "评分的是")
+    assert not any(claim in notes[0] for claim in claims), notes[0]

@@ -232,16 +232,17 @@ def _written_status(written: dict) -> str:
     return "graded" if written.get("score") is not None else "awaiting a person"
 
 
-# What the page says above a grade cell that grading put back as the release's (canonical.restored_cells), by why
+# What the page says above a grade cell that grading put back as the release's (canonical.restored_cells), by why.
+# "Used", not "run and graded": a locked markdown cell is neither run nor graded, a set-up cell is not graded.
 RESTORED_NOTES = {
-    canonical.EDITED: "Your copy of this cell was changed. It is a locked cell: the release's cell, shown here, was "
-                      "run and graded instead of yours.",
-    canonical.DELETED: "This cell was missing from your notebook (deleted). The release's cell, shown here, was put "
-                       "back, run and graded.",
+    canonical.EDITED: "Your copy of this cell was changed. It is a locked cell: grading used the release's cell, "
+                      "shown here, instead of yours.",
+    canonical.DELETED: "This cell was missing from your notebook (deleted). Grading put back the release's cell, "
+                       "shown here, and used it.",
     canonical.METADATA_EDITED: "This cell's nbgrader metadata (its points, or whether it is locked, graded or an "
                                "answer) was changed in your copy: it was graded with the release's metadata.",
     canonical.TYPE_CHANGED: "This answer cell was turned into a cell of another type in your copy, so your text in "
-                            "it was not graded: the release's cell, shown here, was run and graded instead.",
+                            "it was not graded: grading used the release's cell, shown here, instead.",
 }
 
 
