@@ -1,0 +1,167 @@
+"""The course's python kernel (rlhf_course/classroom/kernel_launcher.py): its forked children's output pipe is a Unix
+socket in a folder of the kernel's user, no loopback TCP port any local account could flood.  One kernel, started
+as the classroom starts them: the ``python3`` kernel spec every server finds on its JUPYTER_PATH, over ipc."""
+import inspect
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+from rlhf_course.classroom import kernel_launcher
+from rlhf_course.classroom.hub import write_kernel_specs
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT = 60
+
+
+def tcp_listening_inodes() -> set[str]:
+    """Inodes of every listening TCP socket on this machine (IPv4 and IPv6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as handle:
+            for line in list(handle)[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # TCP_LISTEN
+                    inodes.add(fields[9])
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """Inodes of the sockets process ``pid`` holds open."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with_target = os.readlink(f"/proc/{pid}/fd/{fd}") if os.path.exists(f"/proc/{pid}/fd/{fd}") else ""
+        if with_target.startswith("socket:["):
+            found.add(with_target[len("socket:["):-1])
+    return found
+
+
+def tcp_listeners(pid: int) -> set[str]:
+    return socket_inodes(pid) & tcp_listening_inodes()
+
+
+def peak_resident_bytes(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """The classroom's ``python3`` kernel over ipc, its connection file in a private runtime folder: (manager,
+    client, runtime folder)."""
+    base = tmp_path_factory.mktemp("kernel")
+    runtime = base / "runtime"
+    runtime.mkdir(mode=0o700)
+    data = base / "data"
+    write_kernel_specs(data, REPO)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(data))
+        patch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel-ipc"))
+        manager.start_kernel(cwd=str(base))
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=TIMEOUT)
+        yield manager, client, runtime
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def run(client, code: str) -> str:
+    """Run ``code`` in the kernel; what its cell printed (stdout), after checking it ran without error."""
+    printed = []
+
+    def hook(message):
+        if message["msg_type"] == "stream" and message["content"]["name"] == "stdout":
+            printed.append(message["content"]["text"])
+    reply = client.execute_interactive(code, timeout=TIMEOUT, output_hook=hook)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return "".join(printed)
+
+
+def test_every_server_s_python3_kernel_spec_is_the_launcher(tmp_path):
+    write_kernel_specs(tmp_path / "data", REPO)
+    spec = KernelSpecManager(kernel_dirs=[str(tmp_path / "data" / "kernels")]).get_kernel_spec("python3")
+    assert spec.argv[1:4] == ["-P", "-m", "rlhf_course.classroom.kernel_launcher"]
+    assert spec.argv[0] == "python"  # jupyter_client runs the server's own interpreter for it
+
+
+def test_the_check_finds_a_tcp_listener():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert tcp_listeners(os.getpid())
+
+
+def test_the_kernel_listens_on_no_tcp_port_and_its_pipe_is_in_a_private_folder(kernel):
+    manager, client, runtime = kernel
+    assert not tcp_listeners(manager.provisioner.process.pid)
+    [pipe] = runtime.glob("kernel-pipe-*/pipe")
+    assert stat.S_ISSOCK(pipe.stat().st_mode)
+    assert stat.S_IMODE(pipe.parent.stat().st_mode) == 0o700 and pipe.parent.stat().st_uid == os.geteuid()
+
+
+def test_forked_childrens_output_reaches_the_cell(kernel):
+    _, client, _ = kernel
+    printed = run(client, (
+        "import multiprocessing, os\n"
+        "child = multiprocessing.get_context('fork').Process(target=print, args=('from a multiprocessing child',))\n"
+        "child.start(); child.join()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print('from an os.fork child', flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "import time; time.sleep(0.5)\n"))  # the children's output comes through the IOPub thread, a moment later
+    assert "from a multiprocessing child" in printed
+    assert "from an os.fork child" in printed
+
+
+def test_an_oversize_pipe_message_is_dropped_unread_and_the_kernel_lives(kernel):
+    manager, client, runtime = kernel
+    pid = manager.provisioner.process.pid
+    [pipe] = runtime.glob("kernel-pipe-*/pipe")
+    before = peak_resident_bytes(pid)
+    size = kernel_launcher.PIPE_MAX_BYTES + 32 * 2**20
+    context = zmq.Context()
+    sender = context.socket(zmq.PUSH)
+    sender.linger = 2000
+    sender.connect(f"ipc://{pipe}")
+    sender.send_multipart([os.urandom(16), b"x" * size])
+    sender.close()
+    context.term()  # the message is written (or its connection cut) before the kernel's memory is read
+    time.sleep(0.5)
+    assert peak_resident_bytes(pid) - before < 32 * 2**20  # never allocated: the kernel read its size only
+    assert manager.is_alive()
+    assert "from an os.fork child" in run(client, (
+        "import os\npid = os.fork()\n"
+        "if pid == 0:\n    print('from an os.fork child', flush=True)\n    os._exit(0)\n"
+        "os.waitpid(pid, 0)\nimport time; time.sleep(0.5)\n"))
+
+
+def test_the_ipykernel_internals_the_launcher_relies_on_are_unchanged():
+    """ipykernel is pinned; an upgrade that changes what the launcher replaces must be looked at, not run blind."""
+    import ipykernel
+    from ipykernel import iostream, kernelapp
+    assert ipykernel.__version__ == kernel_launcher.IPYKERNEL_VERSION
+    assert f"ipykernel=={kernel_launcher.IPYKERNEL_VERSION}" in (REPO / "requirements.txt").read_text().split()
+    assert "IOPubThread(self.iopub_socket, pipe=True" in inspect.getsource(kernelapp.IPKernelApp.init_iopub)
+    assert kernelapp.IOPubThread is iostream.IOPubThread  # the name init_iopub builds its thread from
+    assert "self._setup_pipe_in()" in inspect.getsource(iostream.IOPubThread.__init__)
+    handle = inspect.getsource(iostream.IOPubThread._handle_pipe_msg)
+    assert "self._pipe_uuid" in handle and "self.send_multipart(msg[1:])" in handle
+    child_send = inspect.getsource(iostream.IOPubThread._really_send)
+    assert "self._setup_pipe_out()" in child_send and "[self._pipe_uuid, *msg]" in child_send
+    assert 'bind_to_random_port("tcp://127.0.0.1")' in inspect.getsource(iostream.IOPubThread._setup_pipe_in)
+    assert '"tcp://127.0.0.1:%i" % self._pipe_port' in inspect.getsource(iostream.IOPubThread._setup_pipe_out)
