@@ -1,6 +1,6 @@
 """The course's python kernel: ipykernel, with its subprocess-output pipe on a Unix socket no other account can reach.
 
-    python -P -m rlhf_course.classroom.kernel_launcher -f {connection_file}
+    python -m rlhf_course.classroom.kernel_launcher -f {connection_file}
 
 (the ``python3`` kernel spec the classroom gives every server, ``jupyter/kernels/python3``).
 
@@ -122,8 +122,8 @@ def kernel_app_class():
 
 def main() -> None:
     """Start the kernel, as ``python -m ipykernel_launcher`` does."""
-    # ipykernel_launcher takes the working folder off sys.path while ipykernel imports (the shell puts it back for
-    # the notebook's imports); -P in the kernel spec does the same for this module
+    # as ipykernel_launcher: the working folder off sys.path while ipykernel imports (IPython's shell puts it back
+    # for the notebook's imports)
     if sys.path and (sys.path[0] == "" or os.path.abspath(sys.path[0]) == os.getcwd()):
         del sys.path[0]
     kernel_app_class().launch_instance()

@@ -2,9 +2,12 @@
 socket in a folder of the kernel's user, no loopback TCP port any local account could flood.  One kernel, started
 as the classroom starts them: the ``python3`` kernel spec every server finds on its JUPYTER_PATH, over ipc."""
 import inspect
+import json
 import os
 import socket
 import stat
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,7 +17,8 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 from rlhf_course.classroom import kernel_launcher
-from rlhf_course.classroom.hub import write_kernel_specs
+from rlhf_course.classroom.hub import Classroom, write_kernel_specs
+from rlhf_course.classroom.server_env import ServerEnv
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
@@ -63,10 +67,13 @@ def kernel(tmp_path_factory):
     runtime.mkdir(mode=0o700)
     data = base / "data"
     write_kernel_specs(data, REPO)
+    (base / "beside_the_notebook.py").write_text("ANSWER = 42\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(data))
         patch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
-        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel-ipc"))
+        # as a server's kernel: its connection file in the user's runtime folder
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / "kernel-ipc"),
+                                connection_file=str(runtime / "kernel-1.json"))
         manager.start_kernel(cwd=str(base))
     client = manager.client()
     client.start_channels()
@@ -75,7 +82,8 @@ def kernel(tmp_path_factory):
         yield manager, client, runtime
     finally:
         client.stop_channels()
-        manager.shutdown_kernel(now=True)
+        manager.shutdown_kernel()
+    assert not list(runtime.glob("kernel-pipe-*"))  # removed as the kernel exits
 
 
 def run(client, code: str) -> str:
@@ -93,8 +101,41 @@ def run(client, code: str) -> str:
 def test_every_server_s_python3_kernel_spec_is_the_launcher(tmp_path):
     write_kernel_specs(tmp_path / "data", REPO)
     spec = KernelSpecManager(kernel_dirs=[str(tmp_path / "data" / "kernels")]).get_kernel_spec("python3")
-    assert spec.argv[1:4] == ["-P", "-m", "rlhf_course.classroom.kernel_launcher"]
+    assert spec.argv[1:3] == ["-m", "rlhf_course.classroom.kernel_launcher"]
     assert spec.argv[0] == "python"  # jupyter_client runs the server's own interpreter for it
+
+
+def test_every_account_s_servers_and_commands_find_the_course_s_kernel_specs_first(tmp_path):
+    room = Classroom(tmp_path, tmp_path / "base", "p_", ["a", "b"], 1, Path("/bin/true"))
+    room.server = ServerEnv.__new__(ServerEnv)
+    room.server.python, room.server.path = sys.executable, os.environ["PATH"]
+    room.course_id, room.passwords, room.hub_dir = "c", {name: "p" for name in room.names}, tmp_path
+    room.write_hub_config()
+    environments = json.loads((tmp_path / "users.json").read_text())["environments"]
+    assert set(environments) == set(room.names)
+    assert {env["JUPYTER_PATH"] for env in environments.values()} == {str(room.jupyter_data)}
+    assert room.instructor_env()["JUPYTER_PATH"] == str(room.jupyter_data)  # the instructor's nbgrader commands
+
+
+def test_the_pipe_s_folder_is_private_and_its_socket_path_fits(tmp_path, monkeypatch):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    connection = tmp_path / "connection"
+    connection.mkdir(mode=0o700)
+    assert Path(kernel_launcher.make_pipe_folder(str(connection))).parent == connection
+    connection.chmod(0o770)  # others may write: they could move the folder away and put theirs in its place
+    made = Path(kernel_launcher.make_pipe_folder(str(connection)))
+    assert made.parent == runtime and stat.S_IMODE(made.stat().st_mode) == 0o700
+    deep = runtime / ("d" * 100)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(deep))
+    made = Path(kernel_launcher.make_pipe_folder(str(deep)))  # too long for a Unix socket's path
+    try:
+        assert made.parent == Path(tempfile.gettempdir()) and stat.S_IMODE(made.stat().st_mode) == 0o700
+        assert list(deep.iterdir()) == []  # the folder that did not fit is not left behind
+    finally:
+        made.rmdir()
 
 
 def test_the_check_finds_a_tcp_listener():
@@ -107,7 +148,7 @@ def test_the_check_finds_a_tcp_listener():
 def test_the_kernel_listens_on_no_tcp_port_and_its_pipe_is_in_a_private_folder(kernel):
     manager, client, runtime = kernel
     assert not tcp_listeners(manager.provisioner.process.pid)
-    [pipe] = runtime.glob("kernel-pipe-*/pipe")
+    [pipe] = runtime.glob("kernel-pipe-*/pipe")  # beside the connection file
     assert stat.S_ISSOCK(pipe.stat().st_mode)
     assert stat.S_IMODE(pipe.parent.stat().st_mode) == 0o700 and pipe.parent.stat().st_uid == os.geteuid()
 
@@ -126,6 +167,11 @@ def test_forked_childrens_output_reaches_the_cell(kernel):
         "import time; time.sleep(0.5)\n"))  # the children's output comes through the IOPub thread, a moment later
     assert "from a multiprocessing child" in printed
     assert "from an os.fork child" in printed
+
+
+def test_the_notebook_s_folder_is_still_on_the_kernel_s_path(kernel):
+    _, client, _ = kernel  # the launcher takes it off while ipykernel imports; the shell puts it back
+    assert run(client, "from beside_the_notebook import ANSWER\nprint(ANSWER)").strip() == "42"
 
 
 def test_an_oversize_pipe_message_is_dropped_unread_and_the_kernel_lives(kernel):
