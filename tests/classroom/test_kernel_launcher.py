@@ -6,18 +6,21 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 import zmq
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
+from nbformat.v4 import new_code_cell, new_notebook
 
 from rlhf_course.classroom import kernel_launcher
-from rlhf_course.classroom.hub import Classroom, write_kernel_specs
+from rlhf_course.classroom.hub import Classroom, write_everyone_config, write_kernel_specs
 from rlhf_course.classroom.server_env import ServerEnv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,3 +214,31 @@ def test_the_ipykernel_internals_the_launcher_relies_on_are_unchanged():
     assert "self._setup_pipe_out()" in child_send and "[self._pipe_uuid, *msg]" in child_send
     assert 'bind_to_random_port("tcp://127.0.0.1")' in inspect.getsource(iostream.IOPubThread._setup_pipe_in)
     assert '"tcp://127.0.0.1:%i" % self._pipe_port' in inspect.getsource(iostream.IOPubThread._setup_pipe_out)
+
+
+KERNEL_IS_THE_LAUNCHERS = '''import os, sys
+from ipykernel.kernelapp import IPKernelApp
+assert "rlhf_course.classroom.kernel_launcher" in open(f"/proc/{os.getpid()}/cmdline").read()
+address = IPKernelApp.instance().iopub_thread._pipe_address
+assert address.startswith("ipc://" + os.environ["JUPYTER_RUNTIME_DIR"] + "/kernel-pipe-"), address
+'''
+
+
+def test_validate_s_kernel_on_the_classroom_s_config_is_the_launcher_s(repo, tmp_path):
+    """nbgrader's Validate, as a student's server runs it (the classroom's config and JUPYTER_PATH): its kernel
+    (nbclient's, its connection file in /tmp) has its pipe in the user's runtime folder."""
+    write_everyone_config(tmp_path / "everyone", repo)
+    write_kernel_specs(tmp_path / "data", repo)
+    test = {"nbgrader": {"grade": True, "grade_id": "launcher", "points": 1, "solution": False, "locked": True,
+                         "schema_version": 3}}
+    nb = new_notebook(cells=[new_code_cell(KERNEL_IS_THE_LAUNCHERS, metadata=test)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "check.ipynb")
+    with tempfile.TemporaryDirectory(prefix="rt-") as runtime:  # short: a Unix socket's path has 107 bytes
+        os.chmod(runtime, 0o700)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        env.update(JUPYTER_CONFIG_PATH=str(tmp_path / "everyone"), JUPYTER_RUNTIME_DIR=runtime,
+                   JUPYTER_CONFIG_DIR=str(tmp_path / "none"), JUPYTER_PATH=str(tmp_path / "data"))
+        done = subprocess.run(["nbgrader", "validate", "check.ipynb"], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=120)
+    assert "Success! Your notebook passes all the tests." in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
