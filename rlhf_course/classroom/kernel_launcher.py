@@ -33,7 +33,8 @@ import sys
 import tempfile
 
 IPYKERNEL_VERSION = "7.4.0"
-PIPE_MAX_BYTES = 64 * 2**20  # a child's output arrives in messages of a few KiB (ipykernel flushes often)
+# a frame the pipe accepts: far above what a cell's output shows; a child's single write larger than this is lost
+PIPE_MAX_BYTES = 64 * 2**20
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path, less its terminating NUL)
 PIPE_NAME = "pipe"
 
