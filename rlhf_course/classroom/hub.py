@@ -16,6 +16,8 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
 * `<base>/jupyter/everyone/`: on every user's JUPYTER_CONFIG_PATH (the instructor's too): jupyter_config.json
   and nbgrader_config.py, every kernel over Unix sockets in its user's private runtime folder
   (rlhf_course/classroom/spawner.py, rlhf_course/classroom/private_kernels.py);
+* `<base>/jupyter/data/`: first on every user's JUPYTER_PATH: the `python3` kernel spec, the course's launcher
+  (rlhf_course/classroom/kernel_launcher.py: a kernel's forked children's output over a Unix socket of its own);
 * `<base>/jupyter/student/`: the students' Jupyter config, on their servers' JUPYTER_CONFIG_PATH:
   nbgrader_config.py (the exchange and Validate's limits: rlhf_course/classroom/config.py), labconfig/
   (jupyter/student/labconfig: no instructor plugins) and jupyter_server_config.json (the Formgrader's and course
@@ -172,6 +174,13 @@ def write_everyone_config(folder: Path, repo: Path) -> None:
     (folder / "nbgrader_config.py").write_text(EVERYONE_NBGRADER_CONFIG)
 
 
+def write_kernel_specs(folder: Path, repo: Path) -> None:
+    """The kernel specs every user's servers, Validate and nbgrader find first on their JUPYTER_PATH (``<base>/jupyter/
+    data``): ``python3`` runs rlhf_course/classroom/kernel_launcher.py, whose forked children's output reaches the
+    kernel over a Unix socket in the user's runtime folder, not a loopback TCP port any account could flood."""
+    shutil.copytree(repo / "jupyter" / "kernels", folder / "kernels")
+
+
 def default_validate_slots() -> int:
     """K for the Validate queue: as many Validates as the machine has cores, at least one (a Validate is mostly
     one process computing: its kernel)."""
@@ -242,6 +251,7 @@ class Classroom:
         self.exchange = base / "exchange"
         self.student_config = base / "jupyter" / "student"
         self.everyone_config = base / "jupyter" / "everyone"
+        self.jupyter_data = base / "jupyter" / "data"
         self.course = base / "home" / self.instructor_name / "course"
         self.url = f"http://127.0.0.1:{port}"
         self.server: ServerEnv | None = None
@@ -294,6 +304,7 @@ class Classroom:
                        env=self.instructor_env())
 
         write_everyone_config(self.everyone_config, self.repo)
+        write_kernel_specs(self.jupyter_data, self.repo)
         self.student_config.mkdir(parents=True)
         (self.student_config / "nbgrader_config.py").write_text(students_nbgrader_config(self.exchange, self.course_id))
         shutil.copytree(self.repo / "jupyter" / "student" / "labconfig", self.student_config / "labconfig")
@@ -374,9 +385,14 @@ class Classroom:
         return [self.server.python, "-m", "rlhf_course.classroom.first_figures", str(self.first_figures),
                 "--course", str(self.repo)]
 
+    def kernel_specs_env(self) -> dict:
+        """Every user's kernels are the course's (:func:`write_kernel_specs`): JUPYTER_PATH comes before the user's own
+        and the environment's kernel specs."""
+        return {"JUPYTER_PATH": str(self.jupyter_data)}
+
     def instructor_env(self) -> dict:
         env = {"RLHF_EXCHANGE_ROOT": str(self.exchange), "RLHF_COURSE_ID": self.course_id,
-               "JUPYTER_CONFIG_PATH": str(self.everyone_config)}
+               "JUPYTER_CONFIG_PATH": str(self.everyone_config), **self.kernel_specs_env()}
         if os.environ.get("RLHF_DUE_DATE"):
             env["RLHF_DUE_DATE"] = os.environ["RLHF_DUE_DATE"]
         return env
@@ -384,7 +400,7 @@ class Classroom:
     def write_hub_config(self) -> None:
         base_env = {"PATH": self.server.path, "LANG": "C.UTF-8", "RLHF_LAB_CACHE": str(self.lab_cache),
                     FIRST_FIGURES_VARIABLE: str(self.first_figures),
-                    "RLHF_LAB_SETTING": self.lab_setting,
+                    "RLHF_LAB_SETTING": self.lab_setting, **self.kernel_specs_env(),
                     **self.training_queue_env(), **self.validate_queue_env()}
         environments = {self.instructor_name: {**base_env, **self.instructor_env()}}
         for name in self.student_names:

@@ -45,6 +45,7 @@ import pwd
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -480,10 +481,13 @@ def cullers(hub) -> dict[int, list[str]]:
     return found
 
 
+KERNEL = "-m rlhf_course.classroom.kernel_launcher -f "  # every kernel's command line: the classroom's python3 spec
+
+
 def servers_and_kernels(users, names) -> dict[int, str]:
     """Every Jupyter server and kernel process of these users: pid -> command line."""
     return {pid: cmd for name in names for pid, cmd in processes(users[name].uid).items()
-            if "jupyterhub.singleuser" in cmd or "ipykernel" in cmd}
+            if "jupyterhub.singleuser" in cmd or KERNEL in cmd}
 
 
 class Scenario:
@@ -649,7 +653,7 @@ def test_05_kernels_private(scenario):
         assert listener.returncode == 0, err[-3000:]
         overheard = json.loads(out.splitlines()[-1])
         print(f"bob subscribed to {len(overheard['targets'])} sockets and heard {len(overheard['heard'])} messages")
-        kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if "ipykernel" in cmd}
+        kernels = {pid: cmd for pid, cmd in processes(users[alice].uid).items() if KERNEL in cmd}
         assert kernels, "Alice's kernel is not running"
         # Other tests on this machine may run kernels of root's over TCP (Bob hears those): what counts is a
         # message of Alice's, one signed with her kernel's key
@@ -660,11 +664,11 @@ def test_05_kernels_private(scenario):
             assert connection.parent == Path("/run/rlhf-classroom") / alice, connection
             assert json.loads(connection.read_text())["transport"] == "ipc"
             assert f"ipc://{connection.parent}" in " ".join(overheard["targets"])  # Bob tried its sockets
-            # ipykernel's pipe for forked subprocesses' output stays on loopback TCP: a PULL socket (it
-            # sends nothing) that drops messages without the kernel's random key.  Bob tried it too.
-            for port in tcp_listeners(pid):
-                assert f"tcp://127.0.0.1:{port}" in overheard["targets"], port
-            assert len(tcp_listeners(pid)) <= 1, cmd
+            # nor its pipe for forked children's output (rlhf_course/classroom/kernel_launcher.py): a Unix socket
+            # in a 0700 folder of hers, not ipykernel's loopback TCP port
+            assert not tcp_listeners(pid), cmd
+            pipes = list(connection.parent.glob("kernel-pipe-*/pipe"))
+            assert pipes and all(stat.S_IMODE(pipe.parent.stat().st_mode) == 0o700 for pipe in pipes), pipes
             probe = users[bob].python(f"import os\ntry:\n    open({str(connection)!r}).read()\n    print('READ')\n"
                                       "except PermissionError:\n    print('denied')")
             assert probe.stdout.strip() == "denied"
