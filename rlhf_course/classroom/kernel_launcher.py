@@ -15,7 +15,10 @@ setting for it, so this launcher replaces those two methods (the rest of ``IOPub
   connection file's folder or the user's runtime folder (the classroom's are private: rlhf_course/classroom/
   spawner.py), in /tmp when neither is this account's alone or the path is longer than a Unix socket's; removed
   when the kernel exits;
-* a message (one frame) longer than :data:`PIPE_MAX_BYTES` disconnects its sender, unread (``zmq.MAXMSGSIZE``).
+* a message (one frame) longer than :data:`PIPE_MAX_BYTES` disconnects its sender, unread (``zmq.MAXMSGSIZE``);
+* the kernel offers no debugger: JupyterLab's debugger makes the kernel run ``debugpy.listen`` on a loopback TCP
+  port, where any local account could attach and run code as the student.  The kernel says so in its
+  ``kernel_info`` (no ``debugger`` feature), and JupyterLab shows no debugger for it.
 
 It relies on ipykernel 7.4.0's internals (:data:`IPYKERNEL_VERSION`): ``ipykernel.kernelapp.IPKernelApp.init_iopub``
 builds ``IOPubThread`` (the name in ``ipykernel.kernelapp``) with ``pipe=True``, whose ``__init__`` calls
@@ -127,7 +130,15 @@ def main() -> None:
     # for the notebook's imports)
     if sys.path and (sys.path[0] == "" or os.path.abspath(sys.path[0]) == os.getcwd()):
         del sys.path[0]
+    without_debugger()
     kernel_app_class().launch_instance()
+
+
+def without_debugger() -> None:
+    """No debugpy in this kernel: ipykernel reads ``ipykernel.debugger._is_debugpy_available`` when it builds the
+    kernel, answers ``kernel_info`` and dispatches a ``debug_request``."""
+    from ipykernel import debugger
+    debugger._is_debugpy_available = False
 
 
 if __name__ == "__main__":

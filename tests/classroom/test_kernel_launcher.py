@@ -156,6 +156,19 @@ def test_the_kernel_listens_on_no_tcp_port_and_its_pipe_is_in_a_private_folder(k
     assert stat.S_IMODE(pipe.parent.stat().st_mode) == 0o700 and pipe.parent.stat().st_uid == os.geteuid()
 
 
+def test_the_kernel_offers_no_debugger_that_would_listen_on_a_tcp_port(kernel):
+    """JupyterLab's debugger would make the kernel run debugpy.listen on a loopback TCP port any account can reach."""
+    manager, client, _ = kernel
+    info = client.kernel_info(reply=True, timeout=TIMEOUT)["content"]
+    assert "debugger" not in info.get("supported_features", []), info
+    client.control_channel.send(client.session.msg("debug_request", {"type": "request", "seq": 1,
+                                                                     "command": "initialize", "arguments": {}}))
+    reply = client.control_channel.get_msg(timeout=TIMEOUT)
+    assert reply["msg_type"] == "debug_reply" and not reply["content"], reply["content"]
+    time.sleep(0.5)
+    assert not tcp_listeners(manager.provisioner.process.pid)
+
+
 def test_forked_childrens_output_reaches_the_cell(kernel):
     _, client, _ = kernel
     printed = run(client, (
@@ -214,6 +227,11 @@ def test_the_ipykernel_internals_the_launcher_relies_on_are_unchanged():
     assert "self._setup_pipe_out()" in child_send and "[self._pipe_uuid, *msg]" in child_send
     assert 'bind_to_random_port("tcp://127.0.0.1")' in inspect.getsource(iostream.IOPubThread._setup_pipe_in)
     assert '"tcp://127.0.0.1:%i" % self._pipe_port' in inspect.getsource(iostream.IOPubThread._setup_pipe_out)
+    from ipykernel import ipkernel, kernelbase  # where without_debugger's flag is read, at each use
+    reads = "from .debugger import _is_debugpy_available"
+    for reads_it in (ipkernel.IPythonKernel.__init__, ipkernel.IPythonKernel.do_debug_request,
+                     ipkernel.IPythonKernel.dispatch_debugpy, kernelbase.Kernel.kernel_info.fget):
+        assert reads in inspect.getsource(reads_it), reads_it
 
 
 KERNEL_IS_THE_LAUNCHERS = '''import os, sys
