@@ -279,7 +279,6 @@ def test_after_pg_terminate_backend_the_next_request_works(postgres_gradebook, s
     assert formgrader.call(grade)[0] == 200
     backends = formgrader.in_server(
         lambda: sorted({c.get_backend_pid() for c in _dbapi_connections(formgrader.settings["nbgrader_gradebook"])}))
-    formgrader.in_server(lambda: formgrader.settings["nbgrader_gradebook"].db.remove())  # back to the pool
     with engine.connect() as other:
         for pid in backends:
             assert other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
