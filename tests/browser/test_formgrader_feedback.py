@@ -1,8 +1,10 @@
 """A score typed in the Formgrader (Chromium, the instructor's JupyterLab server on the course) reaches the student:
 `make grade` wrote the page before, `nbgrader release_feedback` rewrites it with the gradebook's score, and the
-student's `fetch_feedback` brings the new score."""
+student's `fetch_feedback` brings the new score.  A save the server refuses (the gradebook database not answering:
+HTTP 503 with its message) shows as failed: a red cross by the score and the server's reason above the page."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -42,6 +44,24 @@ def test_a_score_saved_in_the_formgrader_is_what_the_student_fetches(loop, brows
         while _manual_score(course, student) != 1.5 and time.monotonic() < deadline:
             time.sleep(0.2)
         page.screenshot(path=str(artifacts / "formgrader_manual_grade.png"))
+        assert _manual_score(course, student) == 1.5
+        said = ("The gradebook database (sqlite:///gradebook.db) did not answer: connection refused. "
+                "Nothing was saved by this request; reload when it is back.")
+        page.route("**/formgrader/api/grade/**", lambda route: route.fulfill(
+            status=503, content_type="application/json", body=json.dumps({"message": said})))
+        score.fill("2")
+        score.press("Tab")
+        banner = page.locator("#rlhf-not-saved")
+        banner.wait_for(state="visible", timeout=30_000)
+        assert banner.inner_text() == f"Not saved (score of lab_question_1): {said}"
+        cross = page.locator(".nbgrader_cell > .panel-heading .score-saved.rlhf-save-failed")
+        assert cross.count() == 1 and cross.is_visible()
+        page.screenshot(path=str(artifacts / "formgrader_save_failed.png"))
+        page.unroute("**/formgrader/api/grade/**")
+        score.fill("1.5")
+        score.press("Tab")  # saved again: the cross and the message go
+        banner.wait_for(state="hidden", timeout=30_000)
+        assert cross.count() == 0
     finally:
         context.close()
         server.stop()

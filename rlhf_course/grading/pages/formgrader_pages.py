@@ -24,6 +24,9 @@ A due date changed in the Formgrader (its assignment API's PUT, nbgrader's own h
 exchange when the assignment is released there, where students read it (:mod:`rlhf_course.exchange.deadlines`),
 as ``python -m rlhf_course.grading publish-deadlines`` does.
 
+Every Formgrader handler, nbgrader's and these, recovers when the gradebook database drops its connection
+(:mod:`formgrader_database`).
+
 Enabled by ``jupyter_server_config.d/rlhf_course.json`` (``make`` installs it in the course's venv);
 it does nothing in a server without nbgrader's Formgrader (students' servers).
 """
@@ -304,3 +307,24 @@ def _load_jupyter_server_extension(serverapp):
         (url_path_join(webapp.settings["base_url"], r"/formgrader/api/students/?"), students),
         (url_path_join(webapp.settings["base_url"], r"/formgrader/api/student/([^/]+)/?"), student)])))
     serverapp.log.info("rlhf_course: the Formgrader's grading pages render in a bounded child process")
+    recovering = _recovering_from_database_errors(webapp.default_router)
+    serverapp.log.info("rlhf_course: %d Formgrader handlers recover from a dropped gradebook connection", recovering)
+
+
+def _recovering_from_database_errors(router) -> int:
+    """Give every Formgrader handler routed by ``router`` (and the routers within it) the course's recovery from
+    a dropped gradebook connection (:class:`~rlhf_course.grading.pages.formgrader_database.GradebookRecovery`);
+    the number of handlers given it."""
+    from nbgrader.server_extensions.formgrader.base import BaseHandler
+
+    from rlhf_course.grading.pages.formgrader_database import GradebookRecovery, recovering
+    given = 0
+    for rule in router.rules:
+        target = rule.target
+        if isinstance(target, type) and issubclass(target, BaseHandler):
+            if not issubclass(target, GradebookRecovery):
+                rule.target = recovering(target)
+                given += 1
+        elif hasattr(target, "rules"):
+            given += _recovering_from_database_errors(target)
+    return given
