@@ -7,29 +7,41 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK, copy_course_files
 from rlhf_course.course import notebooks, private_files, release_manifest
-from rlhf_course.grading import examples, release
+from rlhf_course.grading import examples
+from tests.support.command_session import OwnCommandSession
 from tests.support.course import REPO, copy_course, release_course, repo_course
 
 COURSE_ID = "rlhf-course"
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".*"]
 
 
-def _released(course, monkeypatch, tmp_path):
-    exchange = tmp_path / "exchange"
-    monkeypatch.setenv("RLHF_EXCHANGE_ROOT", str(exchange))
-    return exchange / COURSE_ID / "outbound" / ASSIGNMENT
+@pytest.fixture(scope="module")
+def commands(tmp_path_factory):
+    """The file's nbgrader commands in one process of this user's (nbgrader's app reset between them, as its own
+    tests run it): the guard is what is tested, not a command's start, and each new process pays nbgrader's
+    imports (2-3 CPU-s)."""
+    with OwnCommandSession(tmp_path_factory.mktemp("commands")) as session:
+        yield session
 
 
-def test_an_edited_release_notebook_is_refused(tmp_path, monkeypatch, repo):
+def _release(commands, course: Path, exchange: Path, *args: str):
+    """``nbgrader release_assignment ARGS`` in the course folder, to the exchange at ``exchange``; its output in
+    ``stdout`` (stderr with it)."""
+    return commands.nbgrader("release_assignment", *args, cwd=course, env={"RLHF_EXCHANGE_ROOT": str(exchange)},
+                             check=False)
+
+
+def test_an_edited_release_notebook_is_refused(tmp_path, commands, repo):
     course = release_course(copy_course(tmp_path / "course"))
-    outbound = _released(course, monkeypatch, tmp_path)
+    outbound = tmp_path / "exchange" / COURSE_ID / "outbound" / ASSIGNMENT
     edited = course / "release" / ASSIGNMENT / NOTEBOOK  # a student's answers, saved over the release
     nbformat.write(notebooks.fill_answers(notebooks.read(edited), examples.answers_for(repo_course(), ())), str(edited))
-    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
-    said = proc.stdout + proc.stderr
+    proc = _release(commands, course, tmp_path / "exchange", ASSIGNMENT)
+    said = proc.stdout
     assert proc.returncode != 0, said
     assert f"release/{ASSIGNMENT}/{NOTEBOOK} differs from what `make release` generated" in said, said
     assert "run `make release`" in said
@@ -37,12 +49,12 @@ def test_an_edited_release_notebook_is_refused(tmp_path, monkeypatch, repo):
     assert not outbound.exists()
 
 
-def test_a_release_without_a_manifest_is_refused(tmp_path, monkeypatch):
+def test_a_release_without_a_manifest_is_refused(tmp_path, commands):
     course = release_course(copy_course(tmp_path / "course"))
-    outbound = _released(course, monkeypatch, tmp_path)
+    outbound = tmp_path / "exchange" / COURSE_ID / "outbound" / ASSIGNMENT
     (course / "release" / release_manifest.MANIFEST).unlink()
-    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
-    assert proc.returncode != 0 and f"records no release of {ASSIGNMENT!r}" in proc.stdout + proc.stderr
+    proc = _release(commands, course, tmp_path / "exchange", ASSIGNMENT)
+    assert proc.returncode != 0 and f"records no release of {ASSIGNMENT!r}" in proc.stdout
     assert not outbound.exists()
 
 
@@ -80,13 +92,13 @@ def test_solution_and_hidden_test_regions_are_refused_even_when_recorded(tmp_pat
         release_manifest.problems(release_folder, source_folder, ASSIGNMENT, IGNORE))
 
 
-def test_the_committed_release_is_released_with_its_due_date(tmp_path, monkeypatch, repo):
+def test_the_committed_release_is_released_with_its_due_date(tmp_path, commands, repo):
     """A fresh clone: release/ is committed, the gradebook does not exist yet (no `make release`)."""
     course = copy_course(tmp_path / "course")
     shutil.copytree(repo / "release", course / "release")
-    outbound = _released(course, monkeypatch, tmp_path)
-    proc = release.nbgrader(course, "release_assignment", ASSIGNMENT, check=False)
-    said = proc.stdout + proc.stderr
+    outbound = tmp_path / "exchange" / COURSE_ID / "outbound" / ASSIGNMENT
+    proc = _release(commands, course, tmp_path / "exchange", ASSIGNMENT)
+    said = proc.stdout
     assert proc.returncode == 0, said
     assert f"{ASSIGNMENT}: due 2100-01-01 00:00 UTC (in the exchange)" in said, said
     assert (outbound / NOTEBOOK).is_file()
@@ -94,7 +106,7 @@ def test_the_committed_release_is_released_with_its_due_date(tmp_path, monkeypat
     assert published["due"] == "2100-01-01 00:00:00 UTC"
 
 
-def test_a_course_other_accounts_can_read_is_not_released_to_a_shared_exchange(tmp_path):
+def test_a_course_other_accounts_can_read_is_not_released_to_a_shared_exchange(tmp_path, commands):
     """A fresh clone is world-readable (umask 022): released to an exchange outside the course, every student with
     an account on this machine could read its solutions and hidden tests.  Refused before anything is copied, with
     the fix; released once the course is private, or where the course says no student shares the machine."""
@@ -104,23 +116,21 @@ def test_a_course_other_accounts_can_read_is_not_released_to_a_shared_exchange(t
         copy_course_files(course)
         shutil.copytree(REPO / "release", course / "release")  # the committed release: no `make release` first
         shared = tmp_path / "shared"
-        proc = release.nbgrader(course, "release_assignment", "kl_penalty", check=False,
-                                extra_env={"RLHF_EXCHANGE_ROOT": str(shared)})
-        said = proc.stdout + proc.stderr
+        proc = _release(commands, course, shared, "kl_penalty")
+        said = proc.stdout
         assert proc.returncode != 0, said
         assert f"every account on this machine could read {course}'s source/" in said, said
         assert "instructor/" in said and f"chmod o-rwx {course}" in said, said
         assert not (shared / COURSE_ID / "outbound" / "kl_penalty").exists()  # nothing went out
 
-        proc = release.nbgrader(course, "release_assignment", "kl_penalty",
-                                "--RlhfCourse.students_share_this_machine=False",
-                                extra_env={"RLHF_EXCHANGE_ROOT": str(tmp_path / "pod")})
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        proc = _release(commands, course, tmp_path / "pod", "kl_penalty",
+                        "--RlhfCourse.students_share_this_machine=False")
+        assert proc.returncode == 0, proc.stdout
         assert (tmp_path / "pod" / COURSE_ID / "outbound" / "kl_penalty").is_dir()
 
         course.chmod(0o750)  # the fix it names
-        proc = release.nbgrader(course, "release_assignment", "kl_penalty", extra_env={"RLHF_EXCHANGE_ROOT": str(shared)})
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        proc = _release(commands, course, shared, "kl_penalty")
+        assert proc.returncode == 0, proc.stdout
         assert (shared / COURSE_ID / "outbound" / "kl_penalty").is_dir()
     finally:
         shutil.rmtree(course, ignore_errors=True)

@@ -39,7 +39,17 @@ def run_course_command(argv: list[str]) -> int:
 PROGRAMS = {"nbgrader": run_nbgrader, "rlhf_course.grading": run_course_command}
 
 
+def ask_alembic_once() -> None:
+    """A new gradebook asks ``alembic heads`` (a Python subprocess, about a CPU-second) for the schema version it
+    records; the answer is the installed nbgrader's, the same for every command of this process, so the first new
+    gradebook asks and the others reuse its answer (tests/conftest.py does the same in the test processes)."""
+    import functools
+    import nbgrader.api
+    nbgrader.api.get_alembic_version = functools.cache(nbgrader.api.get_alembic_version)
+
+
 def serve(requests, replies) -> None:
+    ask_alembic_once()
     base_env = dict(os.environ)
     quiet = os.open(os.devnull, os.O_WRONLY)
     for line in requests:
