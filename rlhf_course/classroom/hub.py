@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -64,7 +65,8 @@ from rlhf_course.classroom import validate_queue
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts
 from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
-from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
+from rlhf_course.classroom.spawner import (DEFAULT_CPUS, account_name, port_listeners, remove_user_resources,
+                                          thread_environment)
 from rlhf_course.classroom.cpu_shares import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, VALIDATE_WEIGHT, CpuShares,
                                               check_holder_cpus, check_weight)
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
@@ -190,9 +192,89 @@ def started_broker(socket_path: Path, slots: int, max_hold: float, on_holders=No
 
 
 def free_port() -> int:
+    """A loopback TCP port free now, chosen by the kernel among the ordinary ones (any account may bind it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+LOWEST_INTERNAL_PORT = 512  # below it, the well-known services' ports
+
+
+def unprivileged_port_start(setting: Path = UNPRIVILEGED_PORT_START) -> int:
+    """The lowest TCP port any account may bind (net.ipv4.ip_unprivileged_port_start; 1024 on a kernel without the
+    setting): the ports below it are root's only (CAP_NET_BIND_SERVICE)."""
+    try:
+        return int(setting.read_text())
+    except (OSError, ValueError):
+        return 1024
+
+
+def privileged_ports_refused(setting: Path = UNPRIVILEGED_PORT_START) -> str | None:
+    """Why the classroom cannot have ports only root may bind here (None: it can)."""
+    if os.geteuid() != 0:
+        return "the classroom does not run as root"
+    start = unprivileged_port_start(setting)
+    if start <= LOWEST_INTERNAL_PORT:
+        return f"{setting} is {start}: every account may bind the ports from {start} up"
+    return None
+
+
+@functools.cache
+def named_service_ports() -> frozenset[int]:
+    """The ports from LOWEST_INTERNAL_PORT to 1023 a service is known by (/etc/services, through the resolver's
+    getservbyport): a daemon may start on one later."""
+    named = set()
+    for port in range(LOWEST_INTERNAL_PORT, 1024):
+        with contextlib.suppress(OSError):
+            socket.getservbyport(port, "tcp")
+            named.add(port)
+    return frozenset(named)
+
+
+def root_only_port(exclude=(), setting: Path = UNPRIVILEGED_PORT_START) -> int:
+    """A loopback TCP port only root may bind (below ``unprivileged_port_start``, above the well-known services'
+    and named by none in /etc/services), free now (bound once, as root), not in ``exclude``.  OSError when none is
+    (PermissionError: this process may not bind them)."""
+    import random
+    candidates = [port for port in range(LOWEST_INTERNAL_PORT, unprivileged_port_start(setting))
+                  if port not in exclude and port not in named_service_ports()]
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+                return port
+            except PermissionError:
+                raise
+            except OSError:  # in use
+                continue
+    raise OSError(f"no free port between {LOWEST_INTERNAL_PORT} and {unprivileged_port_start(setting) - 1}")
+
+
+def internal_ports(count: int, exclude=(), refused: str | None = None) -> tuple[list[int], str | None]:
+    """``count`` different loopback ports for the classroom's root processes to listen on, none in ``exclude``,
+    and a warning when they are ordinary ports (``refused``, or :func:`privileged_ports_refused`, says why): any
+    account may then take one while its process restarts."""
+    refused = refused or privileged_ports_refused()
+    ports: list[int] = []
+    if not refused:
+        try:
+            while len(ports) < count:
+                ports.append(root_only_port({*exclude, *ports}))
+        except OSError as error:
+            refused, ports = f"no port below {unprivileged_port_start()} could be had ({error})", []
+    if refused:
+        while len(ports) < count:
+            port = free_port()
+            if port not in exclude and port not in ports:
+                ports.append(port)
+        return ports, (f"WARNING: the hub's own port and the proxy's API port are ordinary ports any account may "
+                       f"bind ({refused}): a student who binds one while the hub or the proxy restarts receives "
+                       f"the logins (their passwords) or the proxy's token.  Run make hub as root on a machine "
+                       f"whose {UNPRIVILEGED_PORT_START} is above {LOWEST_INTERNAL_PORT} (1024 by default).")
+    return ports, None
 
 
 class Classroom:
@@ -227,7 +309,9 @@ class Classroom:
         self.validate_broker_socket = base / validate_queue.SOCKET_FOLDER / SOCKET_NAME
         self.validate_broker: SlotBroker | None = None
         self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
-        self.hub_port, self.proxy_api_port = free_port(), free_port()
+        # ports only root may bind: a student looping on bind() while the hub restarts could otherwise take the
+        # hub's (the proxy sends it every login) or the proxy API's (the hub sends it the proxy's token)
+        (self.hub_port, self.proxy_api_port), self.port_warning = internal_ports(2, exclude={port})
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
         self.lab_cache = base / "lab-cache"
@@ -481,12 +565,27 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if self.process.poll() is not None:
                 raise SystemExit(f"JupyterHub exited ({self.process.returncode}); the end of "
                                  f"{self.hub_dir}/jupyterhub.log:\n{self.log_tail('jupyterhub.log')}")
-            try:
-                urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
+            if self.hub_answers():
                 return
-            except OSError:
-                time.sleep(0.5)
+            time.sleep(0.5)
         raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
+
+    def hub_answers(self) -> bool:
+        """Whether the hub answers its health check through the proxy now.  An answer is believed only if every
+        listener on the classroom's port and on the hub's is the classroom's (root's, or this process's account):
+        SystemExit, naming the accounts, if another account's socket answered in their place."""
+        try:
+            urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
+        except OSError:
+            return False
+        trusted = {0, os.geteuid()}
+        for role, port in (("the classroom's address", self.port), ("the hub's own port", self.hub_port)):
+            owners = port_listeners(port)
+            if owners - trusted or not owners & trusted:
+                strangers = ", ".join(sorted(account_name(uid) for uid in owners - trusted)) or "nobody we know"
+                raise SystemExit(f"port {port} ({role}) is held by another account ({strangers}), not the "
+                                 f"classroom: the answer there is not the hub's, and it is not believed")
+        return True
 
     def start_first(self, tries: int = 3) -> None:
         """The classroom's first start.  The hub's and the proxy API's loopback ports were chosen free when the
@@ -505,7 +604,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if self.proxy_process is not None and self.proxy_process.poll() is None:
                 self.proxy_process.terminate()
                 self.proxy_process.wait(timeout=30)
-            self.hub_port, self.proxy_api_port = free_port(), free_port()
+            (self.hub_port, self.proxy_api_port), self.port_warning = internal_ports(
+                2, exclude={self.port, self.hub_port, self.proxy_api_port})
             self.write_hub_config()
 
     def log_size(self, name: str) -> int:
