@@ -50,6 +50,7 @@ import functools
 import json
 import math
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -62,7 +63,7 @@ from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
 from rlhf_course.classroom import validate_queue
-from rlhf_course.classroom.accounts import User, add_account, remove_accounts
+from rlhf_course.classroom.accounts import User, add_account, remove_accounts, stop_processes
 from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import (DEFAULT_CPUS, account_name, port_listeners, remove_user_resources,
@@ -83,6 +84,7 @@ LAB_BOOST_WEIGHT = 10000  # a lab session's training-slot holders' CPU weight (b
 HOLDERS_SHARE = 0.85  # of the machine's cores, what the slot holders may use together while boosted: the rest
                       # (0.3 of 2 cores) is always the other students' (bench/RESULTS.md: their cells' p95 1.22 s)
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
+READY = "ready"  # in the hub's folder, once the class may log in: from then on an unplanned stop keeps everything
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
 
@@ -348,6 +350,7 @@ class Classroom:
             raise SystemExit(f"configurable-http-proxy not found at {self.proxy} (make hub installs it)")
         if self.base.exists() and not (self.base / MARKER).exists():
             raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
+        self.refuse_a_kept_class()
         check_checkout_private(self.repo, self.make_checkout_private)
         self.course_id = course_id(self.repo)
         self.created = True
@@ -401,6 +404,14 @@ class Classroom:
         self.fill_lab_cache()
         self.render_first_figures()
         self.write_hub_config()
+
+    def refuse_a_kept_class(self) -> None:
+        """A base folder a class ran in (its hub was ready) and that was not removed by Ctrl-C holds the
+        students' work and the gradebook: make hub never wipes it, the instructor removes it (:func:`remove_classroom`)."""
+        if (self.hub_dir / READY).exists():
+            raise SystemExit(f"{self.base} holds a class that stopped without Ctrl-C: its accounts, their homes (the "
+                             f"students' work) and the course's gradebook are kept there.  Copy what you need, then "
+                             f"remove it all: {remove_command(self.base)} (or choose another --base)")
 
     def lab_threads(self) -> int:
         """The torch threads the students' labs train with: their quota's cores (the spawner's OMP_NUM_THREADS),
@@ -731,7 +742,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                                               self.cpu_shares.validating if self.cpu_shares else None,
                                               name="validate-broker")
 
-    def remove(self) -> None:
+    def stop_services(self) -> None:
+        """Everything of the classroom's own that runs: the brokers, the hub, the proxy and the background jobs."""
         if self.training_broker:
             self.training_broker.stop()  # reports no holders: the boost gives every weight back
         if self.validate_broker:
@@ -741,6 +753,10 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if process and process.poll() is None:
                 process.kill()
                 process.wait()
+
+    def remove(self) -> None:
+        """The end of a trial (Ctrl-C, SIGTERM): everything stopped, the accounts, their homes and the folder removed."""
+        self.stop_services()
         if not self.created:
             return
         self.remove_accounts()
@@ -749,11 +765,31 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             self.server.remove()
         shutil.rmtree(self.base, ignore_errors=True)
 
+    def keep(self, reason: str) -> str:
+        """An unplanned stop (``reason``): the brokers, the hub, the proxy, the background jobs and every user's
+        server stop; the accounts, their homes and the base folder stay.  What is kept and the command that
+        removes it are printed and appended to the hub's log; returned too."""
+        self.stop_services()
+        stop_processes(self.names)
+        said = (f"the classroom stopped unplanned ({reason}): the hub, the proxy and every user's server are "
+                f"stopped, and nothing is removed.\n"
+                f"kept: the accounts {', '.join(self.names)} and their homes in {self.base / 'home'} (the students' "
+                f"work; the course, its gradebook and the collected submissions in {self.course}), the exchange "
+                f"{self.exchange}, and {self.base} itself (the hub's logs in {self.hub_dir}).\n"
+                f"make hub refuses this folder until it is removed.  Copy what you need (the grades: `make grade`'s "
+                f"export), then remove it all, as root, from the checkout:\n  {remove_command(self.base)}")
+        print(said, flush=True)
+        with contextlib.suppress(OSError):
+            with open(self.hub_dir / "jupyterhub.log", "a") as log:
+                log.write(f"\n{time.strftime('%Y-%m-%d %H:%M:%S')} {said}\n")
+        return said
+
     def summary(self) -> str:
         # every released assignment and edition with submissions
         grade = (f"cd {self.repo} && RLHF_EXCHANGE_ROOT={self.exchange} .venv/bin/python "
                  f"-m rlhf_course.grading grade --course-root={self.course}")
-        lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them)",
+        lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them; "
+                 f"an unplanned stop keeps them and says how to remove them)",
                  "", f"  {'account':<24} password"]
         lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
@@ -926,6 +962,107 @@ def stop_once_on_signals() -> None:
     signal.signal(signal.SIGINT, stop)
 
 
+class TerminalClosed(Exception):
+    """SIGHUP: the instructor's terminal (an ssh session) went away, which is not the instructor's stop."""
+
+
+def stop_on_hangup() -> None:
+    """SIGHUP raises :class:`TerminalClosed` (an unplanned stop) unless it is ignored already (``nohup make hub``)."""
+    def hung_up(signum, frame):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        raise TerminalClosed("the terminal closed (SIGHUP)")
+
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, hung_up)
+
+
+def ignore_stop_signals() -> None:
+    """The clean-up runs to its end (stop_once_on_signals)."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def run_classroom(classroom: Classroom, klass: str, prestart: bool, on_ending=ignore_stop_signals) -> None:
+    """Make the classroom, start its hub, announce it and keep the hub running; then end it.  The instructor's stop
+    (Ctrl-C, SIGTERM: KeyboardInterrupt) ends the trial and removes everything, as does a failure before the class
+    was announced (nothing of anyone's yet); any other end once it was (the hub failing to come back, a crash, the
+    terminal closing) keeps the accounts, homes and folder (:meth:`Classroom.keep`).  ``on_ending`` runs first."""
+    if classroom.port_warning:
+        print(classroom.port_warning, flush=True)
+    started = time.time()
+    announced = False
+    ending: str | None = "the classroom's process failed"
+    try:
+        classroom.create()
+        classroom.start_first()
+        print(classroom.summary(), flush=True)
+        print(f"ready for a {klass} class (--class; HUB_CLASS=lab|burst|off): warm kernels "
+              f"{'on' if classroom.warm_kernels else 'off'}, the students' servers "
+              f"{'started now, in the background' if prestart else 'started at their login'}", flush=True)
+        print(f"\nready in {time.time() - started:.0f} s", flush=True)
+        (classroom.hub_dir / READY).write_text(classroom.url)
+        announced = True
+        if prestart:
+            classroom.prestart_in_background()
+        classroom.supervise()
+        ending = "JupyterHub did not come back: it exited again at each start"
+    except KeyboardInterrupt:
+        ending = None
+    except BaseException as error:
+        ending = f"{type(error).__name__}: {error}"
+        raise
+    finally:
+        on_ending()
+        if ending is None or not announced:
+            print("stopping the hub and removing the classroom's accounts", flush=True)
+            classroom.remove()
+        else:
+            classroom.keep(ending)
+
+
+def remove_command(base: Path) -> str:
+    """The command that removes a kept classroom (:func:`remove_classroom`), as root from the checkout."""
+    return f"sudo .venv/bin/python -m rlhf_course.classroom remove --base {base}"
+
+
+def remove_classroom(base: Path) -> list[str]:
+    """A classroom's folder kept after an unplanned stop, removed: every process of the accounts whose home is in
+    ``<base>/home`` stopped, the accounts and their group deleted, their cgroups and runtime folders, then ``base``.
+    Refused for a folder the classroom did not make, or while its hub runs.  The accounts' names."""
+    base = base.resolve()
+    if not (base / MARKER).exists():
+        raise SystemExit(f"{base} is not a classroom folder (no {MARKER} in it): nothing removed")
+    hub_config = str(base / "hub" / "jupyterhub_config.py")
+    running = [pid for pid, argv in _processes() if hub_config in argv]
+    if running:
+        raise SystemExit(f"a classroom still runs on {base} (its hub: pid {', '.join(map(str, running))}): its "
+                         f"Ctrl-C stops and removes it; nothing removed")
+    names = sorted(entry.pw_name for entry in pwd.getpwall() if Path(entry.pw_dir).parent == base / "home")
+    group = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        group = f"{json.loads((base / 'hub' / 'accounts.json').read_text())['prefix']}instructors"
+    stop_processes(names)
+    remove_accounts(names, group)
+    remove_user_resources(names)
+    shutil.rmtree(base)
+    print(f"removed the accounts {', '.join(names) or '(none)'}, their homes"
+          f"{f', the group {group}' if group else ''} and {base}", flush=True)
+    return names
+
+
+def remove_main(argv: list[str]) -> int:
+    """``python -m rlhf_course.classroom remove --base B``: :func:`remove_classroom`."""
+    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom remove",
+                                     description="Remove a classroom kept after an unplanned stop: its accounts, "
+                                                 "their homes (the students' work, the gradebook) and its folder.")
+    parser.add_argument("--base", type=Path, required=True, help="the classroom's folder (make hub's HUB_BASE)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("removing a classroom's accounts needs root")
+    remove_classroom(args.base)
+    return 0
+
+
 def main(argv=None) -> None:
     args = parse_arguments(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
@@ -936,26 +1073,6 @@ def main(argv=None) -> None:
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
                           training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold,
                           validate_slots=args.validate_slots, validate_weight=args.validate_weight)
-
     stop_once_on_signals()
-    started = time.time()
-    try:
-        classroom.create()
-        classroom.start_first()
-        print(classroom.summary(), flush=True)
-        print(f"ready for a {args.klass} class (--class; HUB_CLASS=lab|burst|off): warm kernels "
-              f"{'on' if args.warm_kernels else 'off'}, the students' servers "
-              f"{'started now, in the background' if args.prestart else 'started at their login'}", flush=True)
-        print(f"\nready in {time.time() - started:.0f} s", flush=True)
-        (classroom.hub_dir / "ready").write_text(classroom.url)
-        if args.prestart:
-            classroom.prestart_in_background()
-        classroom.supervise()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up runs to its end (stop_once_on_signals)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("stopping the hub and removing the classroom's accounts", flush=True)
-        classroom.remove()
-
+    stop_on_hangup()
+    run_classroom(classroom, args.klass, args.prestart)
