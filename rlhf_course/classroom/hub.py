@@ -581,6 +581,17 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             time.sleep(0.5)
         raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
 
+    def public_port_warning(self) -> str | None:
+        """Why the classroom's own address (``--port``, HUB_PORT: the instructor's choice, kept) may be taken: an
+        ordinary port any account may bind while the proxy is down (it restarts only if it died).  The health check
+        then refuses another account's listener there, but the logins sent meanwhile are hers."""
+        start = unprivileged_port_start()
+        if self.port < start or os.geteuid() != 0:
+            return None
+        return (f"note: the classroom's address, port {self.port} (--port, HUB_PORT), is one any account may bind "
+                f"(from {start} up): should the proxy die, a student who binds it first receives the logins.  A "
+                f"port below {start} (e.g. HUB_PORT=800) is root's only.")
+
     def hub_answers(self) -> bool:
         """Whether the hub answers its health check through the proxy now.  An answer is believed only if every
         listener on the classroom's port and on the hub's is the classroom's (root's, or this process's account):
@@ -987,8 +998,9 @@ def run_classroom(classroom: Classroom, klass: str, prestart: bool, on_ending=ig
     (Ctrl-C, SIGTERM: KeyboardInterrupt) ends the trial and removes everything, as does a failure before the class
     was announced (nothing of anyone's yet); any other end once it was (the hub failing to come back, a crash, the
     terminal closing) keeps the accounts, homes and folder (:meth:`Classroom.keep`).  ``on_ending`` runs first."""
-    if classroom.port_warning:
-        print(classroom.port_warning, flush=True)
+    for warning in (classroom.port_warning, classroom.public_port_warning()):
+        if warning:
+            print(warning, flush=True)
     started = time.time()
     announced = False
     ending: str | None = "the classroom's process failed"

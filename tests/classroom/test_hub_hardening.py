@@ -255,6 +255,10 @@ def test_the_hub_s_internal_ports_are_ones_only_root_may_bind():
                       "    except OSError as error:\n"
                       "        print('refused', port, type(error).__name__)\n")
     assert "BOUND" not in probe.stdout and probe.stdout.count("PermissionError") == 2, probe.stdout + probe.stderr
+    # the classroom's address is the instructor's choice: kept, with a note when any account may bind it
+    assert "8000" in classroom.public_port_warning() and "HUB_PORT" in classroom.public_port_warning()
+    classroom.port = limit - 1
+    assert classroom.public_port_warning() is None
     held = socket.socket()
     held.bind(("127.0.0.1", ports[0]))
     held.listen()
