@@ -5,7 +5,9 @@ spawns each user's JupyterLab as that user, from a Python environment every user
     python -m rlhf_course.classroom [--port 8000] [--students alice bob carol] [--base /srv/rlhf-classroom]
 
 prints the hub's address and one random password per account, then runs the hub until interrupted;
-on exit it stops every server and removes the accounts and the classroom folder.  tests/classroom drives
+on Ctrl-C (or SIGTERM) it stops every server and removes the accounts and the classroom folder; an unplanned
+stop (the hub not coming back, a crash) stops the servers and keeps them, for ``python -m rlhf_course.classroom
+remove --base <base>`` to remove.  tests/classroom drives
 the same command in a browser; tests/exchange uses the same accounts (:mod:`accounts`).
 
 What goes where (a real server puts the same files in /etc/jupyter, see the README):
@@ -853,6 +855,7 @@ examples (rlhf-classroom is python -m rlhf_course.classroom; as root, from the c
   sudo .venv/bin/rlhf-classroom --proxy PROXY --class burst   # a class that runs everything at once: no boost
   sudo .venv/bin/rlhf-classroom --proxy PROXY --memory 2G --cpus 0.5 --idle-timeout 0   # small servers, never stopped
   sudo .venv/bin/rlhf-classroom prestart --hold-until 14:00   # the running hub's students' servers, before the class
+  sudo .venv/bin/rlhf-classroom remove --base /srv/rlhf-classroom   # a classroom kept after an unplanned stop
 """
 
 
