@@ -436,3 +436,27 @@ def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folde
             grp.getgrnam("rlhfkept_instructors")
     finally:
         accounts.remove_accounts(names, "rlhfkept_instructors")
+
+
+HANG_UP = """
+import os, signal, sys, time
+from rlhf_course.classroom.hub import TerminalClosed, stop_on_hangup
+if sys.argv[1] == "nohup":
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+stop_on_hangup()
+try:
+    os.kill(os.getpid(), signal.SIGHUP)
+    time.sleep(1)
+    print("ran on")
+except TerminalClosed as closed:
+    print("unplanned:", closed)
+"""
+
+
+def test_a_closed_terminal_is_an_unplanned_stop_unless_nohup_ignores_it():
+    """SIGHUP (the instructor's ssh session gone) is not the instructor's stop: it raises what the classroom treats
+    as a crash (everything kept); under `nohup make hub` (SIGHUP ignored) the classroom runs on."""
+    said = {how: subprocess.run([sys.executable, "-c", HANG_UP, how], capture_output=True, text=True, timeout=60)
+            for how in ("terminal", "nohup")}
+    assert "unplanned: the terminal closed (SIGHUP)" in said["terminal"].stdout, said["terminal"].stderr[-2000:]
+    assert said["nohup"].stdout == "ran on\n", said["nohup"].stderr[-2000:]
