@@ -789,8 +789,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 f"kept: the accounts {', '.join(self.names)} and their homes in {self.base / 'home'} (the students' "
                 f"work; the course, its gradebook and the collected submissions in {self.course}), the exchange "
                 f"{self.exchange}, and {self.base} itself (the hub's logs in {self.hub_dir}).\n"
-                f"make hub refuses this folder until it is removed.  Copy what you need (the grades: `make grade`'s "
-                f"export), then remove it all, as root, from the checkout:\n  {remove_command(self.base)}")
+                f"make hub refuses this folder until it is removed.  Copy what you need first (the course folder "
+                f"holds the grades), then remove it all, as root, from the checkout:\n  {remove_command(self.base)}")
         print(said, flush=True)
         with contextlib.suppress(OSError):
             with open(self.hub_dir / "jupyterhub.log", "a") as log:
