@@ -3,6 +3,7 @@ removed with every process they left, and commands run as one of them from the s
 environment (:mod:`rlhf_course.classroom.server_env`), with nothing of root's environment."""
 from __future__ import annotations
 
+import contextlib
 import grp
 import pwd
 import subprocess
@@ -49,6 +50,36 @@ def add_account(name: str, home: Path, group: str | None = None) -> None:
     subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *primary, name], check=True,
                    capture_output=True)
     home.chmod(0o700)
+
+
+def live_processes(uids: set[int]) -> list[int]:
+    """The pids of the processes running as one of ``uids`` (effective uid), zombies left out: they are gone, and
+    only their parent's wait() removes their entry."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, KeyError, IndexError, ValueError):
+                fields = dict(line.split(":", 1) for line in (entry / "status").read_text().splitlines())
+                if int(fields["Uid"].split()[1]) in uids and not fields["State"].split()[0] == "Z":
+                    found.append(int(entry.name))
+    return found
+
+
+def stop_processes(names, grace: float = 10) -> None:
+    """Every process of these accounts stopped, the accounts and their files kept: SIGTERM (a server saves and
+    shuts its kernels down), then SIGKILL for what still runs after ``grace`` seconds."""
+    names = list(names)
+    for name in names:
+        subprocess.run(["pkill", "-TERM", "-u", name], capture_output=True)
+    uids = set()
+    for name in names:
+        with contextlib.suppress(KeyError):
+            uids.add(pwd.getpwnam(name).pw_uid)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and live_processes(uids):
+        time.sleep(0.1)
+    for name in names:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
 
 
 def remove_accounts(names, group: str | None = None) -> None:

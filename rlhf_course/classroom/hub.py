@@ -5,7 +5,9 @@ spawns each user's JupyterLab as that user, from a Python environment every user
     python -m rlhf_course.classroom [--port 8000] [--students alice bob carol] [--base /srv/rlhf-classroom]
 
 prints the hub's address and one random password per account, then runs the hub until interrupted;
-on exit it stops every server and removes the accounts and the classroom folder.  tests/classroom drives
+on Ctrl-C (or SIGTERM) it stops every server and removes the accounts and the classroom folder; an unplanned
+stop (the hub not coming back, a crash) stops the servers and keeps them, for ``python -m rlhf_course.classroom
+remove --base <base>`` to remove.  tests/classroom drives
 the same command in a browser; tests/exchange uses the same accounts (:mod:`accounts`).
 
 What goes where (a real server puts the same files in /etc/jupyter, see the README):
@@ -48,9 +50,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -63,10 +67,11 @@ from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
 from rlhf_course.classroom import validate_queue
-from rlhf_course.classroom.accounts import User, add_account, remove_accounts
+from rlhf_course.classroom.accounts import User, add_account, remove_accounts, stop_processes
 from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
-from rlhf_course.classroom.spawner import DEFAULT_CPUS, remove_user_resources, thread_environment
+from rlhf_course.classroom.spawner import (DEFAULT_CPUS, account_name, port_listeners, remove_user_resources,
+                                          thread_environment)
 from rlhf_course.classroom.cpu_shares import (BOOSTED_WEIGHT, DEFAULT_WEIGHT, VALIDATE_WEIGHT, CpuShares,
                                               check_holder_cpus, check_weight)
 from rlhf_course.classroom.training_broker import DEFAULT_MAX_HOLD, SOCKET_NAME, SlotBroker, default_slots
@@ -83,6 +88,7 @@ LAB_BOOST_WEIGHT = 10000  # a lab session's training-slot holders' CPU weight (b
 HOLDERS_SHARE = 0.85  # of the machine's cores, what the slot holders may use together while boosted: the rest
                       # (0.3 of 2 cores) is always the other students' (bench/RESULTS.md: their cells' p95 1.22 s)
 MARKER = ".rlhf-classroom"  # the classroom removes its folder on exit: only one it made itself
+READY = "ready"  # in the hub's folder, once the class may log in: from then on an unplanned stop keeps everything
 STUDENT_SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
 
@@ -199,9 +205,89 @@ def started_broker(socket_path: Path, slots: int, max_hold: float, on_holders=No
 
 
 def free_port() -> int:
+    """A loopback TCP port free now, chosen by the kernel among the ordinary ones (any account may bind it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+UNPRIVILEGED_PORT_START = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+LOWEST_INTERNAL_PORT = 512  # below it, the well-known services' ports
+
+
+def unprivileged_port_start(setting: Path = UNPRIVILEGED_PORT_START) -> int:
+    """The lowest TCP port any account may bind (net.ipv4.ip_unprivileged_port_start; 1024 on a kernel without the
+    setting): the ports below it are root's only (CAP_NET_BIND_SERVICE)."""
+    try:
+        return int(setting.read_text())
+    except (OSError, ValueError):
+        return 1024
+
+
+def privileged_ports_refused(setting: Path = UNPRIVILEGED_PORT_START) -> str | None:
+    """Why the classroom cannot have ports only root may bind here (None: it can)."""
+    if os.geteuid() != 0:
+        return "the classroom does not run as root"
+    start = unprivileged_port_start(setting)
+    if start <= LOWEST_INTERNAL_PORT:
+        return f"{setting} is {start}: every account may bind the ports from {start} up"
+    return None
+
+
+@functools.cache
+def named_service_ports() -> frozenset[int]:
+    """The ports from LOWEST_INTERNAL_PORT to 1023 a service is known by (/etc/services, through the resolver's
+    getservbyport): a daemon may start on one later."""
+    named = set()
+    for port in range(LOWEST_INTERNAL_PORT, 1024):
+        with contextlib.suppress(OSError):
+            socket.getservbyport(port, "tcp")
+            named.add(port)
+    return frozenset(named)
+
+
+def root_only_port(exclude=(), setting: Path = UNPRIVILEGED_PORT_START) -> int:
+    """A loopback TCP port only root may bind (below ``unprivileged_port_start``, above the well-known services'
+    and named by none in /etc/services), free now (bound once, as root), not in ``exclude``.  OSError when none is
+    (PermissionError: this process may not bind them)."""
+    import random
+    candidates = [port for port in range(LOWEST_INTERNAL_PORT, unprivileged_port_start(setting))
+                  if port not in exclude and port not in named_service_ports()]
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+                return port
+            except PermissionError:
+                raise
+            except OSError:  # in use
+                continue
+    raise OSError(f"no free port between {LOWEST_INTERNAL_PORT} and {unprivileged_port_start(setting) - 1}")
+
+
+def internal_ports(count: int, exclude=(), refused: str | None = None) -> tuple[list[int], str | None]:
+    """``count`` different loopback ports for the classroom's root processes to listen on, none in ``exclude``,
+    and a warning when they are ordinary ports (``refused``, or :func:`privileged_ports_refused`, says why): any
+    account may then take one while its process restarts."""
+    refused = refused or privileged_ports_refused()
+    ports: list[int] = []
+    if not refused:
+        try:
+            while len(ports) < count:
+                ports.append(root_only_port({*exclude, *ports}))
+        except OSError as error:
+            refused, ports = f"no port below {unprivileged_port_start()} could be had ({error})", []
+    if refused:
+        while len(ports) < count:
+            port = free_port()
+            if port not in exclude and port not in ports:
+                ports.append(port)
+        return ports, (f"WARNING: the hub's own port and the proxy's API port are ordinary ports any account may "
+                       f"bind ({refused}): a student who binds one while the hub or the proxy restarts receives "
+                       f"the logins (their passwords) or the proxy's token.  Run make hub as root on a machine "
+                       f"whose {UNPRIVILEGED_PORT_START} is above {LOWEST_INTERNAL_PORT} (1024 by default).")
+    return ports, None
 
 
 class Classroom:
@@ -236,7 +322,9 @@ class Classroom:
         self.validate_broker_socket = base / validate_queue.SOCKET_FOLDER / SOCKET_NAME
         self.validate_broker: SlotBroker | None = None
         self.warm_kernels = warm_kernels  # each student's server starts a kernel with the imports done (warm_kernels.py)
-        self.hub_port, self.proxy_api_port = free_port(), free_port()
+        # ports only root may bind: a student looping on bind() while the hub restarts could otherwise take the
+        # hub's (the proxy sends it every login) or the proxy API's (the hub sends it the proxy's token)
+        (self.hub_port, self.proxy_api_port), self.port_warning = internal_ports(2, exclude={port})
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
         self.lab_cache = base / "lab-cache"
@@ -274,6 +362,7 @@ class Classroom:
             raise SystemExit(f"configurable-http-proxy not found at {self.proxy} (make hub installs it)")
         if self.base.exists() and not (self.base / MARKER).exists():
             raise SystemExit(f"{self.base} exists and is not a classroom folder: choose another (--base, HUB_BASE)")
+        self.refuse_a_kept_class()
         check_checkout_private(self.repo, self.make_checkout_private)
         self.course_id = course_id(self.repo)
         self.created = True
@@ -328,6 +417,14 @@ class Classroom:
         self.fill_lab_cache()
         self.render_first_figures()
         self.write_hub_config()
+
+    def refuse_a_kept_class(self) -> None:
+        """A base folder a class ran in (its hub was ready) and that was not removed by Ctrl-C holds the
+        students' work and the gradebook: make hub never wipes it, the instructor removes it (:func:`remove_classroom`)."""
+        if (self.hub_dir / READY).exists():
+            raise SystemExit(f"{self.base} holds a class that stopped without Ctrl-C: its accounts, their homes (the "
+                             f"students' work) and the course's gradebook are kept there.  Copy what you need, then "
+                             f"remove it all: {remove_command(self.base)} (or choose another --base)")
 
     def lab_threads(self) -> int:
         """The torch threads the students' labs train with: their quota's cores (the spawner's OMP_NUM_THREADS),
@@ -497,12 +594,38 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if self.process.poll() is not None:
                 raise SystemExit(f"JupyterHub exited ({self.process.returncode}); the end of "
                                  f"{self.hub_dir}/jupyterhub.log:\n{self.log_tail('jupyterhub.log')}")
-            try:
-                urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
+            if self.hub_answers():
                 return
-            except OSError:
-                time.sleep(0.5)
+            time.sleep(0.5)
         raise SystemExit(f"JupyterHub did not answer within {timeout:.0f} s; see {self.hub_dir}/jupyterhub.log")
+
+    def public_port_warning(self) -> str | None:
+        """Why the classroom's own address (``--port``, HUB_PORT: the instructor's choice, kept) may be taken: an
+        ordinary port any account may bind while the proxy is down (it restarts only if it died).  The health check
+        then refuses another account's listener there, but the logins sent meanwhile are hers."""
+        start = unprivileged_port_start()
+        if self.port < start or os.geteuid() != 0:
+            return None
+        return (f"note: the classroom's address, port {self.port} (--port, HUB_PORT), is one any account may bind "
+                f"(from {start} up): should the proxy die, a student who binds it first receives the logins.  A "
+                f"port below {start} (e.g. HUB_PORT=800) is root's only.")
+
+    def hub_answers(self) -> bool:
+        """Whether the hub answers its health check through the proxy now.  An answer is believed only if every
+        listener on the classroom's port and on the hub's is the classroom's (root's, or this process's account):
+        SystemExit, naming the accounts, if another account's socket answered in their place."""
+        try:
+            urllib.request.urlopen(f"{self.url}/hub/health", timeout=2)
+        except OSError:
+            return False
+        trusted = {0, os.geteuid()}
+        for role, port in (("the classroom's address", self.port), ("the hub's own port", self.hub_port)):
+            owners = port_listeners(port)
+            if owners - trusted or not owners & trusted:
+                strangers = ", ".join(sorted(account_name(uid) for uid in owners - trusted)) or "nobody we know"
+                raise SystemExit(f"port {port} ({role}) is held by another account ({strangers}), not the "
+                                 f"classroom: the answer there is not the hub's, and it is not believed")
+        return True
 
     def start_first(self, tries: int = 3) -> None:
         """The classroom's first start.  The hub's and the proxy API's loopback ports were chosen free when the
@@ -521,7 +644,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if self.proxy_process is not None and self.proxy_process.poll() is None:
                 self.proxy_process.terminate()
                 self.proxy_process.wait(timeout=30)
-            self.hub_port, self.proxy_api_port = free_port(), free_port()
+            (self.hub_port, self.proxy_api_port), self.port_warning = internal_ports(
+                2, exclude={self.port, self.hub_port, self.proxy_api_port})
             self.write_hub_config()
 
     def log_size(self, name: str) -> int:
@@ -647,7 +771,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                                               self.cpu_shares.validating if self.cpu_shares else None,
                                               name="validate-broker")
 
-    def remove(self) -> None:
+    def stop_services(self) -> None:
+        """Everything of the classroom's own that runs: the brokers, the hub, the proxy and the background jobs."""
         if self.training_broker:
             self.training_broker.stop()  # reports no holders: the boost gives every weight back
         if self.validate_broker:
@@ -657,6 +782,10 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             if process and process.poll() is None:
                 process.kill()
                 process.wait()
+
+    def remove(self) -> None:
+        """The end of a trial (Ctrl-C, SIGTERM): everything stopped, the accounts, their homes and the folder removed."""
+        self.stop_services()
         if not self.created:
             return
         self.remove_accounts()
@@ -665,11 +794,31 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
             self.server.remove()
         shutil.rmtree(self.base, ignore_errors=True)
 
+    def keep(self, reason: str) -> str:
+        """An unplanned stop (``reason``): the brokers, the hub, the proxy, the background jobs and every user's
+        server stop; the accounts, their homes and the base folder stay.  What is kept and the command that
+        removes it are printed and appended to the hub's log; returned too."""
+        self.stop_services()
+        stop_processes(self.names)
+        said = (f"the classroom stopped unplanned ({reason}): the hub, the proxy and every user's server are "
+                f"stopped, and nothing is removed.\n"
+                f"kept: the accounts {', '.join(self.names)} and their homes in {self.base / 'home'} (the students' "
+                f"work; the course, its gradebook and the collected submissions in {self.course}), the exchange "
+                f"{self.exchange}, and {self.base} itself (the hub's logs in {self.hub_dir}).\n"
+                f"make hub refuses this folder until it is removed.  Copy what you need first (the course folder "
+                f"holds the grades), then remove it all, as root, from the checkout:\n  {remove_command(self.base)}")
+        print(said, flush=True)
+        with contextlib.suppress(OSError):
+            with open(self.hub_dir / "jupyterhub.log", "a") as log:
+                log.write(f"\n{time.strftime('%Y-%m-%d %H:%M:%S')} {said}\n")
+        return said
+
     def summary(self) -> str:
         # every released assignment and edition with submissions
         grade = (f"cd {self.repo} && RLHF_EXCHANGE_ROOT={self.exchange} .venv/bin/python "
                  f"-m rlhf_course.grading grade --course-root={self.course}")
-        lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them)",
+        lines = [f"JupyterHub: {self.url}  (accounts for this run only; Ctrl-C stops the hub and removes them; "
+                 f"an unplanned stop keeps them and says how to remove them)",
                  "", f"  {'account':<24} password"]
         lines += [f"  {name:<24} {self.passwords[name]}" for name in self.names]
         lines += ["", f"instructor: {self.instructor_name} (Formgrader: {self.url}/user/{self.instructor_name}/formgrader)",
@@ -722,6 +871,7 @@ examples (rlhf-classroom is python -m rlhf_course.classroom; as root, from the c
   sudo .venv/bin/rlhf-classroom --proxy PROXY --class burst   # a class that runs everything at once: no boost
   sudo .venv/bin/rlhf-classroom --proxy PROXY --memory 2G --cpus 0.5 --idle-timeout 0   # small servers, never stopped
   sudo .venv/bin/rlhf-classroom prestart --hold-until 14:00   # the running hub's students' servers, before the class
+  sudo .venv/bin/rlhf-classroom remove --base /srv/rlhf-classroom   # a classroom kept after an unplanned stop
 """
 
 
@@ -842,6 +992,108 @@ def stop_once_on_signals() -> None:
     signal.signal(signal.SIGINT, stop)
 
 
+class TerminalClosed(Exception):
+    """SIGHUP: the instructor's terminal (an ssh session) went away, which is not the instructor's stop."""
+
+
+def stop_on_hangup() -> None:
+    """SIGHUP raises :class:`TerminalClosed` (an unplanned stop) unless it is ignored already (``nohup make hub``)."""
+    def hung_up(signum, frame):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        raise TerminalClosed("the terminal closed (SIGHUP)")
+
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, hung_up)
+
+
+def ignore_stop_signals() -> None:
+    """The clean-up runs to its end (stop_once_on_signals)."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def run_classroom(classroom: Classroom, klass: str, prestart: bool, on_ending=ignore_stop_signals) -> None:
+    """Make the classroom, start its hub, announce it and keep the hub running; then end it.  The instructor's stop
+    (Ctrl-C, SIGTERM: KeyboardInterrupt) ends the trial and removes everything, as does a failure before the class
+    was announced (nothing of anyone's yet); any other end once it was (the hub failing to come back, a crash, the
+    terminal closing) keeps the accounts, homes and folder (:meth:`Classroom.keep`).  ``on_ending`` runs first."""
+    for warning in (classroom.port_warning, classroom.public_port_warning()):
+        if warning:
+            print(warning, flush=True)
+    started = time.time()
+    announced = False
+    ending: str | None = "the classroom's process failed"
+    try:
+        classroom.create()
+        classroom.start_first()
+        print(classroom.summary(), flush=True)
+        print(f"ready for a {klass} class (--class; HUB_CLASS=lab|burst|off): warm kernels "
+              f"{'on' if classroom.warm_kernels else 'off'}, the students' servers "
+              f"{'started now, in the background' if prestart else 'started at their login'}", flush=True)
+        print(f"\nready in {time.time() - started:.0f} s", flush=True)
+        (classroom.hub_dir / READY).write_text(classroom.url)
+        announced = True
+        if prestart:
+            classroom.prestart_in_background()
+        classroom.supervise()
+        ending = "JupyterHub did not come back: it exited again at each start"
+    except KeyboardInterrupt:
+        ending = None
+    except BaseException as error:
+        ending = f"{type(error).__name__}: {error}"
+        raise
+    finally:
+        on_ending()
+        if ending is None or not announced:
+            print("stopping the hub and removing the classroom's accounts", flush=True)
+            classroom.remove()
+        else:
+            classroom.keep(ending)
+
+
+def remove_command(base: Path) -> str:
+    """The command that removes a kept classroom (:func:`remove_classroom`), as root from the checkout."""
+    return f"sudo .venv/bin/python -m rlhf_course.classroom remove --base {base}"
+
+
+def remove_classroom(base: Path) -> list[str]:
+    """A classroom's folder kept after an unplanned stop, removed: every process of the accounts whose home is in
+    ``<base>/home`` stopped, the accounts and their group deleted, their cgroups and runtime folders, then ``base``.
+    Refused for a folder the classroom did not make, or while its hub runs.  The accounts' names."""
+    base = base.resolve()
+    if not (base / MARKER).exists():
+        raise SystemExit(f"{base} is not a classroom folder (no {MARKER} in it): nothing removed")
+    hub_config = str(base / "hub" / "jupyterhub_config.py")
+    running = [pid for pid, argv in _processes() if hub_config in argv]
+    if running:
+        raise SystemExit(f"a classroom still runs on {base} (its hub: pid {', '.join(map(str, running))}): its "
+                         f"Ctrl-C stops and removes it; nothing removed")
+    names = sorted(entry.pw_name for entry in pwd.getpwall() if Path(entry.pw_dir).parent == base / "home")
+    group = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        group = f"{json.loads((base / 'hub' / 'accounts.json').read_text())['prefix']}instructors"
+    stop_processes(names)
+    remove_accounts(names, group)
+    remove_user_resources(names)
+    shutil.rmtree(base)
+    print(f"removed the accounts {', '.join(names) or '(none)'}, their homes"
+          f"{f', the group {group}' if group else ''} and {base}", flush=True)
+    return names
+
+
+def remove_main(argv: list[str]) -> int:
+    """``python -m rlhf_course.classroom remove --base B``: :func:`remove_classroom`."""
+    parser = argparse.ArgumentParser(prog="python -m rlhf_course.classroom remove",
+                                     description="Remove a classroom kept after an unplanned stop: its accounts, "
+                                                 "their homes (the students' work, the gradebook) and its folder.")
+    parser.add_argument("--base", type=Path, required=True, help="the classroom's folder (make hub's HUB_BASE)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("removing a classroom's accounts needs root")
+    remove_classroom(args.base)
+    return 0
+
+
 def main(argv=None) -> None:
     args = parse_arguments(argv)
     limits = {trait: value for trait, value in (("mem_limit", args.memory), ("cpu_limit", args.cpus),
@@ -852,26 +1104,6 @@ def main(argv=None) -> None:
                           training_boost=args.training_boost, lab_setting=args.lab_setting,
                           training_boost_cpus=args.training_boost_cpus, training_hold=args.training_hold,
                           validate_slots=args.validate_slots, validate_weight=args.validate_weight)
-
     stop_once_on_signals()
-    started = time.time()
-    try:
-        classroom.create()
-        classroom.start_first()
-        print(classroom.summary(), flush=True)
-        print(f"ready for a {args.klass} class (--class; HUB_CLASS=lab|burst|off): warm kernels "
-              f"{'on' if args.warm_kernels else 'off'}, the students' servers "
-              f"{'started now, in the background' if args.prestart else 'started at their login'}", flush=True)
-        print(f"\nready in {time.time() - started:.0f} s", flush=True)
-        (classroom.hub_dir / "ready").write_text(classroom.url)
-        if args.prestart:
-            classroom.prestart_in_background()
-        classroom.supervise()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up runs to its end (stop_once_on_signals)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("stopping the hub and removing the classroom's accounts", flush=True)
-        classroom.remove()
-
+    stop_on_hangup()
+    run_classroom(classroom, args.klass, args.prestart)

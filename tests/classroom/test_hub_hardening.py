@@ -231,3 +231,228 @@ def test_a_server_port_another_account_listens_on_first_fails_the_start_and_is_n
     with pytest.raises(spawner.ServerNotListening) as died:  # the server died before it listened: the port is free
         asyncio.run(spawner.own_listener(port, os.getuid(), exited=lambda: True))  # for anyone, never routed
     assert str(died.value).endswith(ZH[spawner.SERVER_DIED])
+
+
+# -- the hub's own ports and an unplanned stop ------------------------------------------------------------------
+
+def test_the_hub_s_internal_ports_are_ones_only_root_may_bind():
+    """The hub's port (the proxy sends it every login) and the proxy's API port (the hub sends it the proxy's
+    token) are chosen below net.ipv4.ip_unprivileged_port_start: a student looping on bind() while the hub
+    restarts cannot take either.  They differ, skip a port in use, and `nobody` is refused each."""
+    import socket
+    limit = hub.unprivileged_port_start()
+    if limit == 0:
+        pytest.skip("every account may bind every port on this machine")
+    classroom = hub.Classroom(Path("/nonexistent"), Path("/nonexistent/base"), "p_", ["a"], 8000, Path("/bin/true"))
+    ports = (classroom.hub_port, classroom.proxy_api_port)
+    assert classroom.port_warning is None
+    assert all(0 < port < limit for port in ports) and len(set(ports)) == 2 and 8000 not in ports, ports
+    probe = as_nobody("import socket, sys\n"
+                      f"for port in {list(ports)!r}:\n"
+                      "    try:\n"
+                      "        socket.socket().bind(('127.0.0.1', port))\n"
+                      "        print('BOUND', port)\n"
+                      "    except OSError as error:\n"
+                      "        print('refused', port, type(error).__name__)\n")
+    assert "BOUND" not in probe.stdout and probe.stdout.count("PermissionError") == 2, probe.stdout + probe.stderr
+    # the classroom's address is the instructor's choice: kept, with a note when any account may bind it
+    assert "8000" in classroom.public_port_warning() and "HUB_PORT" in classroom.public_port_warning()
+    classroom.port = limit - 1
+    assert classroom.public_port_warning() is None
+    held = socket.socket()
+    held.bind(("127.0.0.1", ports[0]))
+    held.listen()
+    with held:  # a port in use is never chosen; the ones excluded neither
+        chosen = {hub.root_only_port(exclude={ports[1]}) for _ in range(50)}
+        assert ports[0] not in chosen and ports[1] not in chosen and all(port < limit for port in chosen)
+
+
+def test_without_ports_only_root_may_bind_the_classroom_says_so_and_uses_ordinary_ones(tmp_path):
+    """ip_unprivileged_port_start = 0 (every account binds every port), or a classroom not run as root: ordinary
+    loopback ports, and a warning that names the risk and the fix."""
+    setting = tmp_path / "ip_unprivileged_port_start"
+    setting.write_text("0\n")
+    refused = hub.privileged_ports_refused(setting)
+    assert refused and "0" in refused
+    setting.write_text("1024\n")
+    assert hub.privileged_ports_refused(setting) is None
+    ports, warning = hub.internal_ports(2, refused="the classroom does not run as root")
+    assert len(set(ports)) == 2 and all(port >= 1024 for port in ports)
+    assert "does not run as root" in warning and "restart" in warning and "ip_unprivileged_port_start" in warning
+
+
+HEALTH_ANSWER = """
+import http.server
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def answering(*user: str) -> tuple[subprocess.Popen, int]:
+    """An HTTP server that answers every GET with 200 (as the hub's /hub/health does), run as ``user`` (root if
+    none), and its port."""
+    as_user = ["setpriv", f"--reuid={user[0]}", "--regid=nogroup", "--clear-groups"] if user else []
+    process = subprocess.Popen([*as_user, SYSTEM_PYTHON, "-c", HEALTH_ANSWER], stdout=subprocess.PIPE, text=True,
+                               cwd="/")
+    return process, int(process.stdout.readline())
+
+
+def test_the_health_check_believes_only_a_hub_of_the_classroom_s_own_account(tmp_path):
+    """A student who took the hub's port answers /hub/health as the hub would: the classroom refuses to take her
+    answer for the hub's, naming her account and the port, and believes the same answer from root's listener."""
+    classroom = hub.Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 8000, Path("/bin/true"))
+    squatter, port = answering("nobody")
+    try:
+        classroom.url, classroom.port, classroom.hub_port = f"http://127.0.0.1:{port}", port, port
+        with pytest.raises(SystemExit) as refused:
+            classroom.hub_answers()
+        assert "nobody" in str(refused.value) and str(port) in str(refused.value)
+    finally:
+        squatter.kill()
+        squatter.wait()
+    own, port = answering()
+    try:
+        classroom.url, classroom.port, classroom.hub_port = f"http://127.0.0.1:{port}", port, port
+        assert classroom.hub_answers()
+    finally:
+        own.kill()
+        own.wait()
+    assert not classroom.hub_answers()  # nothing answers: not yet
+
+
+class Recorded:
+    """A classroom whose set-up and hub are fakes: ``create`` makes the folders a class leaves (a student's
+    notebook, the course's gradebook); what it stops and removes is recorded."""
+
+    def __init__(self, base: Path, supervise):
+        self.classroom = hub.Classroom(base, base, "rlhfkeep_", ["ann"], 8000, Path("/bin/true"))
+        self.calls = []
+        classroom = self.classroom
+        classroom.create = self.create
+        classroom.start_first = lambda: None
+        classroom.summary = lambda: "the summary"
+        classroom.supervise = supervise
+        classroom.stop = lambda: self.calls.append("stop")
+        classroom.remove_accounts = lambda: self.calls.append("remove accounts")
+
+    def create(self):
+        classroom = self.classroom
+        classroom.created = True
+        classroom.base.mkdir()
+        (classroom.base / hub.MARKER).write_text("")
+        classroom.hub_dir.mkdir()
+        work = classroom.base / "home" / "rlhfkeep_ann" / "lab.ipynb"
+        work.parent.mkdir(parents=True)
+        work.write_text("her work")
+        classroom.course.mkdir(parents=True)
+        (classroom.course / "gradebook.db").write_text("grades")
+
+
+def test_an_unplanned_stop_stops_the_servers_and_keeps_every_account_home_and_the_folder(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """The hub that cannot come back, or any crash of the classroom, is not the instructor's Ctrl-C: the hub, the
+    proxy and every server stop, but the accounts, their homes (the students' work, the gradebook) and the folder
+    stay, and the terminal and the hub's log say so with the command that removes them; the next make hub on
+    that folder refuses to wipe it."""
+    stopped = []
+    monkeypatch.setattr(hub, "stop_processes", lambda names: stopped.append(list(names)))
+
+    def crashes():
+        raise RuntimeError("a bug in the classroom")
+
+    for supervise, raised in ((lambda: None, None), (crashes, RuntimeError)):
+        base = tmp_path / f"base-{len(stopped)}"
+        recorded = Recorded(base, supervise)
+        if raised:
+            with pytest.raises(raised):
+                hub.run_classroom(recorded.classroom, "off", prestart=False, on_ending=lambda: None)
+        else:
+            hub.run_classroom(recorded.classroom, "off", prestart=False, on_ending=lambda: None)
+        out = capsys.readouterr().out
+        assert "remove accounts" not in recorded.calls and "stop" in recorded.calls
+        assert stopped[-1] == ["rlhfkeep_instructor", "rlhfkeep_ann"]
+        assert (base / "home" / "rlhfkeep_ann" / "lab.ipynb").read_text() == "her work"
+        assert (recorded.classroom.course / "gradebook.db").read_text() == "grades"
+        command = f"python -m rlhf_course.classroom remove --base {base}"
+        logged = (base / "hub" / "jupyterhub.log").read_text()
+        for said in (out, logged):
+            assert command in said and "kept" in said and "rlhfkeep_ann" in said, said
+        with pytest.raises(SystemExit, match="remove --base"):
+            hub.Classroom(base, base, "rlhfkeep_", ["ann"], 8000, Path("/bin/true")).refuse_a_kept_class()
+
+
+def test_ctrl_c_still_removes_the_trial_classroom(tmp_path, capsys, monkeypatch):
+    """The instructor's Ctrl-C (or SIGTERM) ends the trial as documented: accounts, homes and the folder go."""
+    monkeypatch.setattr(hub, "stop_processes", lambda names: None)
+    monkeypatch.setattr(hub, "remove_user_resources", lambda names: None)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    recorded = Recorded(tmp_path / "base", interrupted)
+    recorded.classroom.server = None
+    hub.run_classroom(recorded.classroom, "off", prestart=False, on_ending=lambda: None)
+    assert "remove accounts" in recorded.calls and not (tmp_path / "base").exists()
+    assert "removing the classroom's accounts" in capsys.readouterr().out
+
+
+def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folder):
+    """`python -m rlhf_course.classroom remove --base B`: every account whose home is in B/home, their group and
+    B; refused for a folder the classroom did not make, and while a classroom still runs there."""
+    from rlhf_course.classroom.__main__ import main
+    base = open_folder / "kept"
+    names = ["rlhfkept_instructor", "rlhfkept_ann"]
+    accounts.remove_accounts(names, "rlhfkept_instructors")
+    subprocess.run(["groupadd", "rlhfkept_instructors"], check=True)
+    accounts.add_account(names[0], base / "home" / names[0], "rlhfkept_instructors")
+    accounts.add_account(names[1], base / "home" / names[1])
+    (base / "hub").mkdir()
+    (base / "hub" / "accounts.json").write_text('{"prefix": "rlhfkept_"}')
+    # her process outlives its parent, as a server outlives a stopped hub (not this test's child: no zombie)
+    subprocess.run(["sh", "-c", "setpriv --reuid=rlhfkept_ann --regid=nogroup --clear-groups sleep 60 "
+                    ">/dev/null 2>&1 &"], check=True)
+    assert subprocess.run(["pgrep", "-u", "rlhfkept_ann"], capture_output=True).returncode == 0
+    try:
+        (open_folder / "precious").mkdir()
+        with pytest.raises(SystemExit, match="not a classroom folder"):
+            main(["remove", "--base", str(open_folder / "precious")])
+        (base / hub.MARKER).write_text("")
+        started = time.monotonic()
+        assert main(["remove", "--base", str(base)]) == 0
+        assert time.monotonic() - started < 5  # stopped at its SIGTERM, not the grace's end
+        assert not base.exists() and (open_folder / "precious").exists()
+        import grp
+        import pwd
+        for name in names:
+            with pytest.raises(KeyError):
+                pwd.getpwnam(name)
+        with pytest.raises(KeyError):
+            grp.getgrnam("rlhfkept_instructors")
+    finally:
+        accounts.remove_accounts(names, "rlhfkept_instructors")
+
+
+def test_a_closed_terminal_is_an_unplanned_stop_unless_nohup_ignores_it():
+    """SIGHUP (the instructor's ssh session gone) is not the instructor's stop: it raises what the classroom treats
+    as a crash (everything kept); under `nohup make hub` (SIGHUP ignored) the classroom runs on."""
+    import signal
+    before = signal.getsignal(signal.SIGHUP)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        hub.stop_on_hangup()
+        with pytest.raises(hub.TerminalClosed, match="terminal closed"):
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(5)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup
+        hub.stop_on_hangup()
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
