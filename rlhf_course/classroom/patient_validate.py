@@ -89,6 +89,11 @@ GRADED_WITHOUT_YOUR_TEXT = (
     "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
     "place in your notebook, and move your text into it.")
 RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
+# Above each notice in JupyterLab's Validate dialog, in place of nbgrader's "The source of the following cell has
+# changed, but it should not have!" (false of a deleted cell and of an answer cell whose text is graded)
+TAKEN_FROM_RELEASE = "Grading will take this cell from the release, not from your notebook:"
+METADATA_TAKEN_FROM_RELEASE = ("Grading will take this answer cell's nbgrader metadata from the release; your text "
+                               "in it is graded:")
 FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
 
@@ -333,11 +338,24 @@ def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: P
     for gid, (index, kinds) in release_cells.release_cell_changes(nb, release_nb).items():
         fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(released[gid].source)}
         said = [t(RESTORED_CELL[kind], language, **fields) for kind in kinds]
-        answer_kept = kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released[gid])
+        answer_kept = _answer_text_kept(kinds, released[gid])
         closing = (GRADED_WITH_RELEASED_METADATA if answer_kept
                    else GRADED_WITHOUT_YOUR_TEXT if release_cells.TYPE_CHANGED in kinds else GRADED_AS_RELEASED)
         notices.append(" ".join(said + [t(closing, language, release=str(release))]))
     return notices
+
+
+def restored_cell_headings(nb: NotebookNode, release_nb: NotebookNode, language: str) -> list[str]:
+    """The heading above each of :func:`restored_cell_notices`, in the same order: what grading takes from the
+    release (the cell, or only an answer cell's metadata)."""
+    released = notebooks.cells_by_grade_id(release_nb)
+    return [t(METADATA_TAKEN_FROM_RELEASE if _answer_text_kept(kinds, released[gid]) else TAKEN_FROM_RELEASE, language)
+            for gid, (_, kinds) in release_cells.release_cell_changes(nb, release_nb).items()]
+
+
+def _answer_text_kept(kinds: list[str], released_cell: NotebookNode) -> bool:
+    """Whether grading keeps the student's text of a changed cell: an answer cell whose metadata alone changed."""
+    return kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released_cell)
 
 
 def _first_line(source: str) -> str:
@@ -361,9 +379,11 @@ class PatientValidator(Validator):
         self.language = ENGLISH  # the notebook's edition's, once it runs
         self.compared_with_release = False
         self.told_restored = False  # the last validate() reported cells grading takes from the release
+        self.restored_headings: list[str] = []  # then, the heading of each (restored_cell_headings)
 
     def validate(self, filename: str) -> dict:
         self.compared_with_release = self.told_restored = False
+        self.restored_headings = []
         release = released_notebook(self.config, filename)
         if release is not None:
             try:
@@ -375,6 +395,7 @@ class PatientValidator(Validator):
                 notices = restored_cell_notices(nb, release_nb, release, self.language)
                 if notices:
                     self.told_restored = True
+                    self.restored_headings = restored_cell_headings(nb, release_nb, self.language)
                     return {"changed": [{"source": notice} for notice in notices]}
                 self.compared_with_release = True
         return super().validate(filename)

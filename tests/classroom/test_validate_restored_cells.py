@@ -7,6 +7,7 @@ test's own; the kernel runs only for the small notebook that passes.  About 6 s.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import nbformat
@@ -231,3 +232,51 @@ def test_an_answer_cell_turned_into_another_type_is_told_to_move_its_text_into_t
                                grade_id="gae_answer", first_line=_cell(release_nb, "gae_answer").source.split("\n")[0]))
     assert notice.endswith(t(patient_validate.GRADED_WITHOUT_YOUR_TEXT, language, release=str(released)))
     assert ("move your text into it" if language == "en" else "再把你写的内容移进去") in notice
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_the_servers_answer_carries_a_true_heading_for_each_cell_taken_from_the_release(tmp_path, language,
+                                                                                         assignment):
+    """JupyterLab's Validate dialog: nbgrader's labextension heads each "changed" entry with "The source of the
+    following cell has changed, but it should not have!", false of a deleted cell and of an answer cell whose text
+    is graded; the course's server says in its answer, in the edition's language, what grading takes instead."""
+    import logging
+    from types import SimpleNamespace
+    from rlhf_course.classroom.validate_extension import TAKEN_FROM_RELEASE, PatientValidateHandler, ValidateStatus
+
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, _ = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    nb.cells.remove(_cell(nb, DELETED))
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # an answer cell: its text is still graded
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    server = SimpleNamespace(root_dir=str(tmp_path / "student"), status=ValidateStatus(), validate_queue=None,
+                             log=logging.getLogger("validate-heading-test"), load_config=lambda: _config(exchange))
+
+    answer = PatientValidateHandler.validate_notebook(server, f"{assignment}/{NOTEBOOK}")
+
+    assert answer["success"] is True and list(answer["value"]) == ["changed"]
+    order = [notebooks.grade_id(c) for c in release_nb.cells]
+    expected = sorted([(DELETED, patient_validate.TAKEN_FROM_RELEASE),
+                       ("ppo_answer", patient_validate.METADATA_TAKEN_FROM_RELEASE)],
+                      key=lambda case: order.index(case[0]))
+    assert answer[TAKEN_FROM_RELEASE] == [t(heading, language) for _, heading in expected]
+    for (gid, _), entry in zip(expected, answer["value"]["changed"]):
+        assert gid in entry["source"]  # each heading stands above its own cell's notice
+    if language == "zh-CN":
+        assert all(t(heading, language) != heading for _, heading in expected)
+    json.dumps(answer)  # what the handler sends
+
+
+def test_an_answer_without_cells_taken_from_the_release_carries_no_headings(tmp_path):
+    import logging
+    from types import SimpleNamespace
+    from rlhf_course.classroom.validate_extension import TAKEN_FROM_RELEASE, PatientValidateHandler, ValidateStatus
+
+    server = SimpleNamespace(root_dir=str(tmp_path), status=ValidateStatus(), validate_queue=None,
+                             log=logging.getLogger("validate-heading-test"), load_config=Config)
+    (tmp_path / "empty.ipynb").write_text(nbformat.writes(new_notebook()))
+    answer = PatientValidateHandler.validate_notebook(server, "empty.ipynb")
+    assert answer["success"] is True and TAKEN_FROM_RELEASE not in answer
