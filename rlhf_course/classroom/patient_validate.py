@@ -44,6 +44,7 @@ from nbgrader.apps.validateapp import ValidateApp
 from traitlets import Float, default, validate
 
 from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS
+from rlhf_course.classroom.submit_refusal import wrapped
 from rlhf_course.course import notebooks, release_cells
 from rlhf_course.i18n import ENGLISH, t
 
@@ -404,21 +405,18 @@ class PatientValidator(Validator):
         return [] if self.compared_with_release else super()._get_changed_cells(nb)
 
     # `nbgrader validate`'s printing of those cells: a heading in the edition's language, each notice whole (nbgrader
-    # cuts a changed cell's every line at its width, which would cut a notice's sentences)
+    # cuts a changed cell's every line at its width, which would cut a notice's sentences), wrapped to the width in
+    # display columns (a CJK character takes two, a Latin one one), the released notebook's path whole, to copy
     def _print_num_changed(self, num_changed: int) -> None:
         if not self.told_restored:
             return super()._print_num_changed(num_changed)
-        self.stream.write(textwrap.fill(t(RESTORED_HEADING, self.language, count=num_changed), self._wrap_width()))
+        self.stream.write(wrapped(t(RESTORED_HEADING, self.language, count=num_changed), self.width))
 
     def _print_changed(self, source: str) -> None:
         if not self.told_restored:
             return super()._print_changed(source)
         self.stream.write("\n" + "=" * self.width + "\n")
-        self.stream.write(textwrap.fill(source, self._wrap_width(), break_long_words=False, break_on_hyphens=False)
-                          + "\n\n")  # the released notebook's path whole, to copy
-
-    def _wrap_width(self) -> int:
-        return self.width if self.language == ENGLISH else self.width // 2  # a CJK character: two columns
+        self.stream.write(wrapped(source, self.width) + "\n\n")
 
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
         from nbgrader import utils

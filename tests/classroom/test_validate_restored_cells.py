@@ -280,3 +280,33 @@ def test_an_answer_without_cells_taken_from_the_release_carries_no_headings(tmp_
     (tmp_path / "empty.ipynb").write_text(nbformat.writes(new_notebook()))
     answer = PatientValidateHandler.validate_notebook(server, "empty.ipynb")
     assert answer["success"] is True and TAKEN_FROM_RELEASE not in answer
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_nbgrader_validate_wraps_by_display_columns(tmp_path, language, assignment):
+    """A Chinese character takes two columns of a terminal, a Latin one one: the printed notices fill the
+    validator's width in columns, neither past it nor at half of it for the Latin text a Chinese notice holds."""
+    import io
+    from rlhf_course.classroom.submit_refusal import _columns
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # its notice quotes a line of Python
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    validator = PatientValidator(config=_config(exchange))
+    validator.stream = io.StringIO()
+    validator.validate_and_print(str(mine))
+    lines = [line for line in validator.stream.getvalue().split("\n") if line.strip() and set(line) != {"="}]
+    breakable = [line for line in lines if str(released) not in line]  # the path stays whole, to copy
+    assert breakable and all(_columns(line) <= validator.width for line in breakable)
+
+    def first_unit(line):  # what a line break before ``line`` kept off the line above: a word, or a wide character
+        if line[0].isascii():  # (and the closing punctuation that may not start a line)
+            return line.split(" ")[0]
+        return line[:2]
+
+    notice_lines = lines[1:]  # after the heading
+    for line, following in zip(notice_lines, notice_lines[1:]):
+        assert _columns(line) + 1 + _columns(first_unit(following)) > validator.width, (line, following)
