@@ -206,6 +206,9 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     page.locator(".jp-Dialog", has_text=headings[0]).wait_for(timeout=10_000)
     assert lines.all_inner_texts() == headings
     assert "should not have" not in page.locator(".jp-Dialog").inner_text()
+    notices = page.locator(".jp-Dialog #validation-message pre")
+    assert notices.count() == 2 and all(notices.nth(i).evaluate("pre => pre.scrollWidth <= pre.clientWidth")
+                                        for i in range(2))  # wrapped inside the dialog, no line cut at its edge
     page.screenshot(path=str(artifacts / "validate_cells_taken_from_the_release_zh.png"))
     page.keyboard.press("Escape")
     fetched_zh.write_bytes(kept)

@@ -454,6 +454,7 @@ const FETCH_FEEDBACK = '/assignments/fetch_feedback';
 const VALIDATE = '/assignments/validate';
 const NBGRADER_CHANGED = 'The source of the following cell has changed, but it should not have!';
 const TAKEN_FROM_RELEASE = 'taken_from_release';
+const TAKEN_CLASS = 'rlhf-taken-from-release';
 const DIALOG_WAIT_MS = 10000;  // how long after the answer nbgrader's dialog is looked for
 
 function postedTo(request, init) {  // the path a request POSTs to, or '' for any other request
@@ -482,6 +483,7 @@ function headCellsTakenFromRelease(headings) {
   lines.forEach((line, i) => {
     line.textContent = String(headings[i]);  // textContent: never markup
   });
+  message.classList.add(TAKEN_CLASS);  // its notices are sentences: wrapped inside the dialog, not cut at its edge
   return true;
 }
 
