@@ -310,3 +310,17 @@ def test_nbgrader_validate_wraps_by_display_columns(tmp_path, language, assignme
     notice_lines = lines[1:]  # after the heading
     for line, following in zip(notice_lines, notice_lines[1:]):
         assert _columns(line) + 1 + _columns(first_unit(following)) > validator.width, (line, following)
+
+
+def test_the_labextension_replaces_the_line_nbgrader_s_dialog_shows():
+    """The course's labextension finds nbgrader's line by its exact text: it is the one nbgrader's installed
+    labextension writes above a changed cell, in the same dialog structure (a test of the pair, should nbgrader
+    change its wording)."""
+    import re
+    import sys
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader" / "static"
+    nbgrader_js = "".join(p.read_text() for p in installed.glob("*.js"))
+    course_js = (COURSE_ROOT / "jupyter" / "labextension" / "src" / "index.js").read_text()
+    line, = re.findall(r"const NBGRADER_CHANGED = '([^']+)';", course_js)
+    assert f'"{line}"' in nbgrader_js
+    assert 'id="validation-message"' in nbgrader_js and '"validation-changed"' in nbgrader_js
