@@ -468,6 +468,9 @@ ZH = {
     # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
     "Grading will take {count} cell(s) from the release, not from your notebook:":
         "评分时将有 {count} 个单元格采用发布版，而不是你笔记本中的版本：",
+    "Grading will take this cell from the release, not from your notebook:": "评分时将采用这个单元格的发布版，而不是你笔记本中的版本：",
+    "Grading will take this answer cell's nbgrader metadata from the release; your text in it is graded:":
+        "评分时将采用这个作答单元格的发布版 nbgrader 元数据；你在其中写的内容会参与评分：",
     "Cell {position} ({grade_id}), which begins \"{first_line}\", is locked, and your copy of it was changed.":
         "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是锁定的单元格，而你的副本中它被改动过。",
     "Cell {position} of the release ({grade_id}), which begins \"{first_line}\", is missing from your notebook "

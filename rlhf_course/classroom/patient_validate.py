@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
-import textwrap
 import traceback
 import time
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from nbgrader.apps.validateapp import ValidateApp
 from traitlets import Float, default, validate
 
 from rlhf_course.classroom.config import VALIDATE_BLOCKED_SECONDS, VALIDATE_CPU_SECONDS
+from rlhf_course.classroom.submit_refusal import wrapped
 from rlhf_course.course import notebooks, release_cells
 from rlhf_course.i18n import ENGLISH, t
 
@@ -89,6 +89,11 @@ GRADED_WITHOUT_YOUR_TEXT = (
     "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
     "place in your notebook, and move your text into it.")
 RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
+# Above each notice in JupyterLab's Validate dialog, in place of nbgrader's "The source of the following cell has
+# changed, but it should not have!" (false of a deleted cell and of an answer cell whose text is graded)
+TAKEN_FROM_RELEASE = "Grading will take this cell from the release, not from your notebook:"
+METADATA_TAKEN_FROM_RELEASE = ("Grading will take this answer cell's nbgrader metadata from the release; your text "
+                               "in it is graded:")
 FIRST_LINE_CHARS = 80  # of a cell's first line, quoted to name the cell
 
 
@@ -288,8 +293,7 @@ class PatientExecute(Execute):
     @staticmethod
     def _replace_interrupt(cell: NotebookNode, reason: str) -> None:
         """The interrupt's KeyboardInterrupt, in the cell's outputs, becomes the reason it was stopped."""
-        width = 80 if reason.isascii() else 40  # whole in nbgrader validate's 90 columns (a CJK character: two)
-        lines = textwrap.wrap(f"CellStopped: {reason}", width)
+        lines = wrapped(f"CellStopped: {reason}", 80).split("\n")  # whole in nbgrader validate's 90 columns
         error = NotebookNode(output_type="error", ename="CellStopped", evalue=reason, traceback=lines)
         interrupts = [i for i, out in enumerate(cell.outputs)
                       if out.output_type == "error" and out.get("ename") == "KeyboardInterrupt"]
@@ -333,11 +337,24 @@ def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: P
     for gid, (index, kinds) in release_cells.release_cell_changes(nb, release_nb).items():
         fields = {"position": index + 1, "grade_id": gid, "first_line": _first_line(released[gid].source)}
         said = [t(RESTORED_CELL[kind], language, **fields) for kind in kinds]
-        answer_kept = kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released[gid])
+        answer_kept = _answer_text_kept(kinds, released[gid])
         closing = (GRADED_WITH_RELEASED_METADATA if answer_kept
                    else GRADED_WITHOUT_YOUR_TEXT if release_cells.TYPE_CHANGED in kinds else GRADED_AS_RELEASED)
         notices.append(" ".join(said + [t(closing, language, release=str(release))]))
     return notices
+
+
+def restored_cell_headings(nb: NotebookNode, release_nb: NotebookNode, language: str) -> list[str]:
+    """The heading above each of :func:`restored_cell_notices`, in the same order: what grading takes from the
+    release (the cell, or only an answer cell's metadata)."""
+    released = notebooks.cells_by_grade_id(release_nb)
+    return [t(METADATA_TAKEN_FROM_RELEASE if _answer_text_kept(kinds, released[gid]) else TAKEN_FROM_RELEASE, language)
+            for gid, (_, kinds) in release_cells.release_cell_changes(nb, release_nb).items()]
+
+
+def _answer_text_kept(kinds: list[str], released_cell: NotebookNode) -> bool:
+    """Whether grading keeps the student's text of a changed cell: an answer cell whose metadata alone changed."""
+    return kinds == [release_cells.METADATA_EDITED] and release_cells.is_students_cell(released_cell)
 
 
 def _first_line(source: str) -> str:
@@ -361,9 +378,11 @@ class PatientValidator(Validator):
         self.language = ENGLISH  # the notebook's edition's, once it runs
         self.compared_with_release = False
         self.told_restored = False  # the last validate() reported cells grading takes from the release
+        self.restored_headings: list[str] = []  # then, the heading of each (restored_cell_headings)
 
     def validate(self, filename: str) -> dict:
         self.compared_with_release = self.told_restored = False
+        self.restored_headings = []
         release = released_notebook(self.config, filename)
         if release is not None:
             try:
@@ -375,6 +394,7 @@ class PatientValidator(Validator):
                 notices = restored_cell_notices(nb, release_nb, release, self.language)
                 if notices:
                     self.told_restored = True
+                    self.restored_headings = restored_cell_headings(nb, release_nb, self.language)
                     return {"changed": [{"source": notice} for notice in notices]}
                 self.compared_with_release = True
         return super().validate(filename)
@@ -383,21 +403,18 @@ class PatientValidator(Validator):
         return [] if self.compared_with_release else super()._get_changed_cells(nb)
 
     # `nbgrader validate`'s printing of those cells: a heading in the edition's language, each notice whole (nbgrader
-    # cuts a changed cell's every line at its width, which would cut a notice's sentences)
+    # cuts a changed cell's every line at its width, which would cut a notice's sentences), wrapped to the width in
+    # display columns (a CJK character takes two, a Latin one one), the released notebook's path whole, to copy
     def _print_num_changed(self, num_changed: int) -> None:
         if not self.told_restored:
             return super()._print_num_changed(num_changed)
-        self.stream.write(textwrap.fill(t(RESTORED_HEADING, self.language, count=num_changed), self._wrap_width()))
+        self.stream.write(wrapped(t(RESTORED_HEADING, self.language, count=num_changed), self.width))
 
     def _print_changed(self, source: str) -> None:
         if not self.told_restored:
             return super()._print_changed(source)
         self.stream.write("\n" + "=" * self.width + "\n")
-        self.stream.write(textwrap.fill(source, self._wrap_width(), break_long_words=False, break_on_hyphens=False)
-                          + "\n\n")  # the released notebook's path whole, to copy
-
-    def _wrap_width(self) -> int:
-        return self.width if self.language == ENGLISH else self.width // 2  # a CJK character: two columns
+        self.stream.write(wrapped(source, self.width) + "\n\n")
 
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
         from nbgrader import utils

@@ -11,6 +11,8 @@ Validates, K at a time (rlhf_course/classroom/validate_queue.py).  While it wait
 ``GET /rlhf-course/validate-status`` says so in both languages ({"busy": true, "text": {"en": ..., "zh-CN": ...}});
 the course's labextension shows that text beside the Validate button and the Assignment List's.  ``GET
 /rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
+An answer listing cells grading takes from the release carries their headings (``taken_from_release``), which the
+labextension shows in place of nbgrader's "changed, but it should not have" line.
 
 The Assignment List's fetch / submit requests are answered by nbgrader's own handler through
 :mod:`rlhf_course.classroom.submit_refusal`: a Submit the exchange refuses shows its sentence, not a traceback, and a
@@ -42,6 +44,10 @@ KERNEL_STARTING = ("The kernel is still starting: the class is busy. Your cells 
                    "wrong with your notebook.")
 MESSAGES = {"kernel_starting": KERNEL_STARTING}  # what the course's labextension shows, by its key
 STARTING = "Validate is starting a kernel for {notebook}."
+# An answer whose "changed" cells are the ones grading takes from the release also carries, under this key, the
+# heading of each (in the edition's language, as its notice): the course's labextension shows them in the dialog in
+# place of nbgrader's "The source of the following cell has changed, but it should not have!"
+TAKEN_FROM_RELEASE = "taken_from_release"
 
 
 class ValidateStatus:
@@ -90,7 +96,10 @@ class PatientValidateHandler(ValidateAssignmentHandler):
             self.status.say(STARTING, {"notebook": target.name})
             try:
                 validator = PatientValidator(config=self.load_config(), on_wait=self.status.say)
-                return {"success": True, "value": validator.validate(str(target))}
+                answer = {"success": True, "value": validator.validate(str(target))}
+                if validator.told_restored:  # nbgrader's labextension reads only "success" and "value"
+                    answer[TAKEN_FROM_RELEASE] = validator.restored_headings
+                return answer
             except Exception:
                 self.log.error(traceback.format_exc())
                 return {"success": False, "value": traceback.format_exc()}

@@ -16,6 +16,7 @@ import re
 import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
+from rlhf_course.classroom import patient_validate
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from tests.support import solutions
@@ -187,6 +188,30 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     assert tabs.locator(".lm-TabBar-tabLabel").all_inner_texts().count(NOTEBOOK) == 2
     assert sorted(p.relative_to(home).as_posix() for p in home.glob("*/*.ipynb")) == [
         f"{ASSIGNMENT}/{NOTEBOOK}", f"rlhf_zh/{NOTEBOOK}"]
+
+    # Validate (the list's button: the file as on disk) of the Chinese copy with a locked cell deleted and an answer
+    # cell's metadata edited: above each of the course's notices, the course's heading in the edition's language, not
+    # nbgrader's "The source of the following cell has changed" (false of both)
+    release_zh = notebooks.read(tmp_path / "exchange" / COURSE_ID / "outbound" / "rlhf_zh" / NOTEBOOK)
+    changed = notebooks.read(fetched_zh)
+    changed.cells.remove(notebooks.cells_by_grade_id(changed)["dpo_gradient"])
+    notebooks.cells_by_grade_id(changed)["ppo_answer"].metadata.nbgrader["locked"] = True
+    nbformat.write(changed, str(fetched_zh))
+    headings = patient_validate.restored_cell_headings(changed, release_zh, "zh-CN")
+    assert len(headings) == 2 and all(h.startswith("评分时将采用") for h in headings)
+    page.locator(".lm-TabBar-tab", has_text="Assignments").click()
+    row("fetched", "rlhf_zh").locator(".nested_list_item").get_by_role("button", name="Validate").click()
+    lines = page.locator(".jp-Dialog #validation-message.validation-changed > div > p")
+    lines.first.wait_for(timeout=120_000)
+    page.locator(".jp-Dialog", has_text=headings[0]).wait_for(timeout=10_000)
+    assert lines.all_inner_texts() == headings
+    assert "should not have" not in page.locator(".jp-Dialog").inner_text()
+    notices = page.locator(".jp-Dialog #validation-message pre")
+    assert notices.count() == 2 and all(notices.nth(i).evaluate("pre => pre.scrollWidth <= pre.clientWidth")
+                                        for i in range(2))  # wrapped inside the dialog, no line cut at its edge
+    page.screenshot(path=str(artifacts / "validate_cells_taken_from_the_release_zh.png"))
+    page.keyboard.press("Escape")
+    fetched_zh.write_bytes(kept)
 
 
 def _due_date_moved(course, due: dt.datetime) -> None:

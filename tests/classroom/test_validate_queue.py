@@ -82,6 +82,7 @@ class FakeValidator:
     """A Validate's run that lasts until ``release`` is set, counting how many run at once."""
     running, most_at_once, lock = 0, 0, threading.Lock()
     release = threading.Event()
+    told_restored = False
 
     def __init__(self, config=None, on_wait=None):
         pass

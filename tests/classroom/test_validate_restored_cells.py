@@ -7,6 +7,7 @@ test's own; the kernel runs only for the small notebook that passes.  About 6 s.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import nbformat
@@ -231,3 +232,95 @@ def test_an_answer_cell_turned_into_another_type_is_told_to_move_its_text_into_t
                                grade_id="gae_answer", first_line=_cell(release_nb, "gae_answer").source.split("\n")[0]))
     assert notice.endswith(t(patient_validate.GRADED_WITHOUT_YOUR_TEXT, language, release=str(released)))
     assert ("move your text into it" if language == "en" else "再把你写的内容移进去") in notice
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_the_servers_answer_carries_a_true_heading_for_each_cell_taken_from_the_release(tmp_path, language,
+                                                                                         assignment):
+    """JupyterLab's Validate dialog: nbgrader's labextension heads each "changed" entry with "The source of the
+    following cell has changed, but it should not have!", false of a deleted cell and of an answer cell whose text
+    is graded; the course's server says in its answer, in the edition's language, what grading takes instead."""
+    import logging
+    from types import SimpleNamespace
+    from rlhf_course.classroom.validate_extension import TAKEN_FROM_RELEASE, PatientValidateHandler, ValidateStatus
+
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, _ = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    nb.cells.remove(_cell(nb, DELETED))
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # an answer cell: its text is still graded
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    server = SimpleNamespace(root_dir=str(tmp_path / "student"), status=ValidateStatus(), validate_queue=None,
+                             log=logging.getLogger("validate-heading-test"), load_config=lambda: _config(exchange))
+
+    answer = PatientValidateHandler.validate_notebook(server, f"{assignment}/{NOTEBOOK}")
+
+    assert answer["success"] is True and list(answer["value"]) == ["changed"]
+    order = [notebooks.grade_id(c) for c in release_nb.cells]
+    expected = sorted([(DELETED, patient_validate.TAKEN_FROM_RELEASE),
+                       ("ppo_answer", patient_validate.METADATA_TAKEN_FROM_RELEASE)],
+                      key=lambda case: order.index(case[0]))
+    assert answer[TAKEN_FROM_RELEASE] == [t(heading, language) for _, heading in expected]
+    for (gid, _), entry in zip(expected, answer["value"]["changed"]):
+        assert gid in entry["source"]  # each heading stands above its own cell's notice
+    if language == "zh-CN":
+        assert all(t(heading, language) != heading for _, heading in expected)
+    json.dumps(answer)  # what the handler sends
+
+
+def test_an_answer_without_cells_taken_from_the_release_carries_no_headings(tmp_path):
+    import logging
+    from types import SimpleNamespace
+    from rlhf_course.classroom.validate_extension import TAKEN_FROM_RELEASE, PatientValidateHandler, ValidateStatus
+
+    server = SimpleNamespace(root_dir=str(tmp_path), status=ValidateStatus(), validate_queue=None,
+                             log=logging.getLogger("validate-heading-test"), load_config=Config)
+    (tmp_path / "empty.ipynb").write_text(nbformat.writes(new_notebook()))
+    answer = PatientValidateHandler.validate_notebook(server, "empty.ipynb")
+    assert answer["success"] is True and TAKEN_FROM_RELEASE not in answer
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_nbgrader_validate_wraps_by_display_columns(tmp_path, language, assignment):
+    """A Chinese character takes two columns of a terminal, a Latin one one: the printed notices fill the
+    validator's width in columns, neither past it nor at half of it for the Latin text a Chinese notice holds."""
+    import io
+    from rlhf_course.classroom.submit_refusal import _columns
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    exchange, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # its notice quotes a line of Python
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    validator = PatientValidator(config=_config(exchange))
+    validator.stream = io.StringIO()
+    validator.validate_and_print(str(mine))
+    lines = [line for line in validator.stream.getvalue().split("\n") if line.strip() and set(line) != {"="}]
+    breakable = [line for line in lines if str(released) not in line]  # the path stays whole, to copy
+    assert breakable and all(_columns(line) <= validator.width for line in breakable)
+
+    def first_unit(line):  # what a line break before ``line`` kept off the line above: a word, or a wide character
+        if line[0].isascii():  # (and the closing punctuation that may not start a line)
+            return line.split(" ")[0]
+        return line[:2]
+
+    notice_lines = lines[1:]  # after the heading
+    for line, following in zip(notice_lines, notice_lines[1:]):
+        assert _columns(line) + 1 + _columns(first_unit(following)) > validator.width, (line, following)
+
+
+def test_the_labextension_replaces_the_line_nbgrader_s_dialog_shows():
+    """The course's labextension finds nbgrader's line by its exact text: it is the one nbgrader's installed
+    labextension writes above a changed cell, in the same dialog structure (a test of the pair, should nbgrader
+    change its wording)."""
+    import re
+    import sys
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader" / "static"
+    nbgrader_js = "".join(p.read_text() for p in installed.glob("*.js"))
+    course_js = (COURSE_ROOT / "jupyter" / "labextension" / "src" / "index.js").read_text()
+    line, = re.findall(r"const NBGRADER_CHANGED = '([^']+)';", course_js)
+    assert f'"{line}"' in nbgrader_js
+    assert 'id="validation-message"' in nbgrader_js and '"validation-changed"' in nbgrader_js

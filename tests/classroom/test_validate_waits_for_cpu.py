@@ -134,3 +134,26 @@ def test_the_process_tree_is_counted_its_reaped_children_too():
     finally:
         shell.kill()
         shell.wait()
+
+
+@pytest.mark.parametrize("language", ["en", CHINESE])
+def test_a_stopped_cells_reason_fills_its_lines_by_display_columns(language):
+    """The reason a limit stopped a cell, as nbgrader validate prints the cell's error: lines of at most 80 display
+    columns (a CJK character: two), each as full as the next word or character allows, not cut at half for the
+    Latin text a Chinese reason holds."""
+    from nbformat.v4 import new_output
+    from rlhf_course.classroom.submit_refusal import _columns
+    from rlhf_course.i18n import t
+    for sentence, fields in ((patient_validate.CPU_LIMIT, {"cpu": 31, "limit": 30}),
+                             (patient_validate.BLOCKED_LIMIT, {"blocked": 61, "limit": 60})):
+        cell = new_code_cell("x", outputs=[new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])])
+        reason = t(sentence, language, **fields)
+        patient_validate.PatientExecute._replace_interrupt(cell, reason)
+        error, = cell.outputs
+        assert error.ename == "CellStopped" and error.evalue == reason
+        lines = error.traceback
+        assert "".join("".join(lines).split()) == "".join(f"CellStopped: {reason}".split())
+        assert all(_columns(line) <= 80 for line in lines), lines
+        for line, following in zip(lines, lines[1:]):  # the break kept off the line what did not fit on it
+            unit = following.split(" ")[0] if following[0].isascii() else following[:2]
+            assert _columns(line) + 1 + _columns(unit) > 80, (line, following)

@@ -12,7 +12,8 @@
 // server in both languages (rlhf_course/i18n.py).  And two open notebooks of one name (an assignment's editions)
 // show their folders in their tabs.  And an untouched notebook does not say it has unsaved changes when its kernel
 // connects (the kernel's metadata is not the student's change).  And Fetch Feedback with nothing to fetch says why in
-// a dialog.  Built with `npm run build`
+// a dialog, and Validate's dialog heads each cell grading takes from the release with what grading takes, in the
+// edition's language.  Built with `npm run build`
 // (jupyter/labextension/README.md); the build is committed.
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
@@ -434,41 +435,91 @@ const cleanOpen = {
   }
 };
 
-// nbgrader's Fetch Feedback redraws the list from the server's answer and shows nothing else, so a fetch with nothing
-// to fetch looked like one that worked.  The course's server adds "notice" ({title, text}) to that answer when there
-// was nothing, or only an earlier submission's feedback, to fetch (rlhf_course/classroom/submit_refusal.py, the
-// sentence rlhf_course/exchange/fetch.py's, in the edition's language); it is shown here in a dialog.  The answer is
-// read where it arrives: nbgrader's request goes through the page's fetch, which this wraps (every other request
-// passes through untouched).
+// nbgrader's labextension shows what the server answers to its POSTs, and the course's server adds to two answers what
+// nbgrader's would not say.  Both are read where they arrive: nbgrader's requests go through the page's fetch, which
+// this wraps once (every other request passes through untouched).
+//
+// Fetch Feedback redraws the list from the answer and shows nothing else, so a fetch with nothing to fetch looked
+// like one that worked.  The course's server adds "notice" ({title, text}) to that answer when there was nothing, or
+// only an earlier submission's feedback, to fetch (rlhf_course/classroom/submit_refusal.py, the sentence
+// rlhf_course/exchange/fetch.py's, in the edition's language); it is shown here in a dialog.
+//
+// Validate shows each cell grading takes from the release (the course's notice, rlhf_course/classroom/
+// patient_validate.py) as nbgrader shows a changed cell: under its own English line "The source of the following
+// cell has changed, but it should not have!", false of a deleted cell and of an answer cell whose text is graded.
+// The course's server adds "taken_from_release" to that answer, a true heading for each notice in the edition's
+// language (rlhf_course/classroom/validate_extension.py); once nbgrader's dialog is open, each of its lines is
+// replaced by its heading, as text.
 const FETCH_FEEDBACK = '/assignments/fetch_feedback';
+const VALIDATE = '/assignments/validate';
+const NBGRADER_CHANGED = 'The source of the following cell has changed, but it should not have!';
+const TAKEN_FROM_RELEASE = 'taken_from_release';
+const TAKEN_CLASS = 'rlhf-taken-from-release';
+const DIALOG_WAIT_MS = 10000;  // how long after the answer nbgrader's dialog is looked for
 
-function isFetchFeedback(request, init) {
+function postedTo(request, init) {  // the path a request POSTs to, or '' for any other request
   const url = typeof request === 'string' || request instanceof URL ? String(request) : request.url;
   const method = (init && init.method) || (typeof request === 'object' && request.method) || 'GET';
-  return method.toUpperCase() === 'POST' && new URL(url, window.location.href).pathname.endsWith(FETCH_FEEDBACK);
+  return method.toUpperCase() === 'POST' ? new URL(url, window.location.href).pathname : '';
 }
 
-const feedbackNotice = {
-  id: 'rlhf-course-deadlines:feedback-notice',
-  description: 'Fetch Feedback with nothing to fetch says why.',
+function sayWhyNothingWasFetched(answer) {
+  if (answer && answer.notice && answer.notice.text) {
+    showDialog({  // a string body is shown as text, never markup
+      title: String(answer.notice.title || ''), body: String(answer.notice.text), buttons: [Dialog.okButton()]
+    });
+  }
+}
+
+// nbgrader's Validate dialog lists changed cells in #validation-message.validation-changed: per cell, a <div> holding
+// its line in a <p>, then the notice in a <pre>.  Its lines become the headings, in order; false when the dialog is
+// not (yet) there or does not list one line per heading.
+function headCellsTakenFromRelease(headings) {
+  const message = document.querySelector('.jp-Dialog #validation-message.validation-changed');
+  const lines = message ? [...message.querySelectorAll(':scope > div > p')] : [];
+  if (!lines.length || lines.length !== headings.length || lines.some(p => p.textContent !== NBGRADER_CHANGED)) {
+    return false;
+  }
+  lines.forEach((line, i) => {
+    line.textContent = String(headings[i]);  // textContent: never markup
+  });
+  message.classList.add(TAKEN_CLASS);  // its notices are sentences: wrapped inside the dialog, not cut at its edge
+  return true;
+}
+
+function sayWhatGradingTakesFromRelease(answer) {
+  const headings = answer && answer[TAKEN_FROM_RELEASE];
+  if (!Array.isArray(headings) || !headings.length || headCellsTakenFromRelease(headings)) {
+    return;
+  }
+  // nbgrader opens its dialog once it has read the same answer: before or after this
+  const observer = new MutationObserver(() => {
+    if (headCellsTakenFromRelease(headings)) {
+      observer.disconnect();
+    }
+  });
+  observer.observe(document.body, { childList: true, subtree: true });
+  setTimeout(() => observer.disconnect(), DIALOG_WAIT_MS);
+}
+
+const ANSWER_READERS = { [FETCH_FEEDBACK]: sayWhyNothingWasFetched, [VALIDATE]: sayWhatGradingTakesFromRelease };
+
+const answers = {
+  id: 'rlhf-course-deadlines:answers',
+  description: 'Fetch Feedback with nothing to fetch says why; Validate heads cells taken from the release truly.',
   autoStart: true,
   activate: () => {
     const pageFetch = window.fetch;
     window.fetch = async (request, init) => {
       const response = await pageFetch.call(window, request, init);
-      if (isFetchFeedback(request, init)) {
-        response.clone().json().then(answer => {
-          if (answer && answer.notice && answer.notice.text) {
-            showDialog({  // a string body is shown as text, never markup
-              title: String(answer.notice.title || ''), body: String(answer.notice.text),
-              buttons: [Dialog.okButton()]
-            });
-          }
-        }).catch(error => console.warn('rlhf-course-deadlines:', error));
+      const path = postedTo(request, init);
+      const reader = Object.entries(ANSWER_READERS).find(([ending]) => path.endsWith(ending));
+      if (reader) {
+        response.clone().json().then(reader[1]).catch(error => console.warn('rlhf-course-deadlines:', error));
       }
       return response;
     };
   }
 };
 
-export default [plugin, waits, tabs, cleanOpen, feedbackNotice];
+export default [plugin, waits, tabs, cleanOpen, answers];
