@@ -9,7 +9,13 @@ second kernel, and forty at once share out the cores and the memory until every 
 
 * A connection is a request: the broker learns the caller's uid and pid from the kernel (``SO_PEERCRED``), so
   nothing a student sends names anyone.  Each uid has at most one ticket, waiting or granted: a second
-  connection of the same user while the first lives is answered ``refused`` and closed.
+  connection of the same user while the first lives is answered ``refused`` and closed.  The clients ask again
+  a little later (their own other request holds the user's place: they wait for it, never run around it).
+* Each uid's tickets are taken at ``ask_rate`` a second at most (``ask_burst`` at once): a request beyond that is
+  answered ``refused`` and closed too, before any of the work a ticket costs (a pidfd, the order, the boost).  One
+  student connecting in a loop thus holds no more than one connection and costs the broker (root, in no cgroup)
+  an accept and a line per connection; the order and her classmates' answers are computed only when a ticket
+  changes (bench/queue_flood.py).
 * The order is the broker's own (first come, first served, by arrival): nothing on disk to plant or lock.
 * A ticket lasts while its connection is open and the process that connected lives (a pidfd, so a child or a
   descriptor passed on keeps nothing); a granted slot is taken back after ``max_hold`` seconds (``ended``),
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import socket
 import struct
@@ -36,6 +43,8 @@ from pathlib import Path
 from typing import Callable
 
 DEFAULT_MAX_HOLD = 180.0  # seconds: several quick trainings' length (6-35 s, bench/RESULTS.md); a longer run goes on unboosted
+DEFAULT_ASK_RATE = 2.0  # tickets a second one user may take, sustained: four times a refused client's asking again
+DEFAULT_ASK_BURST = 10  # ... and at once (a class's clients ask once a training or a Validate)
 SOCKET_NAME = "broker.sock"
 
 
@@ -62,15 +71,40 @@ class Ticket:
     told_ahead: int | None = None  # the last place written to it
 
 
+@dataclass
+class AskBudget:
+    """A user's tickets still to take now (a token bucket: ``rate`` more a second, ``burst`` at most)."""
+    rate: float
+    burst: float
+    tokens: float
+    at: float  # time.monotonic() of ``tokens``
+
+    def take(self, now: float) -> bool:
+        """Whether one more ticket may be taken at ``now`` (and, if so, it is)."""
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 class SlotBroker:
     """K = ``slots`` slots handed out on the Unix socket ``path`` (see the module's docstring); ``name`` names its
     thread (which queue it serves)."""
 
     def __init__(self, path: Path, slots: int, max_hold: float = DEFAULT_MAX_HOLD,
-                 on_holders: Callable[[set[int]], None] | None = None, name: str = "training-broker"):
+                 on_holders: Callable[[set[int]], None] | None = None, name: str = "training-broker",
+                 ask_rate: float = DEFAULT_ASK_RATE, ask_burst: int = DEFAULT_ASK_BURST):
         if slots < 1 or not max_hold > 0:
             raise ValueError(f"a broker needs at least one slot and a positive hold, not {slots} and {max_hold}")
+        if not ask_rate > 0 or ask_burst < 1:
+            raise ValueError(f"a broker needs a positive rate of asking and a burst of one at least, not {ask_rate} "
+                             f"and {ask_burst}")
         self.path, self.slots, self.max_hold, self.name = Path(path), slots, max_hold, name
+        self.ask_rate, self.ask_burst = ask_rate, ask_burst
+        self.budgets: dict[int, AskBudget] = {}  # uid -> the tickets it may still take now
+        self._changed = False  # a ticket came or went since the order was last settled
         self.on_holders = on_holders or (lambda pids: None)
         self.tickets: dict[int, Ticket] = {}  # uid -> its ticket, in arrival order
         self.holder_pids: set[int] = set()
@@ -105,10 +139,12 @@ class SlotBroker:
     def _serve(self) -> None:
         try:
             while not self._stopping:
-                for key, _ in self._selector.select(self._next_deadline()):
+                timeout = self._next_deadline()
+                for key, _ in self._selector.select(timeout):
                     if key.data is not None:
                         key.data(key.fileobj)
-                self._settle()
+                if self._changed or timeout is not None and self._next_deadline() == 0:
+                    self._settle()
         except Exception:  # the broker is gone: clients find no socket and train at once; the hub's log says why
             traceback.print_exc()
             raise
@@ -129,16 +165,23 @@ class SlotBroker:
 
     # -- requests -------------------------------------------------------------------------------
     def _accept(self, listener: socket.socket) -> None:
-        try:
-            connection, _ = listener.accept()
-        except OSError:  # gone before we took it, or out of descriptors: the client finds no broker
-            return
+        """Every connection waiting on the listener, in arrival order."""
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except BlockingIOError:  # none left
+                return
+            except OSError:  # gone before we took it, or out of descriptors: the client finds no broker
+                return
+            self._request(connection)
+
+    def _request(self, connection: socket.socket) -> None:
         connection.setblocking(False)
         pid, uid, _ = peer_credentials(connection)
         earlier = self.tickets.get(uid)
         if earlier is not None and self._gone(earlier):  # its release may be next in this same batch of events
             self._drop(earlier)
-        if uid in self.tickets:
+        if uid in self.tickets or not self._budget(uid).take(time.monotonic()):
             self._send_and_close(connection, "refused")
             return
         try:
@@ -148,8 +191,14 @@ class SlotBroker:
             return
         ticket = Ticket(uid, pid, connection, pidfd)
         self.tickets[uid] = ticket
+        self._changed = True
         self._selector.register(connection, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
         self._selector.register(pidfd, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
+
+    def _budget(self, uid: int) -> AskBudget:
+        if uid not in self.budgets:
+            self.budgets[uid] = AskBudget(self.ask_rate, self.ask_burst, self.ask_burst, time.monotonic())
+        return self.budgets[uid]
 
     @staticmethod
     def _gone(ticket: Ticket) -> bool:
@@ -168,6 +217,7 @@ class SlotBroker:
         if self.tickets.get(ticket.uid) is not ticket:
             return
         del self.tickets[ticket.uid]
+        self._changed = True
         for resource in (ticket.connection, ticket.pidfd):
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(resource)
@@ -192,6 +242,7 @@ class SlotBroker:
     # -- the order ------------------------------------------------------------------------------
     def _settle(self) -> None:
         """End the holds that are over, grant the free slots in arrival order, tell each waiter its place."""
+        self._changed = False
         now = time.monotonic()
         for ticket in [t for t in self.tickets.values() if t.granted_at is not None]:
             if now - ticket.granted_at >= self.max_hold:
@@ -226,6 +277,6 @@ class SlotBroker:
 
 def select_readable(descriptor: int) -> bool:
     """Whether ``descriptor`` is readable now (a pidfd: its process has exited)."""
-    with selectors.DefaultSelector() as probe:
-        probe.register(descriptor, selectors.EVENT_READ)
-        return bool(probe.select(0))
+    poller = select.poll()  # not select.select: a descriptor past FD_SETSIZE is one as well
+    poller.register(descriptor, select.POLLIN)
+    return bool(poller.poll(0))
