@@ -15,7 +15,10 @@ second kernel, and forty at once share out the cores and the memory until every 
   answered ``refused`` and closed too, before any of the work a ticket costs (a pidfd, the order, the boost).  One
   student connecting in a loop thus holds no more than one connection and costs the broker (root, in no cgroup)
   an accept and a line per connection; the order and her classmates' answers are computed only when a ticket
-  changes (bench/queue_flood.py).
+  changes.  The refusals themselves, whoever asks, are ``refusal_rate`` a second at most: beyond it the broker
+  leaves the socket unread for a moment, so a loop's connections wait in the socket's backlog (her ``connect``
+  blocks) rather than cost root a core; a classmate's waits there too, for a backlog's worth of refusals at most
+  (bench/queue_flood.py: the broker's CPU and a classmate's answer time while one student floods).
 * The order is the broker's own (first come, first served, by arrival): nothing on disk to plant or lock.
 * A ticket lasts while its connection is open and the process that connected lives (a pidfd, so a child or a
   descriptor passed on keeps nothing); a granted slot is taken back after ``max_hold`` seconds (``ended``),
@@ -45,6 +48,9 @@ from typing import Callable
 DEFAULT_MAX_HOLD = 180.0  # seconds: several quick trainings' length (6-35 s, bench/RESULTS.md); a longer run goes on unboosted
 DEFAULT_ASK_RATE = 2.0  # tickets a second one user may take, sustained: four times a refused client's asking again
 DEFAULT_ASK_BURST = 10  # ... and at once (a class's clients ask once a training or a Validate)
+DEFAULT_REFUSAL_RATE = 1000.0  # refusals a second, all users together: a class retrying asks 20 a second; a flood, a tenth of a core at most (bench/RESULTS.md)
+ACCEPTS_PER_WAKE = 64  # connections taken from the backlog before the order is settled and answered again
+LISTEN_BACKLOG = 16  # connections waiting to be taken: a flood's that a classmate's waits behind, at most
 SOCKET_NAME = "broker.sock"
 
 
@@ -95,15 +101,18 @@ class SlotBroker:
 
     def __init__(self, path: Path, slots: int, max_hold: float = DEFAULT_MAX_HOLD,
                  on_holders: Callable[[set[int]], None] | None = None, name: str = "training-broker",
-                 ask_rate: float = DEFAULT_ASK_RATE, ask_burst: int = DEFAULT_ASK_BURST):
+                 ask_rate: float = DEFAULT_ASK_RATE, ask_burst: int = DEFAULT_ASK_BURST,
+                 refusal_rate: float = DEFAULT_REFUSAL_RATE):
         if slots < 1 or not max_hold > 0:
             raise ValueError(f"a broker needs at least one slot and a positive hold, not {slots} and {max_hold}")
-        if not ask_rate > 0 or ask_burst < 1:
-            raise ValueError(f"a broker needs a positive rate of asking and a burst of one at least, not {ask_rate} "
-                             f"and {ask_burst}")
+        if not ask_rate > 0 or ask_burst < 1 or not refusal_rate > 0:
+            raise ValueError(f"a broker needs positive rates of asking and refusing and a burst of one at least, not "
+                             f"{ask_rate}, {refusal_rate} and {ask_burst}")
         self.path, self.slots, self.max_hold, self.name = Path(path), slots, max_hold, name
         self.ask_rate, self.ask_burst = ask_rate, ask_burst
         self.budgets: dict[int, AskBudget] = {}  # uid -> the tickets it may still take now
+        self.refusals = AskBudget(refusal_rate, LISTEN_BACKLOG, LISTEN_BACKLOG, time.monotonic())
+        self._listening_again_at: float | None = None  # the socket set aside until then (too many refusals)
         self._changed = False  # a ticket came or went since the order was last settled
         self.on_holders = on_holders or (lambda pids: None)
         self.tickets: dict[int, Ticket] = {}  # uid -> its ticket, in arrival order
@@ -121,7 +130,7 @@ class SlotBroker:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))
         self.path.chmod(0o666)
-        self._listener.listen(128)
+        self._listener.listen(LISTEN_BACKLOG)
         self._listener.setblocking(False)
         self._selector.register(self._listener, selectors.EVENT_READ, self._accept)
         self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
@@ -143,6 +152,9 @@ class SlotBroker:
                 for key, _ in self._selector.select(timeout):
                     if key.data is not None:
                         key.data(key.fileobj)
+                if self._listening_again_at is not None and time.monotonic() >= self._listening_again_at:
+                    self._listening_again_at = None
+                    self._selector.register(self._listener, selectors.EVENT_READ, self._accept)
                 if self._changed or timeout is not None and self._next_deadline() == 0:
                     self._settle()
         except Exception:  # the broker is gone: clients find no socket and train at once; the hub's log says why
@@ -161,21 +173,26 @@ class SlotBroker:
     def _next_deadline(self) -> float | None:
         """Seconds until the first grant's hold is over (None: no grant to end)."""
         ends = [t.granted_at + self.max_hold for t in self.tickets.values() if t.granted_at is not None]
+        if self._listening_again_at is not None:
+            ends.append(self._listening_again_at)
         return max(0.0, min(ends) - time.monotonic()) if ends else None
 
     # -- requests -------------------------------------------------------------------------------
     def _accept(self, listener: socket.socket) -> None:
-        """Every connection waiting on the listener, in arrival order."""
-        while True:
+        """The connections waiting on the listener, in arrival order, :data:`ACCEPTS_PER_WAKE` at most (the order is
+        then settled and answered); the listener set aside while the refusals are over their rate."""
+        for _ in range(ACCEPTS_PER_WAKE):
             try:
                 connection, _ = listener.accept()
-            except BlockingIOError:  # none left
+            except OSError:  # none left, gone before we took it, or out of descriptors: the client finds no broker
                 return
-            except OSError:  # gone before we took it, or out of descriptors: the client finds no broker
+            if not self._request(connection) and not self.refusals.take(time.monotonic()):
+                self._selector.unregister(listener)  # until a backlog's worth of refusals is due again
+                self._listening_again_at = time.monotonic() + LISTEN_BACKLOG / self.refusals.rate
                 return
-            self._request(connection)
 
-    def _request(self, connection: socket.socket) -> None:
+    def _request(self, connection: socket.socket) -> bool:
+        """Whether ``connection`` got a ticket (else it was refused, or its process is gone)."""
         connection.setblocking(False)
         pid, uid, _ = peer_credentials(connection)
         earlier = self.tickets.get(uid)
@@ -183,17 +200,18 @@ class SlotBroker:
             self._drop(earlier)
         if uid in self.tickets or not self._budget(uid).take(time.monotonic()):
             self._send_and_close(connection, "refused")
-            return
+            return False
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:  # the process has already exited
             connection.close()
-            return
+            return False
         ticket = Ticket(uid, pid, connection, pidfd)
         self.tickets[uid] = ticket
         self._changed = True
         self._selector.register(connection, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
         self._selector.register(pidfd, selectors.EVENT_READ, lambda _, t=ticket: self._drop(t))
+        return True
 
     def _budget(self, uid: int) -> AskBudget:
         if uid not in self.budgets:
