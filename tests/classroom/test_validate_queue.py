@@ -239,7 +239,7 @@ def test_a_student_asking_in_a_loop_takes_tickets_at_the_brokers_rate_and_a_clas
     """Mallory (another process: another uid) connects, reads the answer and closes, in a loop, for 1.5 s, with a
     slot free all along: the broker takes her tickets at ``ask_rate`` (burst 3, 2 a second: 6 at most), refuses
     every other, at ``refusal_rate`` at most (300 a second: her loop waits in the backlog the rest of the time), and
-    answers a classmate who asks meanwhile within a fraction of a second."""
+    answers a classmate who asks meanwhile within a second (milliseconds on a quiet machine)."""
     real_credentials = training_broker.peer_credentials
 
     def credentials(connection):
@@ -258,7 +258,7 @@ def test_a_student_asking_in_a_loop_takes_tickets_at_the_brokers_rate_and_a_clas
     tickets, refused, asked = map(int, flood.communicate(timeout=30)[0].split())  # a ticket: granted, or queued
     assert 3 <= tickets <= 3 + 2 * 1.5 + 1, (tickets, refused, asked)
     assert refused == asked - tickets and 10 * tickets < refused <= 300 * 1.5 + 2 * training_broker.LISTEN_BACKLOG
-    assert all(held for held, _ in answers) and max(seconds for _, seconds in answers) < 0.5, answers
+    assert all(held for held, _ in answers) and max(seconds for _, seconds in answers) < 1.0, answers
     assert set(broker.tickets) <= {50_901}  # nothing of the classmate's left; of Mallory's, one at most
 
 

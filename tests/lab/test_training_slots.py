@@ -115,9 +115,9 @@ def test_a_refused_training_waits_for_her_other_one_then_takes_its_turn_in_both_
     try:
         for language, refused, got in (
                 (i18n.ENGLISH, "Another training of yours holds your place in the queue: this one waits for it to "
-                               "end, then takes its turn", "Got a training slot after 1 s: training now"),
+                               "end, then takes its turn", r"Got a training slot after [123] s: training now"),
                 (i18n.CHINESE, "你的另一个训练任务占着你在队列中的位置：本次训练等它结束后再排队",
-                 "等待 1 秒后获得训练名额：开始训练")):
+                 r"等待 [123] 秒后获得训练名额：开始训练")):
             queue = TrainingQueue(broker.path, max_wait=0.3, retry_seconds=0.05)
             other = queue.slot(say=pytest.fail)
             assert other.__enter__() is True
@@ -135,7 +135,7 @@ def test_a_refused_training_waits_for_her_other_one_then_takes_its_turn_in_both_
             assert said == [refused] and not outcome  # still waiting, past the cap: her own ticket is no stall
             other.__exit__(None, None, None)
             training.join(5)
-            assert outcome["held"] is True and 1.0 <= outcome["seconds"] < 1.5
-            assert said == [refused, got]
+            assert outcome["held"] is True and 1.0 <= outcome["seconds"] < 3.0  # 1 s, but for a loaded machine
+            assert said[0] == refused and re.fullmatch(got, said[1]) and len(said) == 2, said
     finally:
         broker.stop()
