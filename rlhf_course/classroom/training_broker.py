@@ -48,7 +48,7 @@ from typing import Callable
 DEFAULT_MAX_HOLD = 180.0  # seconds: several quick trainings' length (6-35 s, bench/RESULTS.md); a longer run goes on unboosted
 DEFAULT_ASK_RATE = 2.0  # tickets a second one user may take, sustained: four times a refused client's asking again
 DEFAULT_ASK_BURST = 10  # ... and at once (a class's clients ask once a training or a Validate)
-DEFAULT_REFUSAL_RATE = 1000.0  # refusals a second, all users together: a class retrying asks 20 a second; a flood, a tenth of a core at most (bench/RESULTS.md)
+DEFAULT_REFUSAL_RATE = 1000.0  # all users' together: a class asking again asks 20 a second (bench/RESULTS.md)
 ACCEPTS_PER_WAKE = 64  # connections taken from the backlog before the order is settled and answered again
 LISTEN_BACKLOG = 16  # connections waiting to be taken: a flood's that a classmate's waits behind, at most
 SOCKET_NAME = "broker.sock"
@@ -79,14 +79,15 @@ class Ticket:
 
 @dataclass
 class AskBudget:
-    """A user's tickets still to take now (a token bucket: ``rate`` more a second, ``burst`` at most)."""
+    """How many more may be taken now: a user's tickets, or the broker's refusals (a token bucket: ``rate`` more
+    a second, ``burst`` at most)."""
     rate: float
     burst: float
     tokens: float
     at: float  # time.monotonic() of ``tokens``
 
     def take(self, now: float) -> bool:
-        """Whether one more ticket may be taken at ``now`` (and, if so, it is)."""
+        """Whether one more may be taken at ``now`` (and, if so, it is)."""
         self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
         self.at = now
         if self.tokens < 1:
@@ -171,7 +172,7 @@ class SlotBroker:
                 self.path.unlink()
 
     def _next_deadline(self) -> float | None:
-        """Seconds until the first grant's hold is over (None: no grant to end)."""
+        """Seconds until the first grant's hold is over or the socket set aside is read again (None: neither)."""
         ends = [t.granted_at + self.max_hold for t in self.tickets.values() if t.granted_at is not None]
         if self._listening_again_at is not None:
             ends.append(self._listening_again_at)

@@ -79,7 +79,7 @@ class TrainingQueue:
 
     def _wait(self, request: "BrokerRequest", say: Callable[[str], None]) -> bool:
         started, shown, refused = time.monotonic(), None, False
-        last_move = started  # when the place last improved (or her own other ticket let her in): the limit counts from there
+        last_move = started  # when the place last improved, or her own other ticket let her in: the limit counts from there
         for words in request.lines(lambda: last_move + self.max_wait):
             if words[:1] == ["granted"]:
                 if shown is not None or refused:
