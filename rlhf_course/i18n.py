@@ -135,8 +135,8 @@ ZH = {
         "（nbgrader 运行本笔记本时跳过实验：请在 JupyterLab 中自己运行）",
     "The lab stopped: {reason}": "实验已停止：{reason}",
     # the machine's training queue (rlhf_course/lab/training_slots.py: a shared hub trains a few labs at a time)
-    "Another training of yours holds your place in the queue: training now without a slot":
-        "你的另一个训练任务已占用你在队列中的位置：不占名额直接开始训练",
+    "Another training of yours holds your place in the queue: this one waits for it to end, then takes its turn":
+        "你的另一个训练任务占着你在队列中的位置：本次训练等它结束后再排队",
     "Waiting for a training slot: {ahead} ahead (the machine trains {slots} at a time)":
         "正在等待训练名额：前面还有 {ahead} 个训练任务在等待（本机最多同时运行 {slots} 个）",
     "Got a training slot after {seconds:.0f} s: training now": "等待 {seconds:.0f} 秒后获得训练名额：开始训练",
@@ -507,6 +507,8 @@ ZH = {
     "Your server stopped while starting. Log in again to start it.": "你的服务器在启动时停止了。请重新登录以启动它。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
+    "Another Validate of yours holds your place in the class's queue: this one waits for it to end, then takes its turn; nothing is wrong with your notebook.":
+        "你的另一个 Validate 占着你在全班队列中的位置：本次 Validate 等它结束后再排队；你的笔记本没有问题。",
     "Validate is waiting its turn: {ahead} ahead of you in the class's queue (the machine validates {slots} at a time); nothing is wrong with your notebook.":
         "Validate 正在排队：全班的队列中你前面还有 {ahead} 个（本机同时最多运行 {slots} 个 Validate）；你的笔记本没有问题。",
     "The kernel is still starting: the class is busy. Your cells run once it is ready; nothing is wrong with your notebook.":

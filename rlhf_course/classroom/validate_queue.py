@@ -11,26 +11,32 @@ student's place while it waits, and gives the turn back when the notebook has ru
 Waiting never fails a Validate, and no clock turns it into failure:
 * there is no longest wait: each turn is given back within the broker's hold (:data:`MAX_HOLD`), so the queue
   moves;
-* with no broker configured or reachable, when the broker refuses (the same student's ticket is taken: her
-  other Validate) or closes before granting, Validate runs at once, without a turn;
+* with no broker configured or reachable, or when the broker closes before granting, Validate runs at once,
+  without a turn;
+* when the broker refuses (the student's one ticket is another request of hers, or she asks faster than the broker
+  takes), Validate says so and asks again every :data:`RETRY_SECONDS` until it has a ticket, then waits its turn:
+  her own other request is no way around the queue.  It waits no longer than that request lives, which the broker
+  ends within a hold once granted;
 * a turn the broker ends (held past :data:`MAX_HOLD`: ``ended``) lets the running Validate finish.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rlhf_course.lab.training_slots import broker_lines
+from rlhf_course.lab.training_slots import RETRY_SECONDS, BrokerRequest
 
 QUEUE_VARIABLE = "RLHF_VALIDATE_QUEUE"
 SOCKET_FOLDER = "validate-queue"  # under the classroom's base folder
 MAX_HOLD = 600.0  # seconds: a patient Validate on a saturated machine (338 s at most: bench/RESULTS.md), with room
 WAITING_TURN = ("Validate is waiting its turn: {ahead} ahead of you in the class's queue (the machine validates "
                 "{slots} at a time); nothing is wrong with your notebook.")
+
+REFUSED = ("Another Validate of yours holds your place in the class's queue: this one waits for it to end, then takes "
+           "its turn; nothing is wrong with your notebook.")
 
 Say = Callable[[str, dict], None]  # an English sentence of i18n.ZH's and its fields (ValidateStatus.say)
 
@@ -39,6 +45,7 @@ Say = Callable[[str, dict], None]  # an English sentence of i18n.ZH's and its fi
 class ValidateQueue:
     """The broker listening on ``broker`` (a Unix socket)."""
     broker: Path
+    retry_seconds: float = RETRY_SECONDS
 
     @classmethod
     def from_environment(cls, environ=None) -> "ValidateQueue | None":
@@ -50,31 +57,29 @@ class ValidateQueue:
     @contextlib.contextmanager
     def turn(self, say: Say) -> Iterator[bool]:
         """Hold a turn for the ``with`` block (True), waiting for it and telling ``say`` the place at every change;
-        False when Validate runs without one (no broker to reach, refused, or the broker closed)."""
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        False when Validate runs without one (no broker to reach, or the broker closed)."""
+        request = BrokerRequest(self.broker, self.retry_seconds)
         try:
-            connection.connect(str(self.broker))
-            held = self._wait(connection, say)
-        except OSError:
-            held = False
-        if not held:  # its ticket given back before it runs: no turn granted to nobody while it runs
-            connection.close()
-        try:
+            held = self._wait(request, say)
+            if not held:  # its ticket given back before it runs: no turn granted to nobody while it runs
+                request.close()
             yield held
         finally:
-            connection.close()
+            request.close()
 
     @staticmethod
-    def _wait(connection: socket.socket, say: Say) -> bool:
-        """Whether the broker granted a turn; until then, each new place said."""
-        for words in broker_lines(connection, deadline=None):
+    def _wait(request: BrokerRequest, say: Say) -> bool:
+        """Whether the broker granted a turn; until then, each refusal's first and each new place said."""
+        refused = False
+        for words in request.lines(deadline=None):
             if words[:1] == ["granted"]:
                 return True
-            if words[:1] == ["refused"]:
-                return False
+            if words[:1] == ["refused"] and not refused:
+                refused = True
+                say(REFUSED, {})
             if words[:1] == ["queued"] and len(words) == 3 and all(word.isdigit() for word in words[1:]):
                 say(WAITING_TURN, {"ahead": int(words[1]), "slots": int(words[2])})
-        return False  # the broker closed: the hub stopped, or ended the ticket
+        return False  # the broker closed (the hub stopped, or ended the ticket), or is not there
 
 
 @contextlib.contextmanager

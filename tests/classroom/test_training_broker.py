@@ -2,7 +2,7 @@
 real Unix accounts, Mallory (raw sockets, whatever she likes) and Ann (the lab's own client,
 rlhf_course/lab/training_slots.py), each running the system's Python as themselves; the broker runs here, as root,
 as `make hub` runs it.  Mallory holding her slot for ever, flooding or forging requests, or leaving her grant to a
-child delays Ann by one hold at most; a second ticket of one user is refused; the boost follows the broker's
+child delays Ann by one hold at most; a second ticket of one user is refused, and her lab waits for the first; the boost follows the broker's
 grants, and stopping Mallory's server kills her holding process and gives her weight back (a few seconds)."""
 import asyncio
 import os
@@ -224,17 +224,22 @@ def test_a_grant_ends_when_the_process_that_asked_dies(students, start_broker):
         mallory.wait()
 
 
-def test_a_second_ticket_of_the_same_user_is_refused_and_her_lab_trains_at_once(students, start_broker):
+def test_a_second_ticket_of_the_same_user_is_refused_and_her_lab_waits_for_her_other_one(students, start_broker):
     broker = start_broker(max_hold=60)
     other_training = as_student(students["ann"], HOLD_FOR_EVER, str(broker.path))
     try:
         assert other_training.stdout.readline().strip() == "granted 1 60"
-        said, held, seconds = anns_lab(students, broker)
-        assert said == ["Another training of yours holds your place in the queue: training now without a slot"]
-        assert not held and seconds < 1.0
+        lab = as_student(students["ann"], ANNS_LAB, str(broker.path), "0.2", "0.5")  # a stalled queue's cap: 0.5 s
+        time.sleep(1.5)
+        assert lab.poll() is None  # still waiting for her other one, past the cap: never trains without a slot
     finally:
         stop(other_training)
-    said, held, seconds = anns_lab(students, broker)  # the other one gone (killed just now): her turn at once
+    out, err = lab.communicate(timeout=30)
+    said = out.splitlines()
+    assert said[0] == ("Another training of yours holds your place in the queue: this one waits for it to end, then "
+                       "takes its turn") and said[1].startswith(GOT) and len(said) == 3, out + err
+    assert said[2].startswith("held True") and 1.5 < float(said[2].split()[-1]) < 1.5 + 3, out
+    said, held, seconds = anns_lab(students, broker)  # nothing of hers left: her turn at once
     assert said == [] and held and seconds < 1.0
 
 

@@ -1,10 +1,11 @@
 """The class's Validate queue (rlhf_course/classroom/validate_queue.py): the server's Validate takes its turn from a
 real broker (rlhf_course/classroom/training_broker.py's SlotBroker, in this process) before it starts a kernel,
-says its place in both languages through the status the labextension shows, runs K at a time at most, and never
-fails for waiting (no broker, a refusal, a hold that ends).  In-process: the students are told apart by the uid
-the broker reads from each connection, given here per connection (a real account each: test_training_broker.py);
-the Validates are the server's handler's own method, with a fake notebook run where the verdict is not the point.
-About 6 s (two real Validates)."""
+says its place in both languages through the status the labextension shows, runs K at a time at most, never fails
+for waiting (no broker, a hold that ends), and waits for the student's own other request rather than run without a
+turn; a student asking in a loop takes tickets at the broker's rate at most.  In-process: the students are told
+apart by the uid the broker reads from each connection, given here per connection (a real account each:
+test_training_broker.py); the Validates are the server's handler's own method, with a fake notebook run where the
+verdict is not the point.  About 8 s (two real Validates)."""
 from __future__ import annotations
 
 import itertools
@@ -29,7 +30,7 @@ from rlhf_course.classroom.hub import Classroom, parse_arguments
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.training_broker import SlotBroker
 from rlhf_course.classroom.validate_extension import STARTING, PatientValidateHandler, ValidateStatus
-from rlhf_course.classroom.validate_queue import WAITING_TURN, ValidateQueue, validate_turn
+from rlhf_course.classroom.validate_queue import REFUSED, WAITING_TURN, ValidateQueue, validate_turn
 from rlhf_course.i18n import CHINESE, ENGLISH, ZH
 from rlhf_course.lab.threads import usable_cpus
 from tests.support.course import REPO
@@ -52,10 +53,10 @@ def students(monkeypatch):
 def start_broker():
     folders, brokers = [], []
 
-    def start(slots: int, max_hold: float = 600.0, on_holders=None) -> SlotBroker:
+    def start(slots: int, max_hold: float = 600.0, on_holders=None, **rates) -> SlotBroker:
         folders.append(tempfile.TemporaryDirectory(prefix="vq-"))  # a short path: a socket's is at most 107 bytes
         brokers.append(SlotBroker(Path(folders[-1].name) / "broker.sock", slots, max_hold, on_holders,
-                                  name="validate-broker").start())
+                                  name="validate-broker", **rates).start())
         return brokers[-1]
     yield start
     for broker in brokers:
@@ -178,25 +179,94 @@ def test_k_validates_run_at_once_at_most_the_next_one_says_it_waits_then_runs(st
     wait_until(lambda: not broker.tickets)  # both turns given back
 
 
-def test_without_a_broker_or_when_refused_validate_runs_at_once(students, start_broker, fake_validator, tmp_path):
+def test_without_a_broker_validate_runs_at_once(fake_validator, tmp_path):
     (tmp_path / "lab.ipynb").write_text("{}")
     fake_validator.release.set()
-    broker = start_broker(slots=1)
-    students["uid"] = 50_500  # one student: a ticket of hers is already in the queue (her other Validate)
-    holder = ValidateQueue(broker.path).turn(lambda *_: pytest.fail("a free slot: nothing to wait for"))
-    assert holder.__enter__() is True
-    try:
-        for queue in (None, ValidateQueue(tmp_path / "no-broker.sock"), ValidateQueue(broker.path)):
-            handler = server_handler(tmp_path, queue)
-            said = []
-            handler.status.say = lambda english, fields=None: said.append(english)
-            started = time.monotonic()
-            assert PatientValidateHandler.validate_notebook(handler, "lab.ipynb") == {"success": True, "value": {}}
-            assert said == [STARTING] and time.monotonic() - started < 2, queue
-    finally:
-        holder.__exit__(None, None, None)
+    for queue in (None, ValidateQueue(tmp_path / "no-broker.sock")):
+        handler = server_handler(tmp_path, queue)
+        said = []
+        handler.status.say = lambda english, fields=None: said.append(english)
+        started = time.monotonic()
+        assert PatientValidateHandler.validate_notebook(handler, "lab.ipynb") == {"success": True, "value": {}}
+        assert said == [STARTING] and time.monotonic() - started < 2, queue
     with validate_turn(None, pytest.fail) as held:
         assert held is False
+
+
+def test_a_refused_validate_waits_for_her_other_request_says_so_in_both_languages_then_takes_its_turn(
+        students, start_broker, fake_validator, tmp_path):
+    """Her other request (a connection she holds from a shell) holds her one ticket: her Validate is refused, says
+    so, starts no kernel while the other lives, and runs in a turn of its own once it is given back."""
+    (tmp_path / "lab.ipynb").write_text("{}")
+    fake_validator.release.set()
+    broker = start_broker(slots=2)  # a free slot: only her own ticket stands in the way
+    students["uid"] = 50_500
+    holder = ValidateQueue(broker.path).turn(lambda *_: pytest.fail("a free slot: nothing to wait for"))
+    assert holder.__enter__() is True
+    handler = server_handler(tmp_path, ValidateQueue(broker.path, retry_seconds=0.05))
+    holders, answer = [], {}
+    broker.on_holders = holders.append
+    validate = threading.Thread(target=lambda: answer.update(
+        PatientValidateHandler.validate_notebook(handler, "lab.ipynb")))
+    validate.start()
+    try:
+        wait_until(lambda: handler.status.as_json()["busy"])
+        assert said_text(handler.status) == {
+            ENGLISH: REFUSED,
+            CHINESE: "你的另一个 Validate 占着你在全班队列中的位置：本次 Validate 等它结束后再排队；你的笔记本没有问题。"}
+        time.sleep(0.5)  # ten asks again, each refused
+        assert fake_validator.running == 0 and not answer
+    finally:
+        holder.__exit__(None, None, None)
+    validate.join(5)
+    assert answer == {"success": True, "value": {}}
+    assert holders[:2] == [set(), {os.getpid()}]  # the other's turn given back, then hers granted: it ran in a turn
+
+
+FLOOD = """
+import socket, sys, time
+answers, end = [], time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    connection = socket.socket(socket.AF_UNIX)
+    connection.connect(sys.argv[1])
+    answers.append(connection.recv(100).decode().split(" ")[0].strip())
+    connection.close()
+print(answers.count("granted") + answers.count("queued"), answers.count("refused"), len(answers))
+"""
+
+
+def test_a_student_asking_in_a_loop_takes_tickets_at_the_brokers_rate_and_a_classmate_is_answered(monkeypatch,
+                                                                                                  start_broker):
+    """Mallory (another process: another uid) connects, reads the answer and closes, in a loop, for 1.5 s, with a
+    slot free all along: the broker takes her tickets at ``ask_rate`` (burst 3, 2 a second: 6 at most), refuses
+    every other, at ``refusal_rate`` at most (300 a second: her loop waits in the backlog the rest of the time), and
+    answers a classmate who asks meanwhile within a second (milliseconds on a quiet machine)."""
+    real_credentials = training_broker.peer_credentials
+
+    def credentials(connection):
+        pid, _, gid = real_credentials(connection)
+        return pid, 50_900 if pid == os.getpid() else 50_901, gid
+    monkeypatch.setattr(training_broker, "peer_credentials", credentials)
+    broker = start_broker(slots=1, ask_rate=2.0, ask_burst=3, refusal_rate=300.0)
+    flood = subprocess.Popen([sys.executable, "-c", FLOOD, str(broker.path), "1.5"], stdout=subprocess.PIPE,
+                             text=True)
+    time.sleep(0.5)
+    answers = []
+    for _ in range(3):  # the classmate, mid-flood (her own burst: a fourth at once would wait for her rate)
+        started = time.monotonic()
+        with ValidateQueue(broker.path).turn(say=pytest.fail) as held:
+            answers.append((held, time.monotonic() - started))
+    tickets, refused, asked = map(int, flood.communicate(timeout=30)[0].split())  # a ticket: granted, or queued
+    assert 3 <= tickets <= 3 + 2 * 1.5 + 1, (tickets, refused, asked)
+    assert refused == asked - tickets and 10 * tickets < refused <= 300 * 1.5 + 2 * training_broker.LISTEN_BACKLOG
+    assert all(held for held, _ in answers) and max(seconds for _, seconds in answers) < 1.0, answers
+    assert set(broker.tickets) <= {50_901}  # nothing of the classmate's left; of Mallory's, one at most
+
+
+def test_the_brokers_rate_of_asking_is_positive():
+    with pytest.raises(ValueError, match="positive rates of asking and refusing and a burst of one at least, not "
+                                         "0, 1000.0 and 3"):
+        SlotBroker(Path("unused.sock"), 1, ask_rate=0, ask_burst=3)
 
 
 def test_a_validate_that_breaks_gives_its_turn_back(students, start_broker, monkeypatch, tmp_path):

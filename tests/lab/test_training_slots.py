@@ -1,14 +1,19 @@
 """A lab's side of the machine's training queue (rlhf_course/lab/training_slots.py): it waits for the broker's grant
 and tells the notebook its place, in the notebook's language; it trains at once where no broker is configured or
-reachable, when the broker refuses it, and after the longest wait.  The broker here is a script of the broker's
-lines (its own tests, with real accounts: tests/classroom/test_training_broker.py)."""
+reachable, and after the longest wait without a move; refused (her other training holds her one ticket), it waits
+for that one, then takes its turn.  The broker here is a script of the broker's lines, or the real one in this
+process (its own tests, with real accounts: tests/classroom/test_training_broker.py)."""
+import os
 import re
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from rlhf_course import i18n
+from rlhf_course.classroom import training_broker
+from rlhf_course.classroom.training_broker import SlotBroker
 from rlhf_course.lab import training_slots
 from rlhf_course.lab.training_slots import TrainingQueue, training_slot
 
@@ -82,12 +87,10 @@ def test_a_queue_that_moves_is_waited_for_past_the_cap_and_a_stalled_one_is_left
                         said[-1]), said
 
 
-def test_nobody_waits_past_the_cap_and_a_refusal_trains_at_once_in_both_languages(scripted):
-    for language, waited, refused in (
-            (i18n.ENGLISH, "The training queue has not moved for 0 s (you waited 0 s): training now without a slot",
-             "Another training of yours holds your place in the queue: training now without a slot"),
-            (i18n.CHINESE, "训练队列已有 0 秒没有前进（你共等待了 0 秒）：不再等待，不占名额直接开始训练",
-             "你的另一个训练任务已占用你在队列中的位置：不占名额直接开始训练")):
+def test_nobody_waits_past_the_cap_in_both_languages(scripted):
+    for language, waited in (
+            (i18n.ENGLISH, "The training queue has not moved for 0 s (you waited 0 s): training now without a slot"),
+            (i18n.CHINESE, "训练队列已有 0 秒没有前进（你共等待了 0 秒）：不再等待，不占名额直接开始训练")):
         with i18n.speaking(language):
             broker = scripted([(0, "queued 0 1")])
             said = []
@@ -97,8 +100,42 @@ def test_nobody_waits_past_the_cap_and_a_refusal_trains_at_once_in_both_language
                 time.sleep(0.1)
                 assert broker.closed_at is not None  # its ticket is given back before it trains
             assert said[-1] == waited
-            broker = scripted([(0, "refused")])
-            said = []
-            with TrainingQueue(broker.path).slot(say=said.append) as held:
-                assert held is False
-            assert said == [refused]
+
+
+@pytest.fixture
+def one_student(monkeypatch):
+    """Every connection to a broker is the same student's (one uid): her requests share her one ticket."""
+    monkeypatch.setattr(training_broker, "peer_credentials", lambda connection: (os.getpid(), 50_700, 0))
+
+
+def test_a_refused_training_waits_for_her_other_one_then_takes_its_turn_in_both_languages(one_student, tmp_path):
+    """Her other training holds her one ticket for longer than the stalled queue's cap (0.3 s): the refused one
+    says so, never trains without a slot, and has its own the moment the other gives the ticket back."""
+    broker = SlotBroker(tmp_path / "broker.sock", 1, 60, name="training-broker").start()
+    try:
+        for language, refused, got in (
+                (i18n.ENGLISH, "Another training of yours holds your place in the queue: this one waits for it to "
+                               "end, then takes its turn", r"Got a training slot after [123] s: training now"),
+                (i18n.CHINESE, "你的另一个训练任务占着你在队列中的位置：本次训练等它结束后再排队",
+                 r"等待 [123] 秒后获得训练名额：开始训练")):
+            queue = TrainingQueue(broker.path, max_wait=0.3, retry_seconds=0.05)
+            other = queue.slot(say=pytest.fail)
+            assert other.__enter__() is True
+            said, outcome = [], {}
+
+            def train():
+                with i18n.speaking(language):
+                    started = time.monotonic()
+                    with queue.slot(say=said.append) as held:
+                        outcome.update(held=held, seconds=time.monotonic() - started)
+
+            training = threading.Thread(target=train)
+            training.start()
+            time.sleep(1.0)
+            assert said == [refused] and not outcome  # still waiting, past the cap: her own ticket is no stall
+            other.__exit__(None, None, None)
+            training.join(5)
+            assert outcome["held"] is True and 1.0 <= outcome["seconds"] < 3.0  # 1 s, but for a loaded machine
+            assert said[0] == refused and re.fullmatch(got, said[1]) and len(said) == 2, said
+    finally:
+        broker.stop()
