@@ -315,12 +315,17 @@ class Hub:
         return {"said": said.splitlines()[-2:], "seconds_after_ready": time.time() - began, "settled_after_s": settled}
 
     def stop(self, keep_logs: Path | None = None) -> None:
-        """Stop it; with ``keep_logs``, the hub's and make hub's logs are copied there first (`<name>.jupyterhub.log`,
-        `<name>.make-hub.log`: the classroom removes its folder, and a failed spawn's reason is in the hub's log)."""
+        """Stop it; with ``keep_logs``, the hub's, make hub's and every server's logs are copied there first
+        (`<name>.jupyterhub.log`, `<name>.make-hub.log`, `<name>.servers/<user>.log`: the classroom removes its folder;
+        a failed spawn's reason is in the hub's log, what the server said before it died in its own)."""
         if keep_logs is not None:
+            from rlhf_course.classroom.prestart import SERVER_LOGS
             for log in (self.base / "hub" / "jupyterhub.log", self.scratch / "make-hub.log"):
                 with contextlib.suppress(OSError):
                     shutil.copyfile(log, keep_logs.with_suffix(f".{log.name}"))
+            with contextlib.suppress(OSError):
+                shutil.copytree(self.base / "hub" / SERVER_LOGS, keep_logs.with_suffix(f".{SERVER_LOGS}"),
+                                dirs_exist_ok=True)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)  # the classroom stops every server, removes the accounts
         try:
@@ -957,7 +962,7 @@ def main() -> int:
                              "the run waits for those servers before the class; off (default): only what the options "
                              "here ask for")
     parser.add_argument("--json", type=Path, help="write the figures there too (and the hub's logs beside it: "
-                                                      "RUN.jupyterhub.log, RUN.make-hub.log)")
+                                                      "RUN.jupyterhub.log, RUN.make-hub.log, RUN.servers/)")
     args = parser.parse_args()
     if args.quick:
         args.students, args.pause_scale, args.arrival_minutes = 2, 0.05, 1 / 6

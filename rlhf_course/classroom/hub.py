@@ -24,7 +24,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   nbgrader_config.py (the exchange and Validate's limits: rlhf_course/classroom/config.py), labconfig/
   (jupyter/student/labconfig: no instructor plugins) and jupyter_server_config.json (the Formgrader's and course
   list's server extensions disabled);
-* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`;
+* `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`; the hub's
+  own log, `jupyterhub.log`, is its alone: each user's server (and its kernels) writes to `hub/servers/<user>.log`
+  (root's, 0600), opened by the hub for that server (rlhf_course/classroom/spawner.py);
 * `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
   that grants K slots, one per user at most, each for `--training-hold` seconds at most
   (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
@@ -68,7 +70,7 @@ from pathlib import Path
 from rlhf_course import COURSE_ROOT, copy_course_files
 from rlhf_course.classroom import validate_queue
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts, stop_processes
-from rlhf_course.classroom.prestart import TOKEN_FILE, hub_config as prestart_hub_config
+from rlhf_course.classroom.prestart import SERVER_LOGS, TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import (DEFAULT_CPUS, account_name, port_listeners, remove_user_resources,
                                           thread_environment)
@@ -531,6 +533,8 @@ c.Authenticator.admin_users = set()
 c.JupyterHub.spawner_class = "rlhf_course.classroom.spawner.ClassroomSpawner"
 for trait, value in {self.limits!r}.items():
     setattr(c.ClassroomSpawner, trait, value)
+# Each server's stdout and stderr: its user's own log, not the hub's (which every login's name is in)
+c.ClassroomSpawner.log_folder = {str(self.hub_dir / SERVER_LOGS)!r}
 c.Spawner.default_url = "/lab"
 c.Spawner.env_keep = []
 # A server's start on a machine a class loads may take minutes (30 at once: bench/RESULTS.md); the page says

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOKEN_FILE = "prestart-token"  # in the hub's folder (root's, 0700)
+SERVER_LOGS = "servers"  # in the hub's folder: each user's server's own log, <user>.log (spawner.server_log)
 SCOPES = ["list:users", "read:users", "read:servers", "servers", "users:activity"]
 
 
@@ -127,9 +128,10 @@ def prestart_one(api: HubAPI, name: str, timeout: float, poll: float = 0.5) -> O
             state = server_state(api.user(name))
             if state == "ready":
                 return Outcome(name, "started", time.perf_counter() - began)
-            if state == "stopped":  # the spawn failed: the hub's log has the spawner's error
+            if state == "stopped":  # the spawn failed: the server's own log says why, the hub's the spawner's error
                 return Outcome(name, "failed", time.perf_counter() - began,
-                               "the server stopped while starting (see the hub's log, jupyterhub.log)")
+                               f"the server stopped while starting (its output: {SERVER_LOGS}/{name}.log; "
+                               "the spawner's error: jupyterhub.log; both in the hub's folder)")
             time.sleep(poll)
         return Outcome(name, "failed", time.perf_counter() - began, f"not ready after {timeout:.0f} s")
     except Exception as error:  # one student's failure is reported; the others go on

@@ -19,6 +19,12 @@ LocalProcessSpawner, and in addition
   read the files; the instructor's: the solutions and hidden tests).  Such a start fails, naming the account;
 * its spawn page says, while the server starts, how many of the class's servers start before it (both
   languages: JupyterHub's page has one);
+* its output goes to a log of its own, `<log_folder>/<user>.log` (root's, 0600, in root's 0700 folder; the hub
+  opens it and hands it over as the server's stdout and stderr, its stdin /dev/null): the server and its kernels
+  hold no descriptor of the hub's log, where every login's name and request is (a password typed into the name
+  field too), and a student who writes into or fills her own log harms no one else's.  A log past
+  `log_keep_bytes` when its server starts is set aside as `<user>.log.1` (the one before it dropped), so each user
+  has at most two, each at most `file_size_limit` (the student's processes cannot write a file past it);
 * torch's threads fit that CPU quota: OMP_NUM_THREADS (the quota's cores) and OMP_WAIT_POLICY=PASSIVE in
   the server's environment, which its kernels inherit (:func:`thread_environment`).
 
@@ -36,6 +42,7 @@ import resource
 import shutil
 import signal
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -46,6 +53,8 @@ from traitlets import Int, Unicode, default
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
 RUNTIME_ROOT = Path("/run/rlhf-classroom")
+SERVER_LOG_ROOT = Path("/var/log/rlhf-classroom/servers")  # the classroom's hub sets its own (<base>/hub/servers)
+LOG_KEEP_BYTES = 16 * 1024**2  # a server's log larger than this when the server starts is set aside
 DEFAULT_CPUS = 1.0  # each user's CPU quota in cores (cpu_limit's default)
 PROGRESS_SECONDS = 3  # how often the spawn page hears how many servers start before the student's
 # What the spawn page says while a server starts (JupyterHub's page has one language: both, English first)
@@ -225,6 +234,28 @@ def runtime_dir(name: str, root: Path = RUNTIME_ROOT) -> Path:
     return folder
 
 
+def server_log(folder: Path, name: str, keep_bytes: int = LOG_KEEP_BYTES) -> int:
+    """A descriptor (append only, not inherited) on ``name``'s server's log ``folder/<name>.log``: root's, 0600,
+    in ``folder``, root's and 0700 (made so).  A log past ``keep_bytes`` becomes ``<name>.log.1`` first, the one
+    there before dropped.  Links and anything but root's regular files are refused, never followed."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0:
+        raise RuntimeError(f"{folder} must be a folder of root's (the servers' logs)")
+    folder.chmod(0o700)
+    path = folder / f"{name}.log"
+    with contextlib.suppress(FileNotFoundError):
+        if path.lstat().st_size > keep_bytes:
+            os.replace(path, folder / f"{name}.log.1")
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != 0:
+        os.close(descriptor)
+        raise RuntimeError(f"{path} must be a file of root's (a server's log)")
+    os.fchmod(descriptor, 0o600)
+    return descriptor
+
+
 def remove_user_resources(names, runtime_root: Path = RUNTIME_ROOT) -> None:
     """What the spawner made for these accounts: their cgroups and runtime folders."""
     for name in names:
@@ -276,6 +307,10 @@ class ClassroomSpawner(LocalProcessSpawner):
                                         ).tag(config=True)
     runtime_root = Unicode(str(RUNTIME_ROOT), help="root's folder of the users' private runtime folders"
                            ).tag(config=True)
+    log_folder = Unicode(str(SERVER_LOG_ROOT), help="root's folder of the users' servers' own logs (<user>.log)"
+                         ).tag(config=True)
+    log_keep_bytes = ByteSpecification(LOG_KEEP_BYTES, help="a server's log larger than this when the server "
+                                       "starts is set aside as <user>.log.1").tag(config=True)
 
     @default("mem_limit")
     def _mem_limit_default(self):
@@ -291,7 +326,7 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     async def start(self):
         STARTING[self.user.name] = (time.monotonic(), self)
-        ip, port = await super().start()
+        ip, port = await self.start_logging_to_own_file()
         try:
             await own_listener(port, pwd.getpwnam(self.user.name).pw_uid, lambda: self.proc.poll() is not None)
         except ServerNotListening as refused:
@@ -299,6 +334,19 @@ class ClassroomSpawner(LocalProcessSpawner):
             await self.stop(now=True)
             raise
         return ip, port
+
+    async def start_logging_to_own_file(self) -> tuple[str, int]:
+        """LocalProcessSpawner's start, the server's stdout and stderr its own log, its stdin /dev/null and no
+        other descriptor of the hub's (by default it inherits all three of the hub's: the hub's log)."""
+        configured = self.popen_kwargs
+        log = server_log(Path(self.log_folder), self.user.name, self.log_keep_bytes)
+        self.popen_kwargs = {**configured, "stdin": subprocess.DEVNULL, "stdout": log, "stderr": subprocess.STDOUT,
+                             "close_fds": True}
+        try:
+            return await super().start()
+        finally:
+            self.popen_kwargs = configured
+            os.close(log)  # the server holds its own copy
 
     async def progress(self):
         """While the server starts, every PROGRESS_SECONDS: how many of the class's servers start before it (a

@@ -5,6 +5,7 @@ import contextlib
 import logging
 import math
 import os
+import subprocess
 import threading
 
 import pytest
@@ -280,3 +281,23 @@ def test_the_ideal_replay_of_trainings_queues_them_on_the_cores():
     assert training_bound.replay([0, 5, 30], 10, cores=2) == [10, 10, 10]  # never more than two: nobody waits
     assert training_bound.replay([0, 0, 0, 0], 10, cores=2, pair_factor=1.5) == [15, 15, 30, 30]
     assert training_bound.replay([0, 0], 10, cores=1) == [10, 20]
+
+
+def test_a_stopped_hub_leaves_its_logs_and_every_servers_beside_the_runs_figures(tmp_path):
+    """--json RUN.json keeps the hub's log, make hub's and each server's own (hub/servers/<user>.log): the
+    classroom removes its folder, and what a server said before it died is in its own log only."""
+    hub = cr.Hub.__new__(cr.Hub)
+    hub.scratch = tmp_path / "scratch"
+    hub.base = hub.scratch / "classroom"
+    (hub.base / "hub" / "servers").mkdir(parents=True)
+    (hub.base / "hub" / "jupyterhub.log").write_text("the hub's line\n")
+    (hub.base / "hub" / "servers" / "rlhfcr_ann.log").write_text("ann's server's line\n")
+    hub.log = open(hub.scratch / "make-hub.log", "w+")
+    hub.process = subprocess.Popen(["true"], start_new_session=True)
+    hub.process.wait()
+    kept = tmp_path / "kept" / "run.json"
+    kept.parent.mkdir()
+    hub.stop(keep_logs=kept)
+    assert (kept.parent / "run.jupyterhub.log").read_text() == "the hub's line\n"
+    assert (kept.parent / "run.servers" / "rlhfcr_ann.log").read_text() == "ann's server's line\n"
+    assert (kept.parent / "run.make-hub.log").exists() and not hub.scratch.exists()

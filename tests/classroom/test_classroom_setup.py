@@ -187,3 +187,20 @@ def test_a_burst_of_stop_signals_cannot_cut_the_classrooms_clean_up():
                 os.kill(process.pid, signum)
         out, err = process.communicate(timeout=30)
         assert "cleaned up" in out, err[-2000:]
+
+
+def test_the_hub_gives_each_server_a_log_of_its_own_in_its_folder(tmp_path):
+    """make hub's JupyterHub config (loaded as JupyterHub loads it) sends each user's server's output to
+    hub/servers/<user>.log, never to the hub's own log."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from rlhf_course.classroom.prestart import TOKEN_FILE
+    from rlhf_course.classroom.server_env import ServerEnv
+    room = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+    room.server = ServerEnv.__new__(ServerEnv)
+    room.server.python, room.server.path = sys.executable, os.environ["PATH"]
+    room.course_id, room.passwords, room.hub_dir = "c", {name: "p" for name in room.names}, tmp_path
+    (tmp_path / TOKEN_FILE).write_text("a token\n")
+    room.write_hub_config()
+    config = PyFileConfigLoader("jupyterhub_config.py", path=str(tmp_path)).load_config()
+    assert config.ClassroomSpawner.log_folder == str(tmp_path / "servers")

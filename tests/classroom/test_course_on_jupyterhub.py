@@ -484,6 +484,20 @@ def cullers(hub) -> dict[int, list[str]]:
 KERNEL = "-m rlhf_course.classroom.kernel_launcher -f "  # every kernel's command line: the classroom's python3 spec
 
 
+OPEN_FILES = """
+import json, os
+folder = "/proc/{pid}/fd"
+targets = []
+for fd in os.listdir(folder):
+    try:
+        targets.append(os.readlink(f"{{folder}}/{{fd}}"))
+    except OSError:  # closed meanwhile
+        pass
+print(json.dumps(targets))
+"""  # what a process's descriptors point at, as its user reads them
+SERVER_RUNNING = r"Jupyter Server \S+ is running at"  # a server's line at its start
+
+
 def servers_and_kernels(users, names) -> dict[int, str]:
     """Every Jupyter server and kernel process of these users: pid -> command line."""
     return {pid: cmd for name in names for pid, cmd in processes(users[name].uid).items()
@@ -687,6 +701,19 @@ def test_05_kernels_private(scenario):
                 "transport") == "ipc" for f in folders if (f / "jupyter_config.json").exists()), (name, folders)
             assert environ["JUPYTER_RUNTIME_DIR"] == f"/run/rlhf-classroom/{name}", name
             assert f"rlhf-classroom/{name}" in Path(f"/proc/{server_pid}/cgroup").read_text()
+        # no server or kernel holds the hub's log (every login's name is in it, a password typed as one too), each
+        # server writes its own: every descriptor they hold, as their user reads /proc/PID/fd
+        hub_log = hub["hub_dir"] / "jupyterhub.log"
+        for name in (instructor, alice, bob):
+            own_log = hub["hub_dir"] / "servers" / f"{name}.log"
+            for pid, cmd in servers_and_kernels(users, [name]).items():
+                targets = json.loads(users[name].python(OPEN_FILES.format(pid=pid)).stdout)
+                assert targets and str(hub_log) not in targets, (name, cmd, targets)
+                if "jupyterhub.singleuser" in cmd:
+                    assert str(own_log) in targets, (name, targets)
+            assert re.search(SERVER_RUNNING, own_log.read_text(errors="replace")), name
+            assert own_log.stat().st_uid == 0 and own_log.stat().st_mode & 0o777 == 0o600
+        assert not re.search(SERVER_RUNNING, hub_log.read_text(errors="replace"))
 
 
 def test_06_validate(scenario):

@@ -456,3 +456,122 @@ def test_a_closed_terminal_is_an_unplanned_stop_unless_nohup_ignores_it():
         assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+STAND_IN_SERVER = """
+import errno, json, os, socket, subprocess, sys, time
+from urllib.parse import urlparse
+
+def descriptors(pid):
+    folder = f"/proc/{pid}/fd"
+    return {fd: os.readlink(f"{folder}/{fd}") for fd in os.listdir(folder) if os.path.exists(f"{folder}/{fd}")}
+
+if sys.argv[1:2] == ["kernel"]:  # what a kernel does: inherits the server's stdout and stderr and writes to them
+    print("the kernel's stdout line", flush=True)
+    filled = "wrote"
+    try:
+        for _ in range(int(sys.argv[2]) // 4096):  # past the file size limit: fills its own log
+            os.write(1, b"x" * 4096)
+    except OSError as error:
+        filled = errno.errorcode[error.errno]
+    json.dump({"fds": descriptors("self"), "filled": filled}, open("kernel.json", "w"))
+    time.sleep(60)
+else:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", urlparse(os.environ["JUPYTERHUB_SERVICE_URL"]).port))
+    listener.listen()
+    print("the server's stdout line", flush=True)
+    print("the server's stderr line", file=sys.stderr, flush=True)
+    kernel = subprocess.Popen([sys.executable, "-c", sys.argv[1], "kernel", sys.argv[2]])
+    while not os.path.exists("kernel.json"):
+        time.sleep(0.05)
+    json.dump({"server": descriptors("self"), "kernel": descriptors(kernel.pid), "kernel_pid": kernel.pid},
+              open("server.json", "w"))
+    time.sleep(60)
+"""
+
+
+def stand_in_spawner(name: str, home: Path, folder: Path, file_size_limit: int):
+    """A ClassroomSpawner for ``name`` whose command is STAND_IN_SERVER (no hub: just what start() reads)."""
+    from types import SimpleNamespace
+    user = SimpleNamespace(name=name, escaped_name=name, url=f"/user/{name}/")
+    hub_stand_in = SimpleNamespace(public_host="", api_url="http://127.0.0.1:1/hub/api/", base_url="/hub/")
+    server = spawner.ClassroomSpawner(user=user, hub=hub_stand_in, runtime_root=str(folder / "run"),
+                                      log_folder=str(folder / "hub" / "servers"), file_size_limit=file_size_limit,
+                                      mem_limit=512 * 1024**2, start_timeout=30)
+    server.cmd = [SYSTEM_PYTHON, "-c", STAND_IN_SERVER, STAND_IN_SERVER, str(4 * file_size_limit)]
+    server.notebook_dir = str(home)
+    return server
+
+
+def test_a_server_and_its_kernels_write_their_own_log_and_hold_none_of_the_hubs(account, open_folder):
+    """The hub's stdout and stderr are its log (every login's name, a password typed into the name field too): a
+    server started through ClassroomSpawner, and a kernel it starts, hold no descriptor of it; their output goes to
+    the user's own log, root's 0600, and filling that log past the file size limit fails the student's writes only."""
+    import asyncio
+    import json
+    home = open_folder / "home" / account
+    hub_dir = open_folder / "hub"
+    hub_dir.mkdir(mode=0o700)
+    hub_log = hub_dir / "jupyterhub.log"
+    limit = 64 * 1024
+    server = stand_in_spawner(account, home, open_folder, limit)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(hub_log, "a") as log:  # the hub's stdout and stderr, as `make hub` starts it
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        asyncio.run(server.start())
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+    try:
+        deadline = time.time() + 30
+        while not (home / "server.json").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        seen = json.loads((home / "server.json").read_text())  # as the user saw its own and its kernel's fds
+        kernel = json.loads((home / "kernel.json").read_text())
+        as_root = {pid: [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+                   for pid in (server.proc.pid, seen["kernel_pid"])}
+    finally:
+        asyncio.run(server.stop(now=True))
+    own_log = hub_dir / "servers" / f"{account}.log"
+    for targets in [seen["server"].values(), seen["kernel"].values(), kernel["fds"].values(), *as_root.values()]:
+        assert str(hub_log) not in targets, targets
+        assert str(own_log) in targets, targets
+    assert seen["server"]["0"] == "/dev/null"
+    written = own_log.read_text(errors="replace")
+    for line in ("the server's stdout line", "the server's stderr line", "the kernel's stdout line"):
+        assert line in written and line not in hub_log.read_text()
+    assert kernel["filled"] == "EFBIG" and own_log.stat().st_size <= limit
+    info = own_log.stat()
+    assert info.st_uid == 0 and info.st_mode & 0o777 == 0o600
+    assert own_log.parent.stat().st_uid == 0 and own_log.parent.stat().st_mode & 0o777 == 0o700
+    probe = as_nobody(f"print(open({str(own_log)!r}).read())")  # another account: not even its name's folder
+    assert "line" not in probe.stdout and "PermissionError" in probe.stderr
+
+
+def test_a_servers_log_past_its_bound_is_set_aside_at_the_next_start_and_links_are_refused(open_folder):
+    """Each start: a log past ``keep_bytes`` becomes <user>.log.1 (the one before dropped), so a user has two logs
+    at most; a link or another account's file where a log goes is refused, never followed."""
+    folder = open_folder / "servers"
+    for _ in range(3):
+        descriptor = spawner.server_log(folder, "ann", keep_bytes=100)
+        os.write(descriptor, b"y" * 150)
+        os.close(descriptor)
+    assert sorted(p.name for p in folder.iterdir()) == ["ann.log", "ann.log.1"]
+    assert (folder / "ann.log").stat().st_size == 150 and (folder / "ann.log.1").stat().st_size == 150
+    descriptor = spawner.server_log(folder, "ann", keep_bytes=1000)  # under the bound: appended to
+    os.close(descriptor)
+    assert (folder / "ann.log").stat().st_size == 150
+    victim = open_folder / "victim"
+    victim.write_text("root's file")
+    (folder / "ben.log").symlink_to(victim)
+    with pytest.raises(OSError):
+        spawner.server_log(folder, "ben")
+    assert victim.read_text() == "root's file"
+    (folder / "cat.log").write_text("")
+    os.chown(folder / "cat.log", 65534, 65534)
+    with pytest.raises(RuntimeError, match="a file of root's"):
+        spawner.server_log(folder, "cat")

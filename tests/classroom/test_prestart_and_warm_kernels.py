@@ -65,6 +65,7 @@ def test_prestart_starts_waits_and_reports_each_student():
     assert got["c_cat"] == ("started", "")          # a spawn under way is waited for, not repeated
     assert got["c_dan"] == ("failed", "the hub answered 403: Action is not authorized")
     assert got["c_eve"][0] == "failed" and "stopped while starting" in got["c_eve"][1]
+    assert "servers/c_eve.log" in got["c_eve"][1]  # where its own output is, not only the hub's log
     assert sorted(hub.started) == ["c_ann", "c_dan", "c_eve"]
     text = ps.report(outcomes + unknown)
     assert text.endswith("2 started, 1 running already, 3 failed")
