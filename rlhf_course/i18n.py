@@ -482,22 +482,23 @@ ZH = {
     "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of another "
     "type: your text in it will not be graded.":
         "第 {position} 个单元格（{grade_id}），开头是“{first_line}”，是被改成了另一种类型的作答单元格：你在其中写的内容不会参与评分。",
-    "Grading will use the release's version of this cell, not yours. To get it back, copy the cell from the "
-    "released notebook, {release} (copy that file into your folder to open it in JupyterLab), and paste it in its "
-    "place in your notebook.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请从发布版笔记本 {release} 中复制这个单元格"
-        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），再粘贴回你笔记本中它原来的位置。",
-    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the cell from "
-    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
-    "place in your notebook, and move your text into it.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请从发布版笔记本 {release} 中复制这个单元格"
-        "（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
+    "Grading will use the release's version of this cell, not yours. To get it back, copy the released notebook "
+    "beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy the cell, "
+    "and paste it in its place in your notebook.":
+        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）中输入："
+        "{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，再粘贴回你笔记本中它原来的位置。",
+    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the released "
+    "notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy "
+    "the cell, paste it in its place in your notebook, and move your text into it.":
+        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）"
+        "中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，粘贴回你笔记本中它原来的位置，"
+        "再把你写的内容移进去。",
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
-    "copy the cell from the released notebook, {release} (copy that file into your folder to open it in "
-    "JupyterLab), paste it in its place in your notebook, and move your text into it.":
-        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，请从发布版笔记本 "
-        "{release} 中复制这个单元格（先把该文件复制到你的文件夹，才能在 JupyterLab 中打开它），粘贴回你笔记本中它原来的"
-        "位置，再把你写的内容移进去。",
+    "copy the released notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} "
+    "in JupyterLab, copy the cell, paste it in its place in your notebook, and move your text into it.":
+        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，请把发布版笔记本"
+        "复制到作业文件夹旁边（在终端（Terminal）中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，"
+        "粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import shlex
 import traceback
 import time
 from dataclasses import dataclass
@@ -76,18 +77,21 @@ RESTORED_CELL = {
         "Cell {position} ({grade_id}), which begins \"{first_line}\", is an answer cell turned into a cell of "
         "another type: your text in it will not be graded.",
 }
+# How to get the release's cell back: JupyterLab cannot open the exchange's copy (outside its folder), and a copy of
+# it in the assignment's folder would replace the student's notebook (same name) and be submitted with it: a copy
+# beside that folder, under a name of its own, made with one command (release_copy_command)
 GRADED_AS_RELEASED = ("Grading will use the release's version of this cell, not yours. To get it back, copy the "
-                      "cell from the released notebook, {release} (copy that file into your folder to open it in "
-                      "JupyterLab), and paste it in its place in your notebook.")
+                      "released notebook beside your assignment's folder (in a Terminal: {copy_command}), open "
+                      "{copy_name} in JupyterLab, copy the cell, and paste it in its place in your notebook.")
 GRADED_WITH_RELEASED_METADATA = (
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
-    "copy the cell from the released notebook, {release} (copy that file into your folder to open it in JupyterLab), "
-    "paste it in its place in your notebook, and move your text into it.")
+    "copy the released notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} "
+    "in JupyterLab, copy the cell, paste it in its place in your notebook, and move your text into it.")
 # An answer cell turned into another type: its text is not graded until it is back in an answer cell of the release's
 GRADED_WITHOUT_YOUR_TEXT = (
-    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the cell from "
-    "the released notebook, {release} (copy that file into your folder to open it in JupyterLab), paste it in its "
-    "place in your notebook, and move your text into it.")
+    "Grading will use the release's version of this cell, not yours. To have your text graded, copy the released "
+    "notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy "
+    "the cell, paste it in its place in your notebook, and move your text into it.")
 RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
 # Above each notice in JupyterLab's Validate dialog, in place of nbgrader's "The source of the following cell has
 # changed, but it should not have!" (false of a deleted cell and of an answer cell whose text is graded)
@@ -327,7 +331,16 @@ def is_released_copy(nb: NotebookNode) -> bool:
     return any("checksum" in notebooks.nbgrader_metadata(cell) for cell in nb.cells)
 
 
-def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: Path, language: str) -> list[str]:
+def release_copy(notebook_path: str | Path, release: Path) -> tuple[str, str]:
+    """The command that copies ``release`` beside the student's assignment folder, and the copy's name there: outside
+    the folder Submit sends, under a name no notebook of the assignment has (``<assignment>_released_<notebook>``)."""
+    notebook = Path(notebook_path).resolve()
+    name = f"{notebook.parent.name}_released_{release.name}"
+    return f"cp {shlex.quote(str(release))} {shlex.quote(str(notebook.parent.parent / name))}", name
+
+
+def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: Path, language: str,
+                          notebook_path: str | Path) -> list[str]:
     """What Validate says of each grade cell grading will take from the release rather than from ``nb`` (the
     student's notebook), compared as grading compares them (:func:`release_cells.release_cell_changes`): the cell
     by position, grade id and first line, why, and how to get the release's back from ``release`` (an answer's
@@ -340,7 +353,9 @@ def restored_cell_notices(nb: NotebookNode, release_nb: NotebookNode, release: P
         answer_kept = _answer_text_kept(kinds, released[gid])
         closing = (GRADED_WITH_RELEASED_METADATA if answer_kept
                    else GRADED_WITHOUT_YOUR_TEXT if release_cells.TYPE_CHANGED in kinds else GRADED_AS_RELEASED)
-        notices.append(" ".join(said + [t(closing, language, release=str(release))]))
+        command, name = release_copy(notebook_path, release)
+        between = " " if language == ENGLISH else ""  # Chinese sentences follow each other without a space
+        notices.append(between.join(said + [t(closing, language, copy_command=command, copy_name=name)]))
     return notices
 
 
@@ -391,7 +406,7 @@ class PatientValidator(Validator):
                 nb = None
             if nb is not None and is_released_copy(nb):
                 self.language = edition_language(nb)
-                notices = restored_cell_notices(nb, release_nb, release, self.language)
+                notices = restored_cell_notices(nb, release_nb, release, self.language, filename)
                 if notices:
                     self.told_restored = True
                     self.restored_headings = restored_cell_headings(nb, release_nb, self.language)

@@ -26,6 +26,7 @@ from rlhf_course.i18n import t
 
 COURSE = "rlhf-course-test"
 NOTEBOOK = "rlhf_building_blocks.ipynb"
+STUDENT = Path("/home/student")  # where a student's notebooks are (named in the notices, never opened)
 EDITED, DELETED, METADATA = "ppo_visible_tests", "dpo_gradient", "gae_visible_tests"
 
 
@@ -34,6 +35,12 @@ def _config(exchange: Path) -> Config:
     config.Exchange.root = str(exchange)
     config.CourseDirectory.course_id = COURSE
     return config
+
+
+def closing(sentence: str, language: str, released: Path, notebook: Path) -> str:
+    """A notice's last sentence: how to get the release's cell back, for the student's ``notebook``."""
+    command, name = patient_validate.release_copy(notebook, released)
+    return t(sentence, language, copy_command=command, copy_name=name)
 
 
 def _released(tmp_path: Path, assignment: str, release_nb) -> tuple[Path, Path]:
@@ -71,7 +78,7 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
         limit = patient_validate.FIRST_LINE_CHARS
         return line if len(line) <= limit else line[:limit - 3] + "..."
 
-    graded_as_released = t(GRADED_AS_RELEASED, language, release=str(released))
+    graded_as_released = closing(GRADED_AS_RELEASED, language, released, mine)
     expected = [(DELETED, release_cells.DELETED, position(release_nb, DELETED)),
                 (EDITED, release_cells.EDITED, position(nb, EDITED)),
                 (METADATA, release_cells.METADATA_EDITED, position(nb, METADATA))]
@@ -79,14 +86,15 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
     assert list(results) == ["changed"]  # what nbgrader's Validate dialog shows as changed cells, nothing run
     assert [entry["source"] for entry in results["changed"]] == [
         t(RESTORED_CELL[kind], language, position=where, grade_id=gid, first_line=first_line(gid))
-        + " " + graded_as_released for gid, kind, where in expected]
+        + (" " if language == "en" else "") + graded_as_released for gid, kind, where in expected]
     for entry in results["changed"]:
         assert str(released) in entry["source"]
         assert released.is_file()  # where it says the release's cell is, it is
     if language == "en":
         assert "Grading will use the release's version" in graded_as_released
     else:
-        assert graded_as_released != GRADED_AS_RELEASED.format(release=str(released))
+        command, name = patient_validate.release_copy(mine, released)
+        assert graded_as_released != GRADED_AS_RELEASED.format(copy_command=command, copy_name=name)
         assert all(t(sentence, language) != sentence for sentence in RESTORED_CELL.values())
 
 
@@ -105,7 +113,7 @@ def test_nbgrader_validate_prints_each_notice_whole_under_a_heading_in_the_editi
     validator.stream = io.StringIO()
     validator.validate_and_print(str(mine))
     printed = "".join(validator.stream.getvalue().split())  # wrapped lines, joined
-    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language, mine)
     assert "".join(t(patient_validate.RESTORED_HEADING, language, count=1).split()) in printed
     assert "".join(notice.split()) in printed
     assert str(released) in validator.stream.getvalue()  # the path whole, on one line, to copy
@@ -117,13 +125,15 @@ def test_an_answer_cell_whose_metadata_changed_keeps_its_text_and_is_told_so(tmp
     _, released = _released(tmp_path, assignment, release_nb)
     nb = copy.deepcopy(release_nb)
     _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True
-    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language,
+                                                     STUDENT / assignment / NOTEBOOK)
     assert notice.startswith(t(RESTORED_CELL[release_cells.METADATA_EDITED], language,
                                position=[notebooks.grade_id(c) for c in nb.cells].index("ppo_answer") + 1,
                                grade_id="ppo_answer", first_line="def ppo_clipped_objective(ratio, advantage, "
                                                                  "clip_epsilon=0.2):"))
-    assert notice.endswith(t(GRADED_WITH_RELEASED_METADATA, language, release=str(released)))
-    assert t(GRADED_AS_RELEASED, language, release=str(released)) not in notice
+    assert notice.endswith(closing(GRADED_WITH_RELEASED_METADATA, language, released,
+                                   STUDENT / assignment / NOTEBOOK))
+    assert closing(GRADED_AS_RELEASED, language, released, STUDENT / assignment / NOTEBOOK) not in notice
 
 
 def test_the_instructors_source_notebook_is_not_compared_with_the_release(tmp_path):
@@ -132,7 +142,8 @@ def test_the_instructors_source_notebook_is_not_compared_with_the_release(tmp_pa
     release_nb = notebooks.read(COURSE_ROOT / "release" / "rlhf" / NOTEBOOK)
     source_nb = notebooks.read(COURSE_ROOT / "source" / "rlhf" / NOTEBOOK)
     _, released = _released(tmp_path, "rlhf", release_nb)
-    assert patient_validate.restored_cell_notices(source_nb, release_nb, released, "en")  # it would be listed
+    # it would be listed
+    assert patient_validate.restored_cell_notices(source_nb, release_nb, released, "en", STUDENT / "rlhf" / NOTEBOOK)
     assert not patient_validate.is_released_copy(source_nb)
     assert patient_validate.is_released_copy(release_nb)
 
@@ -176,7 +187,8 @@ def test_outputs_and_line_end_spaces_are_no_edit(tmp_path):
     nb = notebooks.read(mine)
     released = patient_validate.released_notebook(_config(exchange), str(mine))
     assert released == exchange / COURSE / "outbound" / "small" / "small.ipynb"
-    assert patient_validate.restored_cell_notices(nb, notebooks.read(released), released, "en") == []
+    assert patient_validate.restored_cell_notices(nb, notebooks.read(released), released, "en",
+                                                  STUDENT / "rlhf" / NOTEBOOK) == []
     validator = PatientValidator(config=_config(exchange))
     validator.compared_with_release = True  # as validate() leaves it once the release is found and nothing differs
     assert validator._get_changed_cells(copy.deepcopy(nb)) == []
@@ -208,8 +220,9 @@ def test_an_edited_text_cell_is_said_to_be_used_as_released_not_run_or_graded(tm
     _, released = _released(tmp_path, assignment, release_nb)
     nb = copy.deepcopy(release_nb)
     _cell(nb, "ppo_derivation").source += "\nmy own note"
-    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
-    assert notice.endswith(t(GRADED_AS_RELEASED, language, release=str(released)))
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language,
+                                                     STUDENT / assignment / NOTEBOOK)
+    assert notice.endswith(closing(GRADED_AS_RELEASED, language, released, STUDENT / assignment / NOTEBOOK))
     claims = ("run", "grade the") if language == "en" else ("运行", "评分的是")
     assert not any(claim in notice for claim in claims), notice
 
@@ -226,11 +239,13 @@ def test_an_answer_cell_turned_into_another_type_is_told_to_move_its_text_into_t
     retyped.cell_type = "markdown"
     for key in ("outputs", "execution_count"):
         retyped.pop(key, None)
-    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language)
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language,
+                                                     STUDENT / assignment / NOTEBOOK)
     assert notice.startswith(t(RESTORED_CELL[release_cells.TYPE_CHANGED], language,
                                position=[notebooks.grade_id(c) for c in nb.cells].index("gae_answer") + 1,
                                grade_id="gae_answer", first_line=_cell(release_nb, "gae_answer").source.split("\n")[0]))
-    assert notice.endswith(t(patient_validate.GRADED_WITHOUT_YOUR_TEXT, language, release=str(released)))
+    assert notice.endswith(closing(patient_validate.GRADED_WITHOUT_YOUR_TEXT, language, released,
+                                   STUDENT / assignment / NOTEBOOK))
     assert ("move your text into it" if language == "en" else "再把你写的内容移进去") in notice
 
 
@@ -299,7 +314,9 @@ def test_nbgrader_validate_wraps_by_display_columns(tmp_path, language, assignme
     validator.stream = io.StringIO()
     validator.validate_and_print(str(mine))
     lines = [line for line in validator.stream.getvalue().split("\n") if line.strip() and set(line) != {"="}]
-    breakable = [line for line in lines if str(released) not in line]  # the path stays whole, to copy
+    command, _ = patient_validate.release_copy(mine, released)
+    paths = command.split(" ")[1:]  # each path stays whole, to copy
+    breakable = [line for line in lines if not any(path in line for path in paths)]
     assert breakable and all(_columns(line) <= validator.width for line in breakable)
 
     def first_unit(line):  # what a line break before ``line`` kept off the line above: a word, or a wide character
@@ -324,3 +341,32 @@ def test_the_labextension_replaces_the_line_nbgrader_s_dialog_shows():
     line, = re.findall(r"const NBGRADER_CHANGED = '([^']+)';", course_js)
     assert f'"{line}"' in nbgrader_js
     assert 'id="validation-message"' in nbgrader_js and '"validation-changed"' in nbgrader_js
+
+
+@pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
+def test_the_way_back_it_gives_copies_the_release_beside_the_folder_and_never_over_the_students_notebook(
+        tmp_path, language, assignment):
+    """The released notebook has the student's notebook's name: a copy of it "into your folder" would replace their
+    work, and be submitted with it.  The notice's command, run as a student would in a Terminal, makes the copy it
+    names beside the assignment's folder; the student's notebook is untouched, and the assignment's folder (what
+    Submit sends) holds nothing new."""
+    import shlex
+    import subprocess
+    release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
+    _, released = _released(tmp_path, assignment, release_nb)
+    nb = copy.deepcopy(release_nb)
+    _cell(nb, EDITED).source += "\n# edited"
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    before = mine.read_bytes()
+    notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language, mine)
+    command, name = patient_validate.release_copy(mine, released)
+    assert command in notice and name in notice
+    argv = shlex.split(command)
+    assert argv[0] == "cp" and len(argv) == 3
+    subprocess.run(argv, check=True, cwd=tmp_path / "student")
+    assert mine.read_bytes() == before
+    assert sorted(p.name for p in mine.parent.iterdir()) == [NOTEBOOK]
+    copied = tmp_path / "student" / name
+    assert copied.read_bytes() == released.read_bytes() and name != NOTEBOOK
