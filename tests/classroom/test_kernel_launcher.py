@@ -4,6 +4,7 @@ as the classroom starts them: the ``python3`` kernel spec every server finds on 
 import inspect
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -120,7 +121,17 @@ def test_every_account_s_servers_and_commands_find_the_course_s_kernel_specs_fir
     assert room.instructor_env()["JUPYTER_PATH"] == str(room.jupyter_data)  # the instructor's nbgrader commands
 
 
-def test_the_pipe_s_folder_is_private_and_its_socket_path_fits(tmp_path, monkeypatch):
+@pytest.fixture
+def short_tmp_path():
+    """A temporary folder with a short path: a worker's pytest folder and a test's name alone can outgrow a Unix
+    socket's 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="kp-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_pipe_s_folder_is_private_and_its_socket_path_fits(short_tmp_path, monkeypatch):
+    tmp_path = short_tmp_path
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))

@@ -12,8 +12,8 @@ from bs4 import BeautifulSoup
 
 from rlhf_course.grading.pages import safe_html
 from rlhf_course.grading.pages.safe_html import MAX_FORMULAS_PER_CELL, MAX_FORMULAS_PER_PAGE
+from tests.support.formgrader_render import FORMGRADE_RESOURCES, formgrader_exporter
 
-from tests.grading.test_safe_html import FORMGRADE_RESOURCES, _formgrader_exporter
 
 REPO = Path(__file__).resolve().parents[2]
 # MathJax 2's tex2jax as the Formgrader configures it: the delimiters that open or close a formula
@@ -30,7 +30,7 @@ def typeset_by_mathjax(element) -> int:
 
 def formgrader_page(cells):
     nb = nbformat.v4.new_notebook(cells=cells)
-    page, _ = _formgrader_exporter().from_notebook_node(nb, resources=dict(FORMGRADE_RESOURCES))
+    page, _ = formgrader_exporter().from_notebook_node(nb, resources=dict(FORMGRADE_RESOURCES))
     return BeautifulSoup(page, "html.parser")
 
 

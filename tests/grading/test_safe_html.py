@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -13,6 +12,7 @@ from bs4 import BeautifulSoup
 
 from rlhf_course.grading.pages import safe_html
 from rlhf_course.grading.pages.safe_html import bound_notebook, clean
+from tests.support.formgrader_render import FORMGRADE_RESOURCES, formgrader_exporter
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082")).decode()
@@ -123,7 +123,7 @@ def test_the_formgrader_names_each_grade_control_once_and_only_in_its_own_headin
     nb.cells.insert(0, answer)
     shown, flags = canonical_copy(nb, release)
     assert "lab_question_1: was moved (put back in its place from the release)" in flags
-    page, _ = _formgrader_exporter().from_notebook_node(shown, resources=dict(FORMGRADE_RESOURCES))
+    page, _ = formgrader_exporter().from_notebook_node(shown, resources=dict(FORMGRADE_RESOURCES))
     soup = BeautifulSoup(page, "html.parser")
     for cell in soup.select(".text_cell_render"):
         assert [t for t in cell.find_all(True) if t.get("id") or t.get("class")] == [], cell
@@ -134,20 +134,6 @@ def test_the_formgrader_names_each_grade_control_once_and_only_in_its_own_headin
         assert named[0].find_parent(class_="panel-heading") is not None
     assert "A plausible answer." in soup.find(id="lab_question_1").find_parent(class_="nbgrader_cell").get_text()
     assert "¶" not in soup.get_text()  # no heading anchors
-
-
-def _formgrader_exporter():
-    """nbconvert's HTMLExporter as nbgrader's Formgrader builds it, from this course's nbgrader_config.py."""
-    from nbconvert import HTMLExporter
-
-    from rlhf_course.course.settings import course_config
-    config = course_config(Path(__file__).resolve().parents[2])
-    config.HTMLExporter.template_name = "formgrade"
-    return HTMLExporter(config=config)
-
-
-FORMGRADE_RESOURCES = {"assignment_id": "a", "notebook_id": "n", "submission_id": "s", "index": 0, "total": 1,
-                       "base_url": "", "student": "s", "last_name": "", "first_name": "", "notebook_path": "n.ipynb"}
 
 
 def test_the_formgrader_renders_a_written_answer_and_outputs_only_through_the_sanitiser():
@@ -163,7 +149,7 @@ def test_the_formgrader_renders_a_written_answer_and_outputs_only_through_the_sa
                      nbformat.v4.new_output("display_data", data={"text/markdown": PAYLOADS[0]}),
                      nbformat.v4.new_output("display_data", data={"image/svg+xml": PAYLOADS[4]})]
     nb.cells += [answer, code]
-    page, _ = _formgrader_exporter().from_notebook_node(nb, resources=dict(FORMGRADE_RESOURCES))
+    page, _ = formgrader_exporter().from_notebook_node(nb, resources=dict(FORMGRADE_RESOURCES))
     soup = BeautifulSoup(page, "html.parser")
     cells = "".join(str(c) for c in soup.select(".text_cell_render, .output_area"))
     assert "My answer." in cells
@@ -229,7 +215,7 @@ def test_no_notebook_or_cell_chooses_the_lexer_of_a_page():
     from pygments.lexers import get_all_lexers
 
     from rlhf_course.grading.pages.feedback_html import make_exporter
-    for exporter, resources in ((_formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
+    for exporter, resources in ((formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
         start = time.monotonic()
         page, _ = exporter.from_notebook_node(_lexer_bomb_notebook(), resources=dict(resources))
         assert time.monotonic() - start < 3.0 and "\\a\\a" in page
@@ -249,7 +235,7 @@ def test_no_markdown_fence_chooses_the_lexer_of_a_page():
 
     from rlhf_course.grading.pages.feedback_html import make_exporter
     answer = nbformat.v4.new_markdown_cell(f"My answer:\n\n```maple\n{MAPLE_BOMB}\n```\n")
-    for exporter, resources in ((_formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
+    for exporter, resources in ((formgrader_exporter(), FORMGRADE_RESOURCES), (make_exporter(), {})):
         start = time.process_time()  # this process's CPU: a busy machine slows the clock, not the work
         page, _ = exporter.from_notebook_node(nbformat.v4.new_notebook(cells=[answer]), resources=dict(resources))
         assert time.process_time() - start < 3.0 and "\\a\\a" in page
