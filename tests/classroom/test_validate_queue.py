@@ -238,7 +238,7 @@ print(answers.count("granted") + answers.count("queued"), answers.count("refused
 def test_a_student_asking_in_a_loop_takes_tickets_at_the_brokers_rate_and_a_classmate_is_answered(monkeypatch,
                                                                                                   start_broker):
     """Mallory (another process: another uid) connects, reads the answer and closes, in a loop, for 1.5 s, with a
-    slot free all along: the broker takes her tickets at ``ask_rate`` (burst 3, 2 a second: 6 at most), refuses
+    slot free all along for the classmate (two slots; Mallory holds one ticket at most, for a moment): the broker takes her tickets at ``ask_rate`` (burst 3, 2 a second: 6 at most), refuses
     every other, at ``refusal_rate`` at most (300 a second: her loop waits in the backlog the rest of the time), and
     answers a classmate who asks meanwhile within a second (milliseconds on a quiet machine)."""
     real_credentials = training_broker.peer_credentials
@@ -247,7 +247,7 @@ def test_a_student_asking_in_a_loop_takes_tickets_at_the_brokers_rate_and_a_clas
         pid, _, gid = real_credentials(connection)
         return pid, 50_900 if pid == os.getpid() else 50_901, gid
     monkeypatch.setattr(training_broker, "peer_credentials", credentials)
-    broker = start_broker(slots=1, ask_rate=2.0, ask_burst=3, refusal_rate=300.0)
+    broker = start_broker(slots=2, ask_rate=2.0, ask_burst=3, refusal_rate=300.0)
     flood = subprocess.Popen([sys.executable, "-c", FLOOD, str(broker.path), "1.5"], stdout=subprocess.PIPE,
                              text=True)
     time.sleep(0.5)
