@@ -80,9 +80,14 @@ def config(**patient) -> Config:
 
 
 def validate(path: Path, command: list[str]) -> subprocess.Popen:
-    """Validate ``path`` in a process of its own (nbgrader's Validator sets process-wide variables)."""
-    return subprocess.Popen([*command, path.name], cwd=path.parent, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    """Validate ``path`` in a process of its own (nbgrader's Validator sets process-wide variables).
+
+    Its kernel listens on Unix sockets of its own, as the classroom's do (rlhf_course/classroom/hub.py): over TCP,
+    three kernels starting at once beside the other test worker could find the loopback port jupyter_client chose
+    taken before the kernel bound it."""
+    sockets = f"/tmp/rlhf-test-kernel-{uuid.uuid4().hex[:12]}-ipc"
+    return subprocess.Popen([*command, "--KernelManager.transport=ipc", f"--KernelManager.ip={sockets}", path.name],
+                            cwd=path.parent, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 PATIENT = [sys.executable, "-m", "rlhf_course.classroom.patient_validate", f"--PatientExecute.cpu_seconds={LIMIT}",
