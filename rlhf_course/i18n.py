@@ -222,7 +222,7 @@ ZH = {
     "graded": "已评分",
     "awaiting a person": "等待老师评分",
     "not answered": "未作答",
-    "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
+    "After the late penalty: {score:g} / {points:g}.": "扣除迟交罚分后：{score:g} / {points:g}。",
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
     # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
@@ -409,7 +409,7 @@ ZH = {
     "{notebook} was not submitted: Jupyter cannot read it ({why}). Your earlier submission, if any, is still the one "
     "graded. Restore the notebook's last good state (in JupyterLab: File > Revert Notebook to Checkpoint, or ask for a "
     "fresh copy), save it, and submit again.": "{notebook} 未提交：Jupyter 无法读取它（{why}）。你之前的提交（如果有）"
-                                               "仍是被评分的那一份。请把 notebook 恢复到上一个完好的状态（在 JupyterLab 中："
+                                               "仍是被评分的那一份。请把笔记本恢复到上一个完好的状态（在 JupyterLab 中："
                                                "File > Revert Notebook to Checkpoint，或向老师要一份新的副本），保存后再提交。",
     "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
     "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
@@ -485,26 +485,26 @@ ZH = {
     "Grading will use the release's version of this cell, not yours. To get it back, copy the released notebook "
     "beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy the cell, "
     "and paste it in its place in your notebook.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）中输入："
-        "{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，再粘贴回你笔记本中它原来的位置。",
+        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请在终端（Terminal）中输入 {copy_command}，"
+        "把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，复制这个单元格，再粘贴回你笔记本中它原来的位置。",
     "Grading will use the release's version of this cell, not yours. To have your text graded, copy the released "
     "notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy "
     "the cell, paste it in its place in your notebook, and move your text into it.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）"
-        "中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，粘贴回你笔记本中它原来的位置，"
+        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请在终端（Terminal）中输入 {copy_command}，"
+        "把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，复制这个单元格，粘贴回你笔记本中它原来的位置，"
         "再把你写的内容移进去。",
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the released notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} "
     "in JupyterLab, copy the cell, paste it in its place in your notebook, and move your text into it.":
-        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，请把发布版笔记本"
-        "复制到作业文件夹旁边（在终端（Terminal）中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，"
-        "粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
+        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，"
+        "请在终端（Terminal）中输入 {copy_command}，把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，"
+        "复制这个单元格，粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
     "Your server could not start: another account ({accounts}) was listening on its port {port}. "
     "Log in again to start it on another port.":
-        "你的服务器无法启动：另一个账户（{accounts}）正在监听它的端口 {port}。请重新登录，在另一个端口上启动它。",
+        "你的服务器无法启动：另一个账号（{accounts}）正在监听它的端口 {port}。请重新登录，在另一个端口上启动它。",
     "Your server stopped while starting. Log in again to start it.": "你的服务器在启动时停止了。请重新登录以启动它。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",
