@@ -465,6 +465,9 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    # nbgrader's Validator under a failed cell (patient_validate.NBGRADER_SAYS): an answer left as released
+    "You did not provide a response.": "你还没有作答。",
+    "Partial credit; passed some but not all of the tests": "部分得分：只通过了部分测试",
     # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
     "Grading will take {count} cell(s) from the release, not from your notebook:":
         "评分时将有 {count} 个单元格采用发布版，而不是你笔记本中的版本：",
