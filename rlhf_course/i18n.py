@@ -465,6 +465,10 @@ ZH = {
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
         "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    # nbgrader's Validate dialog in JupyterLab, its title and lines (validate_extension.DIALOG_LINES)
+    "Validation Results": "验证结果",
+    "Success! Your notebook passes all the tests.": "成功：你的笔记本通过了 Validate 运行的所有测试。",
+    "The following cell failed:": "下面这个单元格未通过：",
     # nbgrader's Validator under a failed cell (patient_validate.NBGRADER_SAYS): an answer left as released
     "You did not provide a response.": "你还没有作答。",
     "Partial credit; passed some but not all of the tests": "部分得分：只通过了部分测试",
