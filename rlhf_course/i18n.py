@@ -35,7 +35,7 @@ ZH = {
     "gradient = 0": "梯度 = 0",
     "probability ratio r = pi / pi_old": "概率比 r = pi / pi_old",
     "per-token objective": "每个 token 的目标值",
-    "{label} (A = {a:+.2f}, eps = {eps:.2f})": "{label}（A = {a:+.2f}，eps = {eps:.2f}）",
+    "{label} (A = {a:+.2f}, eps = {eps:.2f})": "{label}：A = {a:+.2f}，eps = {eps:.2f}",  # label: "A > 0（好的 token）"
     "A > 0": "A > 0（好的 token）",
     "A < 0": "A < 0（差的 token）",
     "Guide example: reward 10 at the end": "指南中的例子：最后一步奖励 10",

@@ -669,9 +669,11 @@ ITALIC_NAME = re.compile(r"(?<!\*)\*[^*\n]+\*(?!\*)")
 
 
 def nested_parentheses(text: str) -> list[str]:
-    """Each full-width parenthesis opened inside another on the same line, quotations set aside, with its context."""
+    """Each full-width parenthesis opened inside another on the same line, or right after one closed ("）（"),
+    quotations set aside, with its context."""
     found = []
     for line in QUOTED.sub("“”", text).split("\n"):
+        found += [line[max(at - 30, 0):at + 30] for at in range(len(line)) if line.startswith("）（", at)]
         depth = 0
         for at, character in enumerate(line):
             if character == "（":
@@ -685,8 +687,8 @@ def nested_parentheses(text: str) -> list[str]:
 
 def test_the_chinese_text_nests_no_parentheses_and_keeps_full_width_punctuation():
     """Everything a Chinese student reads (the editions' and the companion's cells, messages and details, the answer
-    stubs, the package's sentences, the catalogues' misconceptions, README.zh-CN.md): no parenthesis inside another,
-    no half-width comma or semicolon beside a Chinese character (outside code spans and math)."""
+    stubs, the package's sentences, the catalogues' misconceptions, README.zh-CN.md): no parenthesis inside another
+    or right after one, no half-width comma or semicolon beside a Chinese character (outside code spans and math)."""
     course = repo_course()
     texts = {}
     for edition in COURSE_EDITIONS + COMPANIONS:
