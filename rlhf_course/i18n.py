@@ -461,9 +461,9 @@ ZH = {
     "Stopped: this cell computed for {cpu:.0f} CPU-seconds without finishing (the limit is {limit:.0f}). An endless loop? A busy machine does not count: only the cell's own computing does.":
         "已停止：这个单元格计算了 {cpu:.0f} CPU 秒仍未结束（上限为 {limit:.0f}）。是死循环吗？机器繁忙不计入，只计这个单元格自己的计算。",
     "Stopped: this cell waited {blocked:.0f} s for something other than the computer (input(), sleep, a lock) without finishing (the limit is {limit:.0f} s).":
-        "已停止：这个单元格等待了 {blocked:.0f} 秒（不是在等计算机，而是在等 input()、sleep 或锁之类），仍未结束（上限为 {limit:.0f} 秒）。",
+        "已停止：这个单元格等待了 {blocked:.0f} 秒仍未结束（上限为 {limit:.0f} 秒）；它等的不是 CPU，而是 input()、sleep 或锁之类。",
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
-        "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
+        "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒（上限为 {limit:.0f} 秒），等的不是 CPU，而是别的东西。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
     # nbgrader's Validate dialog in JupyterLab, its title and lines (validate_extension.DIALOG_LINES)
     "Validation Results": "验证结果",

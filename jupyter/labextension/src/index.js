@@ -498,7 +498,10 @@ function sayNbgraderLinesInTheEditionsLanguage(lines) {
   if (!dialog) {
     return false;
   }
-  const title = [...dialog.querySelectorAll('.jp-Dialog-header *')].filter(node => !node.children.length);
+  // the title: a text node of the header (JupyterLab's string title), or an element of it without children
+  const header = dialog.querySelector('.jp-Dialog-header');
+  const title = header ? [...header.childNodes, ...header.querySelectorAll('*')].filter(node =>
+    node.nodeType === Node.TEXT_NODE || (node.nodeType === Node.ELEMENT_NODE && !node.children.length)) : [];
   for (const node of [...title, ...message.querySelectorAll(':scope > div > p')]) {
     const said = lines[node.textContent.trim()];
     if (typeof said === 'string' && said) {
