@@ -491,17 +491,21 @@ function headCellsTakenFromRelease(headings) {
 }
 
 // nbgrader's own title and lines of its open Validate dialog, each replaced by the edition's words for it (``lines``:
-// {English: the edition's}); false when the dialog is not (yet) there.
+// {English: the edition's}); false when the dialog or its title is not (yet) there.
 function sayNbgraderLinesInTheEditionsLanguage(lines) {
   const message = document.querySelector('.jp-Dialog #validation-message');
   const dialog = message ? message.closest('.jp-Dialog') : null;
   if (!dialog) {
     return false;
   }
-  // the title: a text node of the header (JupyterLab's string title), or an element of it without children
+  // the title: a text node of the header (JupyterLab's string title), or an element of it without children; React
+  // draws it after the dialog is in the page, so until it shows there is nothing to replace yet
   const header = dialog.querySelector('.jp-Dialog-header');
-  const title = header ? [...header.childNodes, ...header.querySelectorAll('*')].filter(node =>
-    node.nodeType === Node.TEXT_NODE || (node.nodeType === Node.ELEMENT_NODE && !node.children.length)) : [];
+  if (!header || !header.textContent.trim()) {
+    return false;
+  }
+  const title = [...header.childNodes, ...header.querySelectorAll('*')].filter(node =>
+    node.nodeType === Node.TEXT_NODE || (node.nodeType === Node.ELEMENT_NODE && !node.children.length));
   for (const node of [...title, ...message.querySelectorAll(':scope > div > p')]) {
     const said = lines[node.textContent.trim()];
     if (typeof said === 'string' && said) {
