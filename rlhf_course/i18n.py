@@ -35,7 +35,7 @@ ZH = {
     "gradient = 0": "梯度 = 0",
     "probability ratio r = pi / pi_old": "概率比 r = pi / pi_old",
     "per-token objective": "每个 token 的目标值",
-    "{label} (A = {a:+.2f}, eps = {eps:.2f})": "{label}（A = {a:+.2f}，eps = {eps:.2f}）",
+    "{label} (A = {a:+.2f}, eps = {eps:.2f})": "{label}：A = {a:+.2f}，eps = {eps:.2f}",  # label: "A > 0（好的 token）"
     "A > 0": "A > 0（好的 token）",
     "A < 0": "A < 0（差的 token）",
     "Guide example: reward 10 at the end": "指南中的例子：最后一步奖励 10",
@@ -222,7 +222,7 @@ ZH = {
     "graded": "已评分",
     "awaiting a person": "等待老师评分",
     "not answered": "未作答",
-    "After the late penalty: {score:g} / {points:g}.": "扣除迟交分后：{score:g} / {points:g}。",
+    "After the late penalty: {score:g} / {points:g}.": "扣除迟交罚分后：{score:g} / {points:g}。",
     "{count} of {total} tests lost points:": "{total} 个测试中有 {count} 个失分：",
     "your notebook's run:": "你的笔记本运行时的输出：",
     # feedback: above a grade cell grading put back as the release's (feedback.RESTORED_NOTES)
@@ -409,7 +409,7 @@ ZH = {
     "{notebook} was not submitted: Jupyter cannot read it ({why}). Your earlier submission, if any, is still the one "
     "graded. Restore the notebook's last good state (in JupyterLab: File > Revert Notebook to Checkpoint, or ask for a "
     "fresh copy), save it, and submit again.": "{notebook} 未提交：Jupyter 无法读取它（{why}）。你之前的提交（如果有）"
-                                               "仍是被评分的那一份。请把 notebook 恢复到上一个完好的状态（在 JupyterLab 中："
+                                               "仍是被评分的那一份。请把笔记本恢复到上一个完好的状态（在 JupyterLab 中："
                                                "File > Revert Notebook to Checkpoint，或向老师要一份新的副本），保存后再提交。",
     "This replaces your {other} submission of {when} (and any manual grade on it): only the latest submission of "
     "either edition is graded.": "这次提交将取代你在 {when} 提交的 {other}（以及对它的任何人工评分）：两个版本中只有"
@@ -461,10 +461,17 @@ ZH = {
     "Stopped: this cell computed for {cpu:.0f} CPU-seconds without finishing (the limit is {limit:.0f}). An endless loop? A busy machine does not count: only the cell's own computing does.":
         "已停止：这个单元格计算了 {cpu:.0f} CPU 秒仍未结束（上限为 {limit:.0f}）。是死循环吗？机器繁忙不计入，只计这个单元格自己的计算。",
     "Stopped: this cell waited {blocked:.0f} s for something other than the computer (input(), sleep, a lock) without finishing (the limit is {limit:.0f} s).":
-        "已停止：这个单元格等待了 {blocked:.0f} 秒（不是在等计算机，而是在等 input()、sleep 或锁之类），仍未结束（上限为 {limit:.0f} 秒）。",
+        "已停止：这个单元格等待了 {blocked:.0f} 秒仍未结束（上限为 {limit:.0f} 秒）；它等的不是 CPU，而是 input()、sleep 或锁之类。",
     "Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other than the computer (the limit is {limit:.0f} s).":
-        "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒，等的不是计算机（上限为 {limit:.0f} 秒）。",
+        "Validate 已停止：内核没有启动；它等待了 {blocked:.0f} 秒（上限为 {limit:.0f} 秒），等的不是 CPU，而是别的东西。",
     "Validate stopped: the kernel died while starting.": "Validate 已停止：内核在启动时退出了。",
+    # nbgrader's Validate dialog in JupyterLab, its title and lines (validate_extension.DIALOG_LINES)
+    "Validation Results": "验证结果",
+    "Success! Your notebook passes all the tests.": "成功：你的笔记本通过了 Validate 运行的所有测试。",
+    "The following cell failed:": "下面这个单元格未通过：",
+    # nbgrader's Validator under a failed cell (patient_validate.NBGRADER_SAYS): an answer left as released
+    "You did not provide a response.": "你还没有作答。",
+    "Partial credit; passed some but not all of the tests": "部分得分：只通过了部分测试",
     # Validate: a grade cell grading will take from the release (patient_validate.RESTORED_CELL, GRADED_AS_RELEASED)
     "Grading will take {count} cell(s) from the release, not from your notebook:":
         "评分时将有 {count} 个单元格采用发布版，而不是你笔记本中的版本：",
@@ -485,26 +492,26 @@ ZH = {
     "Grading will use the release's version of this cell, not yours. To get it back, copy the released notebook "
     "beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy the cell, "
     "and paste it in its place in your notebook.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）中输入："
-        "{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，再粘贴回你笔记本中它原来的位置。",
+        "评分时用的是这个单元格的发布版，而不是你的版本。要找回它，请在终端（Terminal）中输入 {copy_command}，"
+        "把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，复制这个单元格，再粘贴回你笔记本中它原来的位置。",
     "Grading will use the release's version of this cell, not yours. To have your text graded, copy the released "
     "notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy "
     "the cell, paste it in its place in your notebook, and move your text into it.":
-        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请把发布版笔记本复制到作业文件夹旁边（在终端（Terminal）"
-        "中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，粘贴回你笔记本中它原来的位置，"
+        "评分时用的是这个单元格的发布版，而不是你的版本。要让你写的内容参与评分，请在终端（Terminal）中输入 {copy_command}，"
+        "把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，复制这个单元格，粘贴回你笔记本中它原来的位置，"
         "再把你写的内容移进去。",
     "Your text in this answer cell is graded, with the release's nbgrader metadata, not yours. To get that back, "
     "copy the released notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} "
     "in JupyterLab, copy the cell, paste it in its place in your notebook, and move your text into it.":
-        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，请把发布版笔记本"
-        "复制到作业文件夹旁边（在终端（Terminal）中输入：{copy_command}），在 JupyterLab 中打开 {copy_name}，复制这个单元格，"
-        "粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
+        "这个作答单元格中你写的内容会参与评分，但用的是发布版的 nbgrader 元数据，而不是你的。要恢复发布版的元数据，"
+        "请在终端（Terminal）中输入 {copy_command}，把发布版笔记本复制到作业文件夹旁边；然后在 JupyterLab 中打开 {copy_name}，"
+        "复制这个单元格，粘贴回你笔记本中它原来的位置，再把你写的内容移进去。",
     "The class is starting: {ahead} servers ahead of yours. Yours opens by itself; nothing is wrong.":
         "课堂正在启动：你前面还有 {ahead} 个服务器。你的服务器会自动打开；一切正常。",
     "Your server is starting; it opens by itself.": "你的服务器正在启动，会自动打开。",
     "Your server could not start: another account ({accounts}) was listening on its port {port}. "
     "Log in again to start it on another port.":
-        "你的服务器无法启动：另一个账户（{accounts}）正在监听它的端口 {port}。请重新登录，在另一个端口上启动它。",
+        "你的服务器无法启动：另一个账号（{accounts}）正在监听它的端口 {port}。请重新登录，在另一个端口上启动它。",
     "Your server stopped while starting. Log in again to start it.": "你的服务器在启动时停止了。请重新登录以启动它。",
     "Validate is waiting for your other Validate to finish.": "Validate 正在等待你的另一个 Validate 结束。",
     "Validate is starting a kernel for {notebook}.": "Validate 正在为 {notebook} 启动内核。",

@@ -59,8 +59,9 @@ def has_chinese(text: str) -> bool:
 
 
 def test_chinese_figures_draw_every_glyph(chinese, fns):
-    """Rendered to PNG (test-artifacts/i18n/, looked at): Chinese titles, labels and legends, and
-    matplotlib warns of no missing glyph."""
+    """Rendered to PNG (test-artifacts/i18n/, looked at): Chinese titles, labels and legends, no two parenthesised
+    groups back to back where two sentences compose one ("A > 0（好的 token）（A = +1.00，..."), and matplotlib warns of
+    no missing glyph."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for name, draw in figures(fns):
         with warnings.catch_warnings(record=True) as caught:
@@ -72,6 +73,7 @@ def test_chinese_figures_draw_every_glyph(chinese, fns):
         assert missing == [], f"{name}: {missing[:3]}"
         shown = texts(figure)
         assert sum(map(has_chinese, shown)) >= 3, f"{name}: {shown}"
+        assert not [text for text in shown if "）（" in text], f"{name}: {shown}"
         plt.close(figure)
 
 

@@ -93,6 +93,9 @@ GRADED_WITHOUT_YOUR_TEXT = (
     "notebook beside your assignment's folder (in a Terminal: {copy_command}), open {copy_name} in JupyterLab, copy "
     "the cell, paste it in its place in your notebook, and move your text into it.")
 RESTORED_HEADING = "Grading will take {count} cell(s) from the release, not from your notebook:"  # `nbgrader validate`
+# nbgrader's Validator's own sentences under a failed cell (Validator._extract_error: an answer left as released, a
+# test cell of partial credit), said in the edition's language; any other error is the cell's own output
+NBGRADER_SAYS = ("You did not provide a response.", "Partial credit; passed some but not all of the tests")
 # Above each notice in JupyterLab's Validate dialog, in place of nbgrader's "The source of the following cell has
 # changed, but it should not have!" (false of a deleted cell and of an answer cell whose text is graded)
 TAKEN_FROM_RELEASE = "Grading will take this cell from the release, not from your notebook:"
@@ -384,7 +387,8 @@ class PatientValidator(Validator):
     cell edited or deleted, nbgrader metadata edited or an answer cell's type changed is reported as nbgrader
     reports a changed cell (``{"changed": [{"source": ...}]}``), each with what grading will do and how to get the
     release's cell back (:func:`restored_cell_notices`), and nothing is run; otherwise the notebook runs, and
-    nbgrader's own checksum comparison, which a space at a line's end fails, is not made."""
+    nbgrader's own checksum comparison, which a space at a line's end fails, is not made.  nbgrader's own sentence
+    under a failed cell ("You did not provide a response.": :data:`NBGRADER_SAYS`) is in the edition's language."""
 
     def __init__(self, *args, on_wait: Callable[[str, dict], None] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -442,6 +446,10 @@ class PatientValidator(Validator):
             nb, resources = execute.preprocess(nb, resources)
         self.stopped_cells = sorted(execute.stopped)
         return nb
+
+    def _extract_error(self, cell: NotebookNode) -> str:
+        error = super()._extract_error(cell)
+        return t(error, self.language) if error in NBGRADER_SAYS else error
 
     def _get_failed_cells(self, nb: NotebookNode) -> list[NotebookNode]:
         failed = super()._get_failed_cells(nb)

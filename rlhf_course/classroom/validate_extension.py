@@ -12,7 +12,9 @@ Validates, K at a time (rlhf_course/classroom/validate_queue.py).  While it wait
 the course's labextension shows that text beside the Validate button and the Assignment List's.  ``GET
 /rlhf-course/messages``: the labextension's other sentences (a kernel still starting), in both languages.
 An answer listing cells grading takes from the release carries their headings (``taken_from_release``), which the
-labextension shows in place of nbgrader's "changed, but it should not have" line.
+labextension shows in place of nbgrader's "changed, but it should not have" line; an answer for a notebook of an
+edition in another language than English carries nbgrader's dialog lines in that language (``nbgrader_lines``), which
+the labextension shows in place of nbgrader's English ("Validation Results", "The following cell failed:", ...).
 
 The Assignment List's fetch / submit requests are answered by nbgrader's own handler through
 :mod:`rlhf_course.classroom.submit_refusal`: a Submit the exchange refuses shows its sentence, not a traceback, and a
@@ -48,6 +50,11 @@ STARTING = "Validate is starting a kernel for {notebook}."
 # heading of each (in the edition's language, as its notice): the course's labextension shows them in the dialog in
 # place of nbgrader's "The source of the following cell has changed, but it should not have!"
 TAKEN_FROM_RELEASE = "taken_from_release"
+# nbgrader's labextension writes its Validate dialog's title and lines in English whatever the notebook: an answer
+# for an edition in another language carries them in that language under this key ({English: the edition's}), which
+# the course's labextension puts in their place once the dialog is open
+NBGRADER_LINES = "nbgrader_lines"
+DIALOG_LINES = ("Validation Results", "Success! Your notebook passes all the tests.", "The following cell failed:")
 
 
 class ValidateStatus:
@@ -99,6 +106,8 @@ class PatientValidateHandler(ValidateAssignmentHandler):
                 answer = {"success": True, "value": validator.validate(str(target))}
                 if validator.told_restored:  # nbgrader's labextension reads only "success" and "value"
                     answer[TAKEN_FROM_RELEASE] = validator.restored_headings
+                if validator.language != ENGLISH:
+                    answer[NBGRADER_LINES] = {line: t(line, validator.language) for line in DIALOG_LINES}
                 return answer
             except Exception:
                 self.log.error(traceback.format_exc())

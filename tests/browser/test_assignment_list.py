@@ -3,7 +3,8 @@ would: the Assignment List panel shows the due date the exchange holds (the cour
 released assignment, Validate passes on the completed notebook, Submit reaches the exchange and, the due date having
 passed, the list says how late it is.  With both language editions fetched, the list says under one's Submit that it
 replaces the other's newer submission, refuses a notebook Jupyter cannot read with the course's sentence (not a
-traceback), and the two notebooks' tabs (one file name) show their folders.
+traceback), the two notebooks' tabs (one file name) show their folders, and Validate of the Chinese one speaks Chinese
+(the course's headings, nbgrader's dialog lines).
 
 The student's loop, both editions, is one test on one lab: a lab's start and first load cost more than any of the
 loop's steps.  The reference answers alone pass Validate in the hub's lab too (tests/classroom/test_course_on_jupyterhub.py, Alice) and in
@@ -17,6 +18,7 @@ import pytest
 
 from rlhf_course import ASSIGNMENT, NOTEBOOK
 from rlhf_course.classroom import patient_validate
+from rlhf_course.i18n import ZH
 from rlhf_course.grading import examples, release
 from rlhf_course.course import notebooks
 from tests.support import solutions
@@ -212,6 +214,23 @@ def test_fetch_validate_and_submit_in_the_lab_then_the_other_edition(student_lab
     page.screenshot(path=str(artifacts / "validate_cells_taken_from_the_release_zh.png"))
     page.keyboard.press("Escape")
     fetched_zh.write_bytes(kept)
+
+    # Validate of the Chinese copy as fetched, nothing answered: nbgrader's dialog title and the line above each failed
+    # cell in the edition's language (sent by the course's server, put in place by its labextension), and under each
+    # written answer's stub nbgrader's "You did not provide a response." in Chinese too
+    page.locator(".jp-Dialog").wait_for(state="detached")
+    row("fetched", "rlhf_zh").locator(".nested_list_item").get_by_role("button", name="Validate").click()
+    dialog = page.locator(".jp-Dialog", has=page.locator("#validation-message.validation-failed"))
+    dialog.wait_for(timeout=120_000)
+    dialog.locator(".jp-Dialog-header", has_text=ZH["Validation Results"]).wait_for(timeout=10_000)
+    lines = dialog.locator("#validation-message > div > p")
+    assert lines.count() >= 4 and set(lines.all_inner_texts()) == {ZH["The following cell failed:"]}
+    said = dialog.inner_text()
+    assert said.count(ZH["You did not provide a response."]) == 3  # the three written answers' stubs
+    assert not [english for english in ("Validation Results", "The following cell failed", "You did not provide")
+                if english in said], said[:300]
+    page.screenshot(path=str(artifacts / "validate_nothing_answered_zh.png"))
+    page.keyboard.press("Escape")
 
 
 def _due_date_moved(course, due: dt.datetime) -> None:

@@ -660,6 +660,48 @@ def test_the_chinese_notebooks_read_as_chinese_prose():
     assert long == [] and chains == [], (long, chains)
 
 
+# A half-width comma or semicolon beside a Chinese character (in a code cell's comment or message too); a quotation
+# (“...”) may hold a sentence that has its own parentheses, and a name shown in italics is JupyterLab's as it reads
+# (*Chinese (Simplified, China) - 中文 (简体, 中国)*).
+HALF_WIDTH_BESIDE_CHINESE = re.compile(r"[\u4e00-\u9fff][,;]|[,;] *[\u4e00-\u9fff]")
+QUOTED = re.compile(r"“[^”]*”")
+ITALIC_NAME = re.compile(r"(?<!\*)\*[^*\n]+\*(?!\*)")
+
+
+def nested_parentheses(text: str) -> list[str]:
+    """Each full-width parenthesis opened inside another on the same line, or right after one closed ("）（"),
+    quotations set aside, with its context."""
+    found = []
+    for line in QUOTED.sub("“”", text).split("\n"):
+        found += [line[max(at - 30, 0):at + 30] for at in range(len(line)) if line.startswith("）（", at)]
+        depth = 0
+        for at, character in enumerate(line):
+            if character == "（":
+                depth += 1
+                if depth == 2:
+                    found.append(line[max(at - 30, 0):at + 30])
+            elif character == "）":
+                depth = max(depth - 1, 0)
+    return found
+
+
+def test_the_chinese_text_nests_no_parentheses_and_keeps_full_width_punctuation():
+    """Everything a Chinese student reads (the editions' and the companion's cells, messages and details, the answer
+    stubs, the package's sentences, the catalogues' misconceptions, README.zh-CN.md): no parenthesis inside another
+    or right after one, no half-width comma or semicolon beside a Chinese character (outside code spans and math)."""
+    course = repo_course()
+    texts = {}
+    for edition in COURSE_EDITIONS + COMPANIONS:
+        texts.update(editions.edition_texts(edition) + editions.catalogue_texts(course, edition))
+    texts.update(editions.readme_texts(course, "zh-CN"))
+    assert "README.zh-CN.md" in texts and len(texts) > 300
+    nested = [(where, found) for where, text in texts.items() for found in nested_parentheses(text)]
+    prose = {where: ITALIC_NAME.sub("*", CODE_SPAN.sub("`", MATH.sub("$", text))) for where, text in texts.items()}
+    half_width = [(where, match.group()) for where, text in prose.items()
+                  for match in HALF_WIDTH_BESIDE_CHINESE.finditer(text)]
+    assert nested == [] and half_width == [], (nested, half_width)
+
+
 def test_editions_status_names_every_translation_file_of_the_course(course, capsys):
     from rlhf_course.grading import app
     _course_with_notebooks(course)

@@ -42,7 +42,7 @@ def _result(language: str) -> SubmissionResult:
 @pytest.mark.parametrize("language, words", [
     ("en", {"after": "After the late penalty: 0 / ", "lost": "tests lost points:", "not answered": "not answered",
             "run": "your notebook's run:", "failed": "FAILED"}),
-    ("zh-CN", {"after": "扣除迟交分后：0 / ", "lost": "个失分：", "not answered": "未作答",
+    ("zh-CN", {"after": "扣除迟交罚分后：0 / ", "lost": "个失分：", "not answered": "未作答",
                "run": "你的笔记本运行时的输出：", "failed": "未通过"}),
 ])
 def test_the_page_opens_with_a_summary_and_draws_verdicts_in_their_own_panels(language, words):

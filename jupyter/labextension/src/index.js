@@ -449,12 +449,15 @@ const cleanOpen = {
 // cell has changed, but it should not have!", false of a deleted cell and of an answer cell whose text is graded.
 // The course's server adds "taken_from_release" to that answer, a true heading for each notice in the edition's
 // language (rlhf_course/classroom/validate_extension.py); once nbgrader's dialog is open, each of its lines is
-// replaced by its heading, as text.
+// replaced by its heading, as text.  For an edition in another language than English it also adds "nbgrader_lines",
+// nbgrader's own English title and lines of that dialog ("Validation Results", "The following cell failed:", ...) in
+// the edition's language: each is put in place of nbgrader's, as text.
 const FETCH_FEEDBACK = '/assignments/fetch_feedback';
 const VALIDATE = '/assignments/validate';
 const NBGRADER_CHANGED = 'The source of the following cell has changed, but it should not have!';
 const TAKEN_FROM_RELEASE = 'taken_from_release';
 const TAKEN_CLASS = 'rlhf-taken-from-release';
+const NBGRADER_LINES = 'nbgrader_lines';
 const DIALOG_WAIT_MS = 10000;  // how long after the answer nbgrader's dialog is looked for
 
 function postedTo(request, init) {  // the path a request POSTs to, or '' for any other request
@@ -487,14 +490,53 @@ function headCellsTakenFromRelease(headings) {
   return true;
 }
 
-function sayWhatGradingTakesFromRelease(answer) {
+// nbgrader's own title and lines of its open Validate dialog, each replaced by the edition's words for it (``lines``:
+// {English: the edition's}); false when the dialog or its title is not (yet) there.
+function sayNbgraderLinesInTheEditionsLanguage(lines) {
+  const message = document.querySelector('.jp-Dialog #validation-message');
+  const dialog = message ? message.closest('.jp-Dialog') : null;
+  if (!dialog) {
+    return false;
+  }
+  // the title: a text node of the header (JupyterLab's string title), or an element of it without children; React
+  // draws it after the dialog is in the page, so until it shows there is nothing to replace yet
+  const header = dialog.querySelector('.jp-Dialog-header');
+  if (!header || !header.textContent.trim()) {
+    return false;
+  }
+  const title = [...header.childNodes, ...header.querySelectorAll('*')].filter(node =>
+    node.nodeType === Node.TEXT_NODE || (node.nodeType === Node.ELEMENT_NODE && !node.children.length));
+  for (const node of [...title, ...message.querySelectorAll(':scope > div > p')]) {
+    const said = lines[node.textContent.trim()];
+    if (typeof said === 'string' && said) {
+      node.textContent = said;  // textContent: never markup
+    }
+  }
+  return true;
+}
+
+function sayWhatValidateFound(answer) {
   const headings = answer && answer[TAKEN_FROM_RELEASE];
-  if (!Array.isArray(headings) || !headings.length || headCellsTakenFromRelease(headings)) {
+  const lines = answer && answer[NBGRADER_LINES];
+  const steps = [];  // what is still to do once nbgrader's dialog is open, each true when done
+  if (Array.isArray(headings) && headings.length) {
+    steps.push(() => headCellsTakenFromRelease(headings));
+  }
+  if (lines && typeof lines === 'object') {  // after the headings: they find nbgrader's English line
+    steps.push(() => sayNbgraderLinesInTheEditionsLanguage(lines));
+  }
+  const rest = () => {
+    while (steps.length && steps[0]()) {
+      steps.shift();
+    }
+    return !steps.length;
+  };
+  if (rest()) {
     return;
   }
   // nbgrader opens its dialog once it has read the same answer: before or after this
   const observer = new MutationObserver(() => {
-    if (headCellsTakenFromRelease(headings)) {
+    if (rest()) {
       observer.disconnect();
     }
   });
@@ -502,11 +544,12 @@ function sayWhatGradingTakesFromRelease(answer) {
   setTimeout(() => observer.disconnect(), DIALOG_WAIT_MS);
 }
 
-const ANSWER_READERS = { [FETCH_FEEDBACK]: sayWhyNothingWasFetched, [VALIDATE]: sayWhatGradingTakesFromRelease };
+const ANSWER_READERS = { [FETCH_FEEDBACK]: sayWhyNothingWasFetched, [VALIDATE]: sayWhatValidateFound };
 
 const answers = {
   id: 'rlhf-course-deadlines:answers',
-  description: 'Fetch Feedback with nothing to fetch says why; Validate heads cells taken from the release truly.',
+  description: 'Fetch Feedback with nothing to fetch says why; Validate heads cells taken from the release truly, ' +
+    'and in the edition\'s language.',
   autoStart: true,
   activate: () => {
     const pageFetch = window.fetch;
