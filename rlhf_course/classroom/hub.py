@@ -26,7 +26,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   list's server extensions disabled);
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`; the hub's
   own log, `jupyterhub.log`, is its alone: each user's server (and its kernels) writes to `hub/servers/<user>.log`
-  (root's, 0600), opened by the hub for that server (rlhf_course/classroom/spawner.py);
+  (root's, 0600), opened by the hub for that server (rlhf_course/classroom/spawner.py); the hub and the proxy
+  write theirs (`jupyterhub.log`, `proxy.log`) through pipes of the classroom's, each set aside as `.1` past its
+  bound (rlhf_course/classroom/bounded_log.py: a student's loop of requests makes them write as fast as they answer);
 * `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
   that grants K slots, one per user at most, each for `--training-hold` seconds at most
   (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
