@@ -50,12 +50,11 @@ from jupyterhub.spawner import LocalProcessSpawner
 from jupyterhub.traitlets import ByteSpecification
 from traitlets import Int, Unicode, default
 
+from rlhf_course.classroom.accounts import release_left_memory
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
 RUNTIME_ROOT = Path("/run/rlhf-classroom")
-SHARED_MEMORY = Path("/dev/shm")  # tmpfs: its files are memory, kept after their writer exits
-SYSV_IPC = Path("/proc/sysvipc")  # the System V IPC objects, each kept until removed: shm, msg, sem
-IPCRM_OPTION = {"shm": "-m", "msg": "-q", "sem": "-s"}
 SERVER_LOG_ROOT = Path("/var/log/rlhf-classroom/servers")  # the classroom's hub sets its own (<base>/hub/servers)
 LOG_KEEP_BYTES = 16 * 1024**2  # a server's log larger than this when the server starts is set aside
 DEFAULT_CPUS = 1.0  # each user's CPU quota in cores (cpu_limit's default)
@@ -259,46 +258,6 @@ def server_log(folder: Path, name: str, keep_bytes: int = LOG_KEEP_BYTES) -> int
     return descriptor
 
 
-def sysv_ipc_objects(uid: int, tables: Path = SYSV_IPC) -> list[tuple[str, int]]:
-    """The System V shared memory segments, message queues and semaphore sets ``uid`` owns or made, as
-    (``shm``/``msg``/``sem``, id)."""
-    found = []
-    for kind in IPCRM_OPTION:
-        with contextlib.suppress(OSError):
-            header, *rows = (tables / kind).read_text().splitlines()
-            names = header.split()
-            for row in rows:
-                fields = dict(zip(names, row.split()))
-                if uid in (int(fields["uid"]), int(fields["cuid"])):
-                    found.append((kind, int(fields[names[1]])))  # shmid, msqid or semid
-    return found
-
-
-def release_left_memory(name: str, shared_memory: Path = SHARED_MEMORY, tables: Path = SYSV_IPC) -> list[str]:
-    """What ``name`` keeps in the machine's memory with no process left: her files in ``shared_memory`` (/dev/shm,
-    a tmpfs) and her System V IPC objects, removed, as systemd-logind's RemoveIPC does when a user's last session
-    ends; nothing while a process of hers still runs (a session outside her server's cgroup).  What was removed."""
-    from rlhf_course.classroom.accounts import live_processes
-    uid = pwd.getpwnam(name).pw_uid
-    if live_processes({uid}):
-        return []
-    removed = []
-    with contextlib.suppress(FileNotFoundError), os.scandir(shared_memory) as entries:
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-                removed.append(entry.path)
-    for kind, number in sysv_ipc_objects(uid, tables):
-        if subprocess.run(["ipcrm", IPCRM_OPTION[kind], str(number)], capture_output=True).returncode == 0:
-            removed.append(f"System V {kind} {number}")
-    return removed
-
-
 def remove_user_resources(names, runtime_root: Path = RUNTIME_ROOT) -> None:
     """What the spawner made for these accounts: their cgroups and runtime folders."""
     for name in names:
@@ -408,7 +367,7 @@ class ClassroomSpawner(LocalProcessSpawner):
         keeps its user's CPU, memory or a training slot (and the slot's boost)."""
         await super().stop(now=now)
         await asyncio.to_thread(UserCgroup(self.user.name).empty)
-        removed = await asyncio.to_thread(release_left_memory, self.user.name)
+        removed = await asyncio.to_thread(release_left_memory, pwd.getpwnam(self.user.name).pw_uid)
         if removed:
             self.log.info("Removed what %s's stopped server left in memory: %s", self.user.name, ", ".join(removed))
 

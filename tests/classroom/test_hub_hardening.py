@@ -419,6 +419,9 @@ def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folde
     subprocess.run(["sh", "-c", "setpriv --reuid=rlhfkept_ann --regid=nogroup --clear-groups sleep 60 "
                     ">/dev/null 2>&1 &"], check=True)
     assert subprocess.run(["pgrep", "-u", "rlhfkept_ann"], capture_output=True).returncode == 0
+    left = Path("/dev/shm/rlhfkept_ann-left")  # memory she left with no process: the account's removal takes it
+    subprocess.run(["setpriv", "--reuid=rlhfkept_ann", "--regid=nogroup", "--clear-groups", "sh", "-c",
+                    f"head -c 1048576 /dev/zero > {left}"], check=True)
     try:
         (open_folder / "precious").mkdir()
         with pytest.raises(SystemExit, match="not a classroom folder"):
@@ -435,8 +438,10 @@ def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folde
                 pwd.getpwnam(name)
         with pytest.raises(KeyError):
             grp.getgrnam("rlhfkept_instructors")
+        assert not left.exists()
     finally:
         accounts.remove_accounts(names, "rlhfkept_instructors")
+        left.unlink(missing_ok=True)
 
 
 def test_a_closed_terminal_is_an_unplanned_stop_unless_nohup_ignores_it():
