@@ -14,14 +14,17 @@ one client, as a student's script would, that sends as fast as it is answered, o
 For each it prints the requests per second, the bytes the hub's and the proxy's logs gained per request as written
 (lines past 2 KiB cut) and as the processes wrote them (what a log written straight to a file gained: the cut
 bytes added back), and the disk a day of that loop fills, with the host's speed (bench/host_speed.py) before and
-after.  Needs root (the hub's internal ports are root's).  About 4 x ``seconds`` plus 15 s.
+after, and a classmate's ``GET /hub/health`` through the proxy (one every 0.1 s) while nothing else runs and
+during each flood.  Needs root (the hub's internal ports are root's).  About 5 x ``seconds`` plus 15 s.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import http.client
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -85,6 +88,28 @@ def flood(kind: str, room: Classroom, seconds: float) -> int:
     return answered
 
 
+def classmate_waits(room: Classroom, seconds: float) -> list[float]:
+    """Seconds a classmate's ``GET /hub/health`` through the proxy takes, one every 0.1 s for ``seconds``."""
+    waits, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.monotonic()
+        connection = http.client.HTTPConnection("127.0.0.1", room.port, timeout=30)
+        connection.request("GET", "/hub/health")
+        connection.getresponse().read()
+        connection.close()
+        waits.append(time.monotonic() - started)
+        time.sleep(0.1)
+    return waits
+
+
+def flooded(kind: str, room: Classroom, seconds: float) -> tuple[int, list[float]]:
+    """The flood of ``kind`` in a thread, a classmate's waits meanwhile."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        flooding = pool.submit(flood, kind, room, seconds)
+        waits = classmate_waits(room, seconds - 0.5)
+        return flooding.result(), waits
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="each kind of request's length")
@@ -105,9 +130,12 @@ def main() -> None:
         try:
             room.start_proxy()
             room.start(timeout=120)
+            quiet = classmate_waits(room, arguments.seconds)
+            print(f"quiet         a classmate's /hub/health p50 {statistics.median(quiet) * 1000:.1f} ms, "
+                  f"max {max(quiet) * 1000:.1f} ms", flush=True)
             for kind in ("404", "failed login", "bad token", "proxy API"):
                 before = {name: written(room.hub_dir, name) for name in ("jupyterhub.log", "proxy.log")}
-                answered = flood(kind, room, arguments.seconds)
+                answered, waits = flooded(kind, room, arguments.seconds)
                 time.sleep(0.5)  # the last lines through the pipes
                 gained = {name: [a - b for a, b in zip(written(room.hub_dir, name), before[name])]
                            for name in before}
@@ -117,7 +145,8 @@ def main() -> None:
                 print(f"{kind:13} {rate:7.0f} requests/s; per request: the logs gained {size / answered:7.0f} bytes "
                       f"(hub {gained['jupyterhub.log'][0] / answered:.0f}, proxy {gained['proxy.log'][0] / answered:.0f}),"
                       f" {raw / answered:7.0f} uncut; a day of it: {size * rate / answered * 86400 / 1e9:6.1f} GB, "
-                      f"{raw * rate / answered * 86400 / 1e9:6.1f} GB uncut", flush=True)
+                      f"{raw * rate / answered * 86400 / 1e9:6.1f} GB uncut; a classmate's /hub/health meanwhile "
+                      f"p50 {statistics.median(waits) * 1000:.1f} ms, max {max(waits) * 1000:.1f} ms", flush=True)
         finally:
             room.stop()
     print(f"host speed after: {measure(1)[1]:.2f}x", flush=True)
