@@ -121,7 +121,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hubflood-") as folder:
         base = Path(folder)
         room = Classroom(REPO, base, "flood_", ["ann"], free_port(), arguments.proxy, idle_timeout=0)
-        room.server = type("Env", (), {"python": sys.executable, "path": os.environ["PATH"]})()
+        python = base / "python"  # the hub imports this checkout's package, as make hub's imports its installed copy
+        python.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+        room.server = type("Env", (), {"python": str(python), "path": os.environ["PATH"]})()
         room.course_id, room.hub_dir = "rlhf-course", base / "hub"
         room.passwords = {name: "a long password" for name in room.names}
         room.hub_dir.mkdir(mode=0o700)
