@@ -117,19 +117,20 @@ def mark(path: Path) -> tuple[int, int]:
 
 
 def tail(path: Path, since: tuple[int, int] = (0, 0), lines: int = 30) -> str:
-    """The last ``lines`` lines ``path`` gained after ``since`` (a :func:`mark`), the part set aside since as
-    ``path.1`` included."""
+    """The last ``lines`` lines ``path`` gained after ``since`` (a :func:`mark`; none: the log's last lines), the
+    part set aside since as ``path.1`` included.  Reads no more than those lines' bytes of either file."""
     inode, offset = since
-    gained = b""
-    current = mark(path)[0]
-    if inode and current != inode:  # set aside since: the marked file is .1 now, or dropped
+    window = lines * (LINE_BYTES + 64)  # the last lines are in these last bytes (a line is cut to LINE_BYTES)
+    gained = []
+    if mark(path)[0] != inode or not inode:  # set aside since (or no mark): .1 holds the lines before
         older = path.with_name(path.name + ".1")
         with contextlib.suppress(FileNotFoundError), open(older, "rb") as log:
-            if os.fstat(log.fileno()).st_ino == inode:
-                log.seek(offset)
-            gained = log.read()
+            info = os.fstat(log.fileno())
+            start = offset if inode and info.st_ino == inode else 0  # .1 is the marked file, or newer than it
+            log.seek(max(start, info.st_size - window))
+            gained.append(log.read())
         offset = 0
     with contextlib.suppress(FileNotFoundError), open(path, "rb") as log:
-        log.seek(offset)
-        gained += log.read()
-    return "\n".join(gained.decode(errors="replace").splitlines()[-lines:])
+        log.seek(max(offset, os.fstat(log.fileno()).st_size - window))
+        gained.append(log.read())
+    return "\n".join(b"".join(gained).decode(errors="replace").splitlines()[-lines:])

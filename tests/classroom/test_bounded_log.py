@@ -77,3 +77,14 @@ def test_the_tail_since_a_mark_reads_across_the_set_aside_file(tmp_path):
 def test_a_bound_that_cannot_hold_two_lines_is_refused(tmp_path):
     with pytest.raises(ValueError, match="must hold two lines"):
         BoundedLog(tmp_path / "hub.log", keep_bytes=100, line_bytes=100)
+
+
+def test_the_last_lines_include_those_just_set_aside(tmp_path):
+    """A start that fails right after its log was set aside: its last lines are read across both files."""
+    path = tmp_path / "jupyterhub.log"
+    log = BoundedLog(path, keep_bytes=200, line_bytes=100)
+    log.write("a" * 90)
+    log.write("just set aside")
+    log.write("x" * 99)  # 106 + 100 bytes: past the bound, so the log is set aside first
+    assert path.read_text() == "x" * 99 + "\n"
+    assert tail(path, lines=3).splitlines() == ["a" * 90, "just set aside", "x" * 99]
