@@ -59,6 +59,7 @@ import json
 import math
 import os
 import pwd
+import resource
 import secrets
 import shutil
 import signal
@@ -70,7 +71,7 @@ import urllib.request
 from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
-from rlhf_course.classroom import validate_queue
+from rlhf_course.classroom import hub_requests, validate_queue
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts, stop_processes
 from rlhf_course.classroom.bounded_log import KEEP_BYTES as LOG_KEEP_BYTES, BoundedLog, mark, tail
 from rlhf_course.classroom.prestart import SERVER_LOGS, TOKEN_FILE, hub_config as prestart_hub_config
@@ -293,6 +294,14 @@ def internal_ports(count: int, exclude=(), refused: str | None = None) -> tuple[
                        f"the logins (their passwords) or the proxy's token.  Run make hub as root on a machine "
                        f"whose {UNPRIVILEGED_PORT_START} is above {LOWEST_INTERNAL_PORT} (1024 by default).")
     return ports, None
+
+
+def open_files_to_the_hard_limit() -> None:
+    """In the hub's or the proxy's process before it runs: as many open files as its hard limit allows.  Each holds
+    a descriptor for every connection any account opens to it: at the usual soft limit (1024), one student holding
+    1,500 idle connections left none for a classmate's request (tests/classroom/test_hub_requests.py)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class Classroom:
@@ -558,7 +567,7 @@ def per_user(spawner):
 
 
 c.Spawner.pre_spawn_hook = per_user
-{self.culler_config()}{prestart_hub_config(self.hub_dir / TOKEN_FILE)}""")
+{self.culler_config()}{prestart_hub_config(self.hub_dir / TOKEN_FILE)}{hub_requests.hub_config()}""")
         accounts = {"url": self.url, "course": str(self.course), "exchange": str(self.exchange),
                     "python": self.server.python, "path": self.server.path,
                     "instructor": self.instructor_name, "students": self.student_names,
@@ -591,7 +600,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         env = {"PATH": self.server.path, "LANG": "C.UTF-8", "HOME": str(self.hub_dir),
                "CONFIGPROXY_AUTH_TOKEN": self.proxy_token}
         self.process = self.popen_logged(
-            "jupyterhub.log", [self.server.python, "-m", "jupyterhub", "-f", str(self.hub_dir / "jupyterhub_config.py")],
+            "jupyterhub.log",
+            [self.server.python, "-m", "rlhf_course.classroom.hub_requests", "-f", str(self.hub_dir / "jupyterhub_config.py")],
             cwd=self.hub_dir, env=env)
         # replaced whole, never rewritten in place: `kill $(cat jupyterhub.pid)` right as the hub restarts reads
         # the old number or the new one, not an empty file
@@ -670,7 +680,8 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         """``argv`` started in a session of its own, its stdout and stderr a pipe to the log ``name``."""
         output = self.log(name).pipe()
         try:
-            return subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, **popen)
+            return subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=open_files_to_the_hard_limit, **popen)
         finally:
             os.close(output)  # the child holds its own copy: the log's thread ends when the child's last copy does
 
