@@ -1,6 +1,6 @@
 """What one request of any local account may make the classroom's JupyterHub hold (rlhf_course/classroom/
 hub_requests.py): the classroom's own hub and proxy, as make hub configures and starts them, with a password table
-and no server (no Unix account, no spawn), about 10 s; needs root (the hub's internal ports are root's) and the
+and no server (no Unix account, no spawn), about 15 s; needs root (the hub's internal ports are root's) and the
 proxy make hub installs."""
 import http.client
 import json
