@@ -296,12 +296,14 @@ def internal_ports(count: int, exclude=(), refused: str | None = None) -> tuple[
     return ports, None
 
 
-def open_files_to_the_hard_limit() -> None:
-    """In the hub's or the proxy's process before it runs: as many open files as its hard limit allows.  Each holds
-    a descriptor for every connection any account opens to it: at the usual soft limit (1024), one student holding
-    1,500 idle connections left none for a classmate's request (tests/classroom/test_hub_requests.py)."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def open_files_to_the_hard_limit(pid: int) -> None:
+    """The hub's or the proxy's process ``pid`` (just started): as many open files as its hard limit allows.  Each
+    holds a descriptor for every connection any account opens to it: at the usual soft limit (1024), one student
+    holding 1,500 idle connections left none for a classmate's request (tests/classroom/test_hub_requests.py).
+    Set from here (root may), not in the child before it runs: this process has threads (the brokers, the logs)."""
+    with contextlib.suppress(ProcessLookupError):
+        hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
 
 
 class Classroom:
@@ -680,10 +682,11 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         """``argv`` started in a session of its own, its stdout and stderr a pipe to the log ``name``."""
         output = self.log(name).pipe()
         try:
-            return subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=open_files_to_the_hard_limit, **popen)
+            process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, **popen)
         finally:
             os.close(output)  # the child holds its own copy: the log's thread ends when the child's last copy does
+        open_files_to_the_hard_limit(process.pid)
+        return process
 
     def log_tail(self, name: str, since: tuple[int, int] = (0, 0), lines: int = 30) -> str:
         """The last lines a log in the hub's folder gained after ``since`` (a ``mark``), across its set-aside."""
