@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import grp
+import os
 import pwd
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from rlhf_course.classroom.server_env import ServerEnv
+
+SHARED_MEMORY = Path("/dev/shm")  # tmpfs: its files are memory, kept after their writer exits
+SYSV_IPC = Path("/proc/sysvipc")  # the System V IPC objects, each kept until removed: shm, msg, sem
+IPCRM_OPTION = {"shm": "-m", "msg": "-q", "sem": "-s"}
 
 
 class User:
@@ -82,15 +88,60 @@ def stop_processes(names, grace: float = 10) -> None:
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
 
 
+def sysv_ipc_objects(uid: int, tables: Path = SYSV_IPC) -> list[tuple[str, int]]:
+    """The System V shared memory segments, message queues and semaphore sets ``uid`` owns or made, as
+    (``shm``/``msg``/``sem``, id)."""
+    found = []
+    for kind in IPCRM_OPTION:
+        with contextlib.suppress(OSError):
+            header, *rows = (tables / kind).read_text().splitlines()
+            names = header.split()
+            for row in rows:
+                fields = dict(zip(names, row.split()))
+                if uid in (int(fields["uid"]), int(fields["cuid"])):
+                    found.append((kind, int(fields[names[1]])))  # shmid, msqid or semid
+    return found
+
+
+def release_left_memory(uid: int, shared_memory: Path = SHARED_MEMORY, tables: Path = SYSV_IPC) -> list[str]:
+    """What the account ``uid`` keeps in the machine's memory with no process left: its files in ``shared_memory``
+    (/dev/shm, a tmpfs) and its System V IPC objects, removed, as systemd-logind's RemoveIPC does when a user's last
+    session ends; nothing while any process of the account runs (a session outside its server's cgroup).  What
+    was removed."""
+    if live_processes({uid}):
+        return []
+    removed = []
+    with contextlib.suppress(FileNotFoundError), os.scandir(shared_memory) as entries:
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed.append(entry.path)
+    for kind, number in sysv_ipc_objects(uid, tables):
+        if subprocess.run(["ipcrm", IPCRM_OPTION[kind], str(number)], capture_output=True).returncode == 0:
+            removed.append(f"System V {kind} {number}")
+    return removed
+
+
 def remove_accounts(names, group: str | None = None) -> None:
-    """Stop every process of these accounts, delete them (homes included) and the group."""
+    """Stop every process of these accounts, delete them (homes included), what they left in memory
+    (:func:`release_left_memory`: an account's /dev/shm files outlive it) and the group."""
     for name in names:
+        uid = None
+        with contextlib.suppress(KeyError):
+            uid = pwd.getpwnam(name).pw_uid
         # userdel refuses an account with a live process, and SIGKILLed processes take a moment to go
         for _ in range(20):
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
             if subprocess.run(["userdel", "-r", name], capture_output=True).returncode in (0, 6):  # 6: no such user
                 break
             time.sleep(0.5)
+        if uid is not None:
+            release_left_memory(uid)
     if group:
         try:
             grp.getgrnam(group)

@@ -26,7 +26,9 @@ What goes where (a real server puts the same files in /etc/jupyter, see the READ
   list's server extensions disabled);
 * `<base>/hub/`: root only (0700): the hub's config, database, cookie secret, logs and `accounts.json`; the hub's
   own log, `jupyterhub.log`, is its alone: each user's server (and its kernels) writes to `hub/servers/<user>.log`
-  (root's, 0600), opened by the hub for that server (rlhf_course/classroom/spawner.py);
+  (root's, 0600), opened by the hub for that server (rlhf_course/classroom/spawner.py); the hub and the proxy
+  write theirs (`jupyterhub.log`, `proxy.log`) through pipes of the classroom's, each set aside as `.1` past its
+  bound (rlhf_course/classroom/bounded_log.py: a student's loop of requests makes them write as fast as they answer);
 * `<base>/training-queue/broker.sock`: the machine's training queue, a broker of the classroom's (root)
   that grants K slots, one per user at most, each for `--training-hold` seconds at most
   (rlhf_course/classroom/training_broker.py; the labs' side: rlhf_course/lab/training_slots.py); with
@@ -57,6 +59,7 @@ import json
 import math
 import os
 import pwd
+import resource
 import secrets
 import shutil
 import signal
@@ -68,8 +71,9 @@ import urllib.request
 from pathlib import Path
 
 from rlhf_course import COURSE_ROOT, copy_course_files
-from rlhf_course.classroom import validate_queue
+from rlhf_course.classroom import hub_requests, validate_queue
 from rlhf_course.classroom.accounts import User, add_account, remove_accounts, stop_processes
+from rlhf_course.classroom.bounded_log import KEEP_BYTES as LOG_KEEP_BYTES, BoundedLog, mark, tail
 from rlhf_course.classroom.prestart import SERVER_LOGS, TOKEN_FILE, hub_config as prestart_hub_config
 from rlhf_course.classroom.server_env import ServerEnv
 from rlhf_course.classroom.spawner import (DEFAULT_CPUS, account_name, port_listeners, remove_user_resources,
@@ -292,6 +296,16 @@ def internal_ports(count: int, exclude=(), refused: str | None = None) -> tuple[
     return ports, None
 
 
+def open_files_to_the_hard_limit(pid: int) -> None:
+    """The hub's or the proxy's process ``pid`` (just started): as many open files as its hard limit allows.  Each
+    holds a descriptor for every connection any account opens to it: at the usual soft limit (1024), one student
+    holding 1,500 idle connections left none for a classmate's request (tests/classroom/test_hub_requests.py).
+    Set from here (root may), not in the child before it runs: this process has threads (the brokers, the logs)."""
+    with contextlib.suppress(ProcessLookupError):
+        hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+
+
 class Classroom:
     def __init__(self, repo: Path, base: Path, prefix: str, students: list[str], port: int, proxy: Path,
                  make_checkout_private: bool = False, limits: dict | None = None,
@@ -329,6 +343,9 @@ class Classroom:
         (self.hub_port, self.proxy_api_port), self.port_warning = internal_ports(2, exclude={port})
         self.proxy_token = secrets.token_hex(32)  # the hub's key to the proxy's routes (environment only)
         self.proxy_process: subprocess.Popen | None = None
+        # the hub's and the proxy's logs, written through pipes of the classroom's: each set aside past this bound
+        self.log_keep_bytes = LOG_KEEP_BYTES
+        self.logs: dict[str, BoundedLog] = {}
         self.lab_cache = base / "lab-cache"
         self.lab_setting = lab_setting  # the length of every student's lab (RLHF_LAB_SETTING), trained for in lab_cache
         self.lab_cache_process: subprocess.Popen | None = None
@@ -552,7 +569,7 @@ def per_user(spawner):
 
 
 c.Spawner.pre_spawn_hook = per_user
-{self.culler_config()}{prestart_hub_config(self.hub_dir / TOKEN_FILE)}""")
+{self.culler_config()}{prestart_hub_config(self.hub_dir / TOKEN_FILE)}{hub_requests.hub_config()}""")
         accounts = {"url": self.url, "course": str(self.course), "exchange": str(self.exchange),
                     "python": self.server.python, "path": self.server.path,
                     "instructor": self.instructor_name, "students": self.student_names,
@@ -582,12 +599,12 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         """The proxy (once: it outlives the hub), then the hub; back when the hub answers."""
         if self.proxy_process is None or self.proxy_process.poll() is not None:
             self.start_proxy()
-        self.log = open(self.hub_dir / "jupyterhub.log", "a")
         env = {"PATH": self.server.path, "LANG": "C.UTF-8", "HOME": str(self.hub_dir),
                "CONFIGPROXY_AUTH_TOKEN": self.proxy_token}
-        self.process = subprocess.Popen(
-            [self.server.python, "-m", "jupyterhub", "-f", str(self.hub_dir / "jupyterhub_config.py")],
-            cwd=self.hub_dir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = self.popen_logged(
+            "jupyterhub.log",
+            [self.server.python, "-m", "rlhf_course.classroom.hub_requests", "-f", str(self.hub_dir / "jupyterhub_config.py")],
+            cwd=self.hub_dir, env=env)
         # replaced whole, never rewritten in place: `kill $(cat jupyterhub.pid)` right as the hub restarts reads
         # the old number or the new one, not an empty file
         written = self.hub_dir / "jupyterhub.pid.new"
@@ -596,6 +613,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
+                self.log("jupyterhub.log").wait(timeout=5)  # its last lines, unless its culler holds the pipe on
                 raise SystemExit(f"JupyterHub exited ({self.process.returncode}); the end of "
                                  f"{self.hub_dir}/jupyterhub.log:\n{self.log_tail('jupyterhub.log')}")
             if self.hub_answers():
@@ -636,7 +654,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         classroom was made, a minute before (accounts, the lab's cache): a process that took one since makes the
         proxy or the hub exit at once; then both start again on new ports (no server runs yet to lose)."""
         for attempt in range(1, tries + 1):
-            marks = {name: self.log_size(name) for name in ("jupyterhub.log", "proxy.log")}
+            marks = {name: mark(self.hub_dir / name) for name in ("jupyterhub.log", "proxy.log")}
             try:
                 return self.start()
             except SystemExit:
@@ -652,18 +670,27 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 2, exclude={self.port, self.hub_port, self.proxy_api_port})
             self.write_hub_config()
 
-    def log_size(self, name: str) -> int:
+    def log(self, name: str) -> BoundedLog:
+        """The hub's folder's log ``name`` (``jupyterhub.log``, ``proxy.log``): set aside as ``name.1`` past
+        ``log_keep_bytes``, the one before dropped (rlhf_course/classroom/bounded_log.py)."""
         path = self.hub_dir / name
-        return path.stat().st_size if path.exists() else 0
+        if name not in self.logs or self.logs[name].path != path:
+            self.logs[name] = BoundedLog(path, self.log_keep_bytes)
+        return self.logs[name]
 
-    def log_tail(self, name: str, since: int = 0, lines: int = 30) -> str:
-        """The last lines a log in the hub's folder gained after byte `since`."""
-        path = self.hub_dir / name
-        if not path.exists():
-            return ""
-        with open(path, "rb") as log:
-            log.seek(since)
-            return "\n".join(log.read().decode(errors="replace").splitlines()[-lines:])
+    def popen_logged(self, name: str, argv: list[str], **popen) -> subprocess.Popen:
+        """``argv`` started in a session of its own, its stdout and stderr a pipe to the log ``name``."""
+        output = self.log(name).pipe()
+        try:
+            process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, **popen)
+        finally:
+            os.close(output)  # the child holds its own copy: the log's thread ends when the child's last copy does
+        open_files_to_the_hard_limit(process.pid)
+        return process
+
+    def log_tail(self, name: str, since: tuple[int, int] = (0, 0), lines: int = 30) -> str:
+        """The last lines a log in the hub's folder gained after ``since`` (a ``mark``), across its set-aside."""
+        return tail(self.hub_dir / name, since, lines)
 
     def start_proxy(self) -> None:
         """configurable-http-proxy on the classroom's address, its routes' API on loopback for the hub (as
@@ -671,11 +698,11 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         restarts; the hub adds its own route and the servers' when it starts)."""
         hub = f"http://127.0.0.1:{self.hub_port}"
         port = self.url.rsplit(":", 1)[1]
-        self.proxy_process = subprocess.Popen(
+        self.proxy_process = self.popen_logged(
+            "proxy.log",
             [str(self.proxy), "--ip", "127.0.0.1", "--port", port, "--api-ip", "127.0.0.1",
              "--api-port", str(self.proxy_api_port), "--default-target", hub, "--error-target", f"{hub}/hub/error"],
-            cwd=self.hub_dir, env={"PATH": os.environ.get("PATH", ""), "CONFIGPROXY_AUTH_TOKEN": self.proxy_token},
-            stdout=open(self.hub_dir / "proxy.log", "a"), stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=self.hub_dir, env={"PATH": os.environ.get("PATH", ""), "CONFIGPROXY_AUTH_TOKEN": self.proxy_token})
 
     def prestart_in_background(self) -> threading.Thread:
         """Start every student's server, a few at a time, while the hub serves (``--prestart``): the class finds
@@ -812,9 +839,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
                 f"make hub refuses this folder until it is removed.  Copy what you need first (the course folder "
                 f"holds the grades), then remove it all, as root, from the checkout:\n  {remove_command(self.base)}")
         print(said, flush=True)
-        with contextlib.suppress(OSError):
-            with open(self.hub_dir / "jupyterhub.log", "a") as log:
-                log.write(f"\n{time.strftime('%Y-%m-%d %H:%M:%S')} {said}\n")
+        self.log("jupyterhub.log").write(f"\n{time.strftime('%Y-%m-%d %H:%M:%S')} {said}\n")
         return said
 
     def summary(self) -> str:

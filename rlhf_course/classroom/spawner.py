@@ -50,6 +50,8 @@ from jupyterhub.spawner import LocalProcessSpawner
 from jupyterhub.traitlets import ByteSpecification
 from traitlets import Int, Unicode, default
 
+from rlhf_course.classroom.accounts import release_left_memory
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
 RUNTIME_ROOT = Path("/run/rlhf-classroom")
@@ -360,10 +362,14 @@ class ClassroomSpawner(LocalProcessSpawner):
                 STARTING.pop(self.user.name, None)
 
     async def stop(self, now=False):
-        """Stop the server, then everything else of its user's (kernels, terminals, whatever they left running):
-        nothing of a stopped server keeps its user's CPU, memory or a training slot (and the slot's boost)."""
+        """Stop the server, then everything else of its user's (kernels, terminals, whatever they left running),
+        then what she left in memory with no process (:func:`release_left_memory`): nothing of a stopped server
+        keeps its user's CPU, memory or a training slot (and the slot's boost)."""
         await super().stop(now=now)
         await asyncio.to_thread(UserCgroup(self.user.name).empty)
+        removed = await asyncio.to_thread(release_left_memory, pwd.getpwnam(self.user.name).pw_uid)
+        if removed:
+            self.log.info("Removed what %s's stopped server left in memory: %s", self.user.name, ", ".join(removed))
 
     def get_env(self):
         env = super().get_env()

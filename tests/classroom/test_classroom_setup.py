@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import re
 import time
 from pathlib import Path
 
@@ -118,7 +119,6 @@ def test_the_hub_s_pid_file_is_replaced_whole_when_the_hub_starts_again(tmp_path
     before = pid_file.stat().st_ino
     with pytest.raises(SystemExit, match="JupyterHub exited"):
         classroom.start(timeout=10)
-    classroom.log.close()
     assert pid_file.read_text() == f"{classroom.process.pid}\n"
     assert pid_file.stat().st_ino != before  # a new file, not the old one truncated and written
     assert sorted(p.name for p in tmp_path.glob("jupyterhub.pid*")) == ["jupyterhub.pid"]
@@ -204,3 +204,45 @@ def test_the_hub_gives_each_server_a_log_of_its_own_in_its_folder(tmp_path):
     room.write_hub_config()
     config = PyFileConfigLoader("jupyterhub_config.py", path=str(tmp_path)).load_config()
     assert config.ClassroomSpawner.log_folder == str(tmp_path / "servers")
+
+
+def flooding_program(path: Path, lines: int, last: str, code: int) -> Path:
+    """An executable that writes ``lines`` lines of 1 KiB and a longer one to its stdout, then ``last`` to its
+    stderr, and exits ``code``: a hub or proxy a student's loop of requests makes write as fast as it answers, then
+    fails to start."""
+    path.write_text(f"#!{sys.executable}\nimport sys\n"
+                    f"for i in range({lines}):\n    sys.stdout.write(f'[W 404 GET /hub/%06d' % i + 'x' * 1000 + '\\n')\n"
+                    f"sys.stdout.write('[W 404 GET /' + 'y' * 100000 + '\\n')\nsys.stdout.flush()\n"
+                    f"sys.stderr.write({last!r} + '\\n')\nsys.exit({code})\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_flood_of_requests_keeps_the_hub_s_and_the_proxy_s_logs_bounded_with_a_failed_start_s_lines(tmp_path):
+    """A student's loop of requests makes the hub and the proxy write a line each, as fast as they answer: their
+    logs are set aside past their bound (two files each at most), a line of 100 kB is cut and says so, and the lines
+    that say why the hub did not start are kept, in the log and in what the classroom says."""
+    classroom = Classroom(tmp_path, tmp_path / "base", "p_", ["a"], 1, Path("/bin/true"))
+    classroom.hub_dir, classroom.proxy_token = tmp_path, "t"
+    classroom.log_keep_bytes = 256 * 1024
+    classroom.proxy = flooding_program(tmp_path / "proxy", 3000, "proxy: Error: listen EADDRINUSE", 1)
+    classroom.start_proxy()
+    classroom.proxy_process.wait(timeout=60)
+    classroom.server = type("Env", (), {"python": str(flooding_program(tmp_path / "hub", 3000, "OSError: [Errno 98] "
+                                                                       "Address already in use", 3)),
+                                        "path": os.environ["PATH"]})()
+    classroom.proxy_process = type("Running", (), {"poll": lambda self: None})()
+    with pytest.raises(SystemExit, match=r"(?s)JupyterHub exited \(3\).*Address already in use") as said:
+        classroom.start(timeout=30)
+    assert "[W 404 GET /hub/002999" in str(said.value)  # the lines before the failure too
+    for name in ("jupyterhub.log", "proxy.log"):
+        logs = sorted(tmp_path.glob(name + "*"))
+        deadline = time.monotonic() + 30  # the proxy exited: its last lines may still be on their way
+        while not logs[0].read_text().endswith("EADDRINUSE\n") and name == "proxy.log" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [log.name for log in logs] == [name, name + ".1"], logs
+        assert all(log.stat().st_size <= 256 * 1024 for log in logs), [log.stat().st_size for log in logs]
+        text = "".join(log.read_text() for log in reversed(logs))
+        assert text.endswith(("Address already in use\n", "EADDRINUSE\n")), text[-300:]
+        assert "[W 404 GET /hub/002999" in text and "y" * 100000 not in text
+        assert re.search(r"\[W 404 GET /y+ \[\.\.\. \d+ bytes cut\]\n", text)

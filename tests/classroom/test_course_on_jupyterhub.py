@@ -382,12 +382,19 @@ def tcp_listeners(pid: int) -> list[int]:
 # -- a student's REST calls with her own token (steps 13 and 14: no browser) --------------------------------
 
 def api_token(page, hub, name: str) -> str:
-    """A token of hers, made as the hub's token page makes one: its API, from her logged-in browser."""
+    """A token of hers.  She cannot make one (the classroom's users' role has no ``tokens`` scope: a token's note was
+    stored in the hub's database whatever its size), as the hub's token page would from her logged-in browser, so
+    root makes it, as ``jupyterhub token`` does, from the hub's configuration and database."""
     [xsrf] = [c["value"] for c in page.context.cookies(f"{hub['url']}/hub/") if c["name"] == "_xsrf"]
     response = page.context.request.post(f"{hub['url']}/hub/api/users/{name}/tokens",
                                          headers={"X-XSRFToken": xsrf}, data={"note": "her REST calls"})
-    assert response.status == 201, (response.status, response.text()[:500])
-    return response.json()["token"]
+    assert response.status == 403, (response.status, response.text()[:500])
+    made = subprocess.run([hub["python"], "-m", "jupyterhub", "token", "-f",
+                           str(hub["hub_dir"] / "jupyterhub_config.py"), name], cwd=hub["hub_dir"],
+                          env={"PATH": hub["path"], "LANG": "C.UTF-8", "HOME": str(hub["hub_dir"])},
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+    return made.stdout.split()[-1]
 
 
 def api(hub, token: str, method: str, path: str, body=None, timeout: float = 30):

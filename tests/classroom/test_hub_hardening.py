@@ -2,6 +2,7 @@
 environment's build locks, the checkout's solutions and the per-user limits, each tried as a
 non-root account (`nobody`, or an account made here) the way a student's shell would."""
 import os
+import pwd
 import subprocess
 import sys
 import tempfile
@@ -418,6 +419,9 @@ def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folde
     subprocess.run(["sh", "-c", "setpriv --reuid=rlhfkept_ann --regid=nogroup --clear-groups sleep 60 "
                     ">/dev/null 2>&1 &"], check=True)
     assert subprocess.run(["pgrep", "-u", "rlhfkept_ann"], capture_output=True).returncode == 0
+    left = Path("/dev/shm/rlhfkept_ann-left")  # memory she left with no process: the account's removal takes it
+    subprocess.run(["setpriv", "--reuid=rlhfkept_ann", "--regid=nogroup", "--clear-groups", "sh", "-c",
+                    f"head -c 1048576 /dev/zero > {left}"], check=True)
     try:
         (open_folder / "precious").mkdir()
         with pytest.raises(SystemExit, match="not a classroom folder"):
@@ -434,8 +438,10 @@ def test_the_remove_command_removes_a_kept_classroom_and_nothing_else(open_folde
                 pwd.getpwnam(name)
         with pytest.raises(KeyError):
             grp.getgrnam("rlhfkept_instructors")
+        assert not left.exists()
     finally:
         accounts.remove_accounts(names, "rlhfkept_instructors")
+        left.unlink(missing_ok=True)
 
 
 def test_a_closed_terminal_is_an_unplanned_stop_unless_nohup_ignores_it():
@@ -575,3 +581,92 @@ def test_a_servers_log_past_its_bound_is_set_aside_at_the_next_start_and_links_a
     os.chown(folder / "cat.log", 65534, 65534)
     with pytest.raises(RuntimeError, match="a file of root's"):
         spawner.server_log(folder, "cat")
+
+
+LEAVES_MEMORY = """
+import ctypes, os, sys
+size = 32 * 1024**2
+prefix = "/dev/shm/" + sys.argv[1]
+with open(prefix + "-notes", "wb") as notes:  # a tmpfs file: memory until it is removed
+    notes.write(b"m" * size)
+os.mkdir(prefix + "-folder")
+with open(prefix + "-folder/more", "wb") as more:
+    more.write(b"m" * 4096)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+IPC_CREAT, IPC_PRIVATE = 0o1000, 0
+segment = libc.shmget(IPC_PRIVATE, size, IPC_CREAT | 0o600)  # kept after its maker exits, until removed
+address = libc.shmat(segment, None, 0)
+ctypes.memset(address, 1, size)
+libc.shmdt(ctypes.c_void_p(address))
+queue = libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600)
+print(segment, queue)
+"""
+
+
+def cgroup_memory(name: str) -> int | None:
+    """The memory charged to ``name``'s cgroup now, in bytes (None where the classroom makes no cgroup)."""
+    for folder in spawner.UserCgroup(name).dirs():
+        for charged in ("memory.current", "memory.usage_in_bytes"):
+            if (folder / charged).exists():
+                return int((folder / charged).read_text())
+    return None
+
+
+def sysv_ids(kind: str) -> set[int]:
+    header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+    return {int(row.split()[1]) for row in rows}
+
+
+def test_a_stopped_server_leaves_nothing_of_its_user_in_memory(account, open_folder):
+    """A file in /dev/shm (a tmpfs) and a System V shared memory segment outlive the process that made them: a
+    student's cell could leave memory taken after her server stopped (the culler, the admin, her own logout), for
+    as long as the machine runs, however often she does it.  Stopping her server removes hers, and nobody else's,
+    and the memory they held returns; while a process of hers still runs outside her server, nothing is removed."""
+    import asyncio
+    home = open_folder / "home" / account
+    classmates = Path("/dev/shm") / f"{account}-a-classmate-s"
+    classmates.write_bytes(b"c")
+    os.chown(classmates, 65534, 65534)  # nobody's
+    preexec = spawner.limited_preexec(account, set_user_setuid(account), mem_limit=512 * 1024**2, cpu_limit=0.5,
+                                      process_limit=40, file_size_limit=None)
+    ours = [Path(f"/dev/shm/{account}-notes"), Path(f"/dev/shm/{account}-folder")]
+    elsewhere = None
+    try:
+        left = subprocess.run([SYSTEM_PYTHON, "-c", LEAVES_MEMORY, account], preexec_fn=preexec, cwd=home,
+                              capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        assert left.returncode == 0, left.stderr
+        segment, queue = map(int, left.stdout.split())
+        assert all(path.exists() for path in ours) and segment in sysv_ids("shm") and queue in sysv_ids("msg")
+        charged = cgroup_memory(account)
+        server = stand_in_spawner(account, home, open_folder, 1024**2)
+
+        # a process of hers outside her server (another session): what she left stays
+        elsewhere = subprocess.Popen(["setpriv", f"--reuid={account}", "--regid=nogroup", "--clear-groups",
+                                      "sleep", "60"])
+        time.sleep(0.2)
+        asyncio.run(server.stop())
+        assert all(path.exists() for path in ours) and segment in sysv_ids("shm")
+        elsewhere.kill()
+        elsewhere.wait()
+
+        asyncio.run(server.stop())
+        assert not any(path.exists() for path in ours)
+        assert segment not in sysv_ids("shm") and queue not in sysv_ids("msg")
+        assert classmates.exists()
+        if charged is not None:
+            returned = charged - cgroup_memory(account)
+            print(f"memory returned to the machine: {returned / 1024**2:.1f} MiB of {charged / 1024**2:.1f} MiB")
+            assert returned > 60 * 1024**2, (charged, cgroup_memory(account))
+    finally:
+        if elsewhere and elsewhere.poll() is None:
+            elsewhere.kill()
+        classmates.unlink(missing_ok=True)
+        for path in ours:
+            subprocess.run(["rm", "-rf", str(path)])
+        uid = pwd.getpwnam(account).pw_uid
+        for kind, option in (("shm", "-m"), ("msg", "-q")):
+            header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+            for row in rows:
+                if int(dict(zip(header.split(), row.split()))["uid"]) == uid:
+                    subprocess.run(["ipcrm", option, row.split()[1]])

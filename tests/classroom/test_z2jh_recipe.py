@@ -244,8 +244,16 @@ def test_the_idle_culler_runs_with_the_configured_timeout(hub_config, values):
     culler.parse_command_line(service["command"][3:])  # the pinned culler's own options
     assert culler.timeout == values["cull"]["timeout"] == 1800
     assert culler.cull_every == 300 and not culler.cull_users
-    (role,) = hub_config.JupyterHub.load_roles
+    (role,) = [role for role in hub_config.JupyterHub.load_roles if role["name"] == "jupyterhub-idle-culler"]
     assert "delete:servers" in role["scopes"] and role["services"] == ["jupyterhub-idle-culler"]
+
+
+def test_a_user_makes_no_token_on_kubernetes_either(hub_config):
+    """The note of a token a user asks for is stored in the hub's database whatever its size: the chart's hub, like
+    make hub's, gives a user JupyterHub's "self" without "tokens" (rlhf_course/classroom/hub_requests.py)."""
+    from rlhf_course.classroom.hub_requests import USER_SCOPES
+    (role,) = [role for role in hub_config.JupyterHub.load_roles if role["name"] == "user"]
+    assert role["scopes"] == USER_SCOPES and not any(scope.startswith("tokens") for scope in role["scopes"])
 
 
 def run_lines(dockerfile: Path) -> list[str]:
