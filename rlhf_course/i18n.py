@@ -365,7 +365,6 @@ ZH = {
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
     # what the student's function did instead of returning (rlhf_course/grading/sandbox/observe.py, sandbox_runner.py)
-    "raised {error}: {message}": "抛出了 {error}：{message}",
     "cell {cell} raised {error}": "单元格 {cell} 抛出了 {error}",
     "it is not defined": "它没有被定义",
     "{name} is not available ({why})": "{name} 无法使用（{why}）",
@@ -384,7 +383,10 @@ ZH = {
     "{what}: wrong value on this case": "{what}：在这个用例上的值不正确",
     "{what}: wrong shape on this case": "{what}：在这个用例上的形状不正确",
     "{what}: not a floating-point tensor": "{what}：不是浮点张量",
-    "raised NotImplementedError: the function is not written yet": "抛出了 NotImplementedError：这个函数还没有实现",
+    "raised NotImplementedError: {function} is not written yet: replace `raise NotImplementedError()` in its answer "
+    "cell with your code, run that cell and the visible test under it, then submit again":
+        "抛出了 NotImplementedError：{function} 还没有写：把它答案单元格里的 `raise NotImplementedError()` 换成你的代码，"
+        "运行那个单元格和它下面的可见测试，然后重新提交",
     "raised NameError: is the function defined, and did its answer cell run without an error?":
         "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
     "raised {error}": "抛出了 {error}",
