@@ -387,6 +387,10 @@ ZH = {
     "cell with your code, run that cell and the visible test under it, then submit again":
         "抛出了 NotImplementedError：{function} 还没有写：把它答案单元格里的 `raise NotImplementedError()` 换成你的代码，"
         "运行那个单元格和它下面的可见测试，然后重新提交",
+    "A function this cell calls is not written yet: it still raises the release's NotImplementedError. Replace "
+    "`raise NotImplementedError()` in its answer cell with your code, run that cell, then this one again.":
+        "这个单元格调用的函数还没有写：它仍然抛出发布版本里的 NotImplementedError。把它答案单元格里的 "
+        "`raise NotImplementedError()` 换成你的代码，运行那个单元格，然后再运行这个单元格。",
     "raised NameError: is the function defined, and did its answer cell run without an error?":
         "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
     "raised {error}": "抛出了 {error}",

@@ -63,6 +63,10 @@ BLOCKED_LIMIT = ("Stopped: this cell waited {blocked:.0f} s for something other 
 KERNEL_BLOCKED = ("Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other "
                   "than the computer (the limit is {limit:.0f} s).")
 KERNEL_DIED = "Validate stopped: the kernel died while starting."
+# Under a failed cell's traceback when it ends in the released stub's NotImplementedError, which has no message
+NOT_WRITTEN_YET = ("A function this cell calls is not written yet: it still raises the release's NotImplementedError. "
+                   "Replace `raise NotImplementedError()` in its answer cell with your code, run that cell, then this "
+                   "one again.")
 # A grade cell grading will take from the release rather than from the student's copy (release_cells.changes)
 RESTORED_CELL = {
     release_cells.EDITED:
@@ -442,6 +446,16 @@ class PatientValidator(Validator):
             nb, resources = execute.preprocess(nb, resources)
         self.stopped_cells = sorted(execute.stopped)
         return nb
+
+    def _extract_error(self, cell: NotebookNode) -> str:
+        """nbgrader's text of a failed cell; under a traceback that ends in NotImplementedError (the released stub's,
+        which has no message), what it means and what to do, in the edition's language, wrapped to the lines
+        `nbgrader validate` prints whole (it cuts a longer one short)."""
+        error = super()._extract_error(cell)
+        if cell.cell_type == "code" and any(output.output_type == "error" and output.get("ename") == "NotImplementedError"
+                                            for output in cell.outputs):
+            error += "\n\n" + wrapped(t(NOT_WRITTEN_YET, self.language), self.width - len(self.indent) - 3)
+        return error
 
     def _get_failed_cells(self, nb: NotebookNode) -> list[NotebookNode]:
         failed = super()._get_failed_cells(nb)
