@@ -11,6 +11,7 @@ OUT ?= outputs
 
 LABEXTENSION := jupyter/labextension/rlhf-course-deadlines
 $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json $(LABEXTENSION)/source-sha256.txt
+	$(PYTHON) -m rlhf_course.python_version  # too old a Python: say so, before a venv pip would fail in
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # with rlhf-grader, rlhf-classroom

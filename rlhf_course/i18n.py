@@ -391,6 +391,12 @@ ZH = {
     "`raise NotImplementedError()` in its answer cell with your code, run that cell, then this one again.":
         "这个单元格调用的函数还没有写：它仍然抛出发布版本里的 NotImplementedError。把它答案单元格里的 "
         "`raise NotImplementedError()` 换成你的代码，运行那个单元格，然后再运行这个单元格。",
+    "make needs Python {minimum} or later to install the course's pinned requirements.txt, and {python} is Python "
+    "{found}. Install a newer Python 3.11 (the course's image and environment.yml use 3.11.7), delete the .venv "
+    "folder a failed attempt left, if any, and run make again with it: e.g. make lab PYTHON=/path/to/python3.11":
+        "make 需要 Python {minimum} 或更新的版本来安装课程固定版本的 requirements.txt，而 {python} 是 Python {found}。"
+        "请安装更新的 Python 3.11（课程的镜像和 environment.yml 用的是 3.11.7），如果之前失败的尝试留下了 .venv 文件夹，"
+        "先删除它，然后用新的 Python 再运行 make，例如 make lab PYTHON=/path/to/python3.11",
     "raised NameError: is the function defined, and did its answer cell run without an error?":
         "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
     "raised {error}": "抛出了 {error}",
