@@ -58,3 +58,20 @@ def test_another_error_is_not_called_a_function_not_written_yet(tmp_path):
     failed, = results["failed"]
     assert "ValueError: not this way" in strip_ansi(failed["raw_error"])
     assert t(patient_validate.NOT_WRITTEN_YET, ENGLISH) not in failed["raw_error"]
+
+
+@pytest.mark.parametrize("language", [ENGLISH, CHINESE])
+def test_an_unanswered_written_question_is_said_in_the_edition_s_language_with_what_to_do(language):
+    """nbgrader's "You did not provide a response." under a written answer still as released, in the Chinese edition
+    too, said in the edition's language with where to write the answer (no kernel: the cell's text is all it reads)."""
+    from nbformat.v4 import new_markdown_cell
+    validator = PatientValidator()
+    validator.language = language
+    cell = new_markdown_cell("YOUR ANSWER HERE (lab_question_1)", metadata={"nbgrader": {
+        "grade": True, "grade_id": "lab_question_1", "points": 2, "solution": True, "locked": False,
+        "schema_version": 3}})
+    said = t(patient_validate.NO_RESPONSE, language)
+    assert said != t(patient_validate.NO_RESPONSE, CHINESE if language == ENGLISH else ENGLISH)
+    error = validator._extract_error(cell)
+    assert "".join(error.split()) == "".join(said.split())
+    assert all(_columns(validator.indent + line) <= validator.width - 3 for line in error.split("\n")), error
