@@ -131,10 +131,9 @@ PLAIN_KINDS = frozenset({"float", "int", "bool", "complex", "NoneType", "tuple",
                          "Parameter", "generator", "function"})
 
 
-def raised_line(error_type: str | None, function: str) -> str:
-    """The public line for a call of ``function`` that raised: the exception's class if it is Python's own."""
-    if error_type == "NotImplementedError":
-        return not_written_line(function)
+def raised_line(error_type: str | None) -> str:
+    """The public line for a call that raised (NotImplementedError: :func:`not_written_line`): the exception's class
+    if it is Python's own."""
     if error_type == "NameError":
         return t("raised NameError: is the function defined, and did its answer cell run without an error?")
     if error_type in BUILTIN_EXCEPTIONS:
@@ -173,10 +172,10 @@ def by_id(checks: Iterable[Check]) -> dict[str, Check]:
 def judge_observation(check: Check, case: Case, observation: Observation, recall: Recall) -> str | None:
     """Decide one case from what the call produced; only trusted code runs here.  None when it passes, else a
     :class:`Finding` (its public line: a category or the judge's own words, and the case's note)."""
-    if observation.error_type == "NotImplementedError":
+    if observation.error is not None and observation.error_type == "NotImplementedError":
         detail = Finding(not_written_line(check.function))
     elif observation.error is not None:
-        detail = Finding(t("raised {error}", error=observation.error), raised_line(observation.error_type, check.function))
+        detail = Finding(t("raised {error}", error=observation.error), raised_line(observation.error_type))
     elif type(observation.value) is not torch.Tensor:
         detail = Finding(t("must return a torch.Tensor, got {type}", type=observation.value_type),
                          returned_line(observation.value_type))
