@@ -10,7 +10,9 @@ OUT ?= outputs
 .PHONY: demo test grade release editions lab lab-instructor hub clean
 
 LABEXTENSION := jupyter/labextension/rlhf-course-deadlines
+# A Python too old for the pinned packages is told so (and what to do) before a venv is made that pip would fail in.
 $(STAMP): requirements.txt pyproject.toml jupyter/server/rlhf_course.json $(LABEXTENSION)/source-sha256.txt
+	$(PYTHON) -m rlhf_course.python_version
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # with rlhf-grader, rlhf-classroom

@@ -365,7 +365,6 @@ ZH = {
     # the checks' fixed sentences (rlhf_course/grading/checks.py) and what they compare
     "{detail} ({note})": "{detail}（{note}）",
     # what the student's function did instead of returning (rlhf_course/grading/sandbox/observe.py, sandbox_runner.py)
-    "raised {error}: {message}": "抛出了 {error}：{message}",
     "cell {cell} raised {error}": "单元格 {cell} 抛出了 {error}",
     "it is not defined": "它没有被定义",
     "{name} is not available ({why})": "{name} 无法使用（{why}）",
@@ -384,7 +383,22 @@ ZH = {
     "{what}: wrong value on this case": "{what}：在这个用例上的值不正确",
     "{what}: wrong shape on this case": "{what}：在这个用例上的形状不正确",
     "{what}: not a floating-point tensor": "{what}：不是浮点张量",
-    "raised NotImplementedError: the function is not written yet": "抛出了 NotImplementedError：这个函数还没有实现",
+    "raised NotImplementedError: {function} is not written yet: replace `raise NotImplementedError()` in its answer "
+    "cell with your code, run that cell and the visible test under it, then submit again":
+        "抛出了 NotImplementedError：{function} 还没有写：把它答案单元格里的 `raise NotImplementedError()` 换成你的代码，"
+        "运行那个单元格和它下面的可见测试，然后重新提交",
+    "You did not provide a response: write your answer in this cell, in place of what the release put there, then "
+    "Validate again.": "你还没有作答：请在这个单元格里写下你的答案，替换发布版本原有的内容，然后再运行 Validate。",
+    "A function this cell calls is not written yet: it still raises the release's NotImplementedError. Replace "
+    "`raise NotImplementedError()` in its answer cell with your code, run that cell, then this one again.":
+        "这个单元格调用的函数还没有写：它仍然抛出发布版本里的 NotImplementedError。把它答案单元格里的 "
+        "`raise NotImplementedError()` 换成你的代码，运行那个单元格，然后再运行这个单元格。",
+    "make needs Python {minimum} or later to install the course's pinned requirements.txt, and {python} is Python "
+    "{found}. Install a newer Python 3.11 (the course's image and environment.yml use 3.11.7), delete the .venv "
+    "folder a failed attempt left, if any, and run make again with it: e.g. make lab PYTHON=/path/to/python3.11":
+        "make 需要 Python {minimum} 或更新的版本来安装课程固定版本的 requirements.txt，而 {python} 是 Python {found}。"
+        "请安装更新的 Python 3.11（课程的镜像和 environment.yml 用的是 3.11.7），如果之前失败的尝试留下了 .venv 文件夹，"
+        "先删除它，然后用新的 Python 再运行 make，例如 make lab PYTHON=/path/to/python3.11",
     "raised NameError: is the function defined, and did its answer cell run without an error?":
         "抛出了 NameError：函数是否已经定义？它的答案单元格是否运行无误？",
     "raised {error}": "抛出了 {error}",

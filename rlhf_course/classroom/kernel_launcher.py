@@ -14,7 +14,8 @@ setting for it, so this launcher replaces those two methods (the rest of ``IOPub
 * the socket is ``ipc://<folder>/pipe``, the folder a fresh one of the kernel's own (``mkdtemp``: 0700) in its
   connection file's folder or the user's runtime folder (the classroom's are private: rlhf_course/classroom/
   spawner.py), in /tmp when neither is this account's alone or the path is longer than a Unix socket's; removed
-  when the kernel exits;
+  when the kernel exits, or, when it was killed (SIGKILL runs no clean-up), by the next kernel started there: each
+  kernel holds a lock on its folder's ``alive`` file while it lives (:func:`remove_dead_pipe_folders`);
 * a message (one frame) longer than :data:`PIPE_MAX_BYTES` disconnects its sender, unread (``zmq.MAXMSGSIZE``);
 * the kernel offers no debugger: JupyterLab's debugger makes the kernel run ``debugpy.listen`` on a loopback TCP
   port, where any local account could attach and run code as the student.  The kernel says so in its
@@ -29,6 +30,7 @@ of it changes.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import stat
@@ -40,6 +42,11 @@ IPYKERNEL_VERSION = "7.4.0"
 PIPE_MAX_BYTES = 64 * 2**20
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path, less its terminating NUL)
 PIPE_NAME = "pipe"
+PIPE_FOLDER_PREFIX = "kernel-pipe-"
+# In a pipe's folder: the file its kernel holds an exclusive flock on for as long as it (or a forked child) lives.
+# It gets this name only once locked, so a folder whose lock is free is a dead kernel's, never a starting one's.
+ALIVE_NAME = "alive"
+_held_locks: list[int] = []  # the open files holding this process's locks: closed only when the process ends
 
 
 def private_folder(parent: str) -> bool:
@@ -59,12 +66,58 @@ def make_pipe_folder(connection_folder: str) -> str:
     from jupyter_core.paths import jupyter_runtime_dir
     parents = [folder for folder in (connection_folder, jupyter_runtime_dir()) if private_folder(folder)]
     for parent in [*parents, tempfile.gettempdir()]:
-        folder = tempfile.mkdtemp(prefix="kernel-pipe-", dir=parent)
+        remove_dead_pipe_folders(parent)
+        folder = tempfile.mkdtemp(prefix=PIPE_FOLDER_PREFIX, dir=parent)
         if len(os.fsencode(os.path.join(folder, PIPE_NAME))) <= SOCKET_PATH_MAX:
+            _hold_alive_lock(folder)
             return folder
         os.rmdir(folder)
     raise RuntimeError(f"no folder for the kernel's output pipe: {connection_folder} and {tempfile.gettempdir()} "
                        f"are too long for a Unix socket's path ({SOCKET_PATH_MAX} bytes)")
+
+
+def _hold_alive_lock(folder: str) -> None:
+    """Lock the folder's ``alive`` file for the rest of this process's life (and its forked children's): the lock is
+    taken under another name, then the file renamed, so that no one finds ``alive`` unlocked while we live."""
+    unnamed = os.path.join(folder, ALIVE_NAME + ".new")
+    lock = os.open(unnamed, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.rename(unnamed, os.path.join(folder, ALIVE_NAME))
+    _held_locks.append(lock)
+
+
+def _owner_is_gone(folder: str) -> bool:
+    """True if the process that made ``folder`` and every child it forked have ended: its ``alive`` lock is free.
+    False while it lives, and for a folder with no ``alive`` file (one still starting, or not a launcher's)."""
+    try:
+        lock = os.open(os.path.join(folder, ALIVE_NAME), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(lock)
+    return True
+
+
+def remove_dead_pipe_folders(parent: str) -> None:
+    """Remove this account's pipe folders in ``parent`` whose kernel is gone: one killed runs no clean-up of its
+    own, and a student's restart of a stuck kernel kills it."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(PIPE_FOLDER_PREFIX):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and _owner_is_gone(entry.path):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _remover(folder: str, owner_pid: int):

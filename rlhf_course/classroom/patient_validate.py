@@ -63,6 +63,13 @@ BLOCKED_LIMIT = ("Stopped: this cell waited {blocked:.0f} s for something other 
 KERNEL_BLOCKED = ("Validate stopped: the kernel did not start; it waited {blocked:.0f} s for something other "
                   "than the computer (the limit is {limit:.0f} s).")
 KERNEL_DIED = "Validate stopped: the kernel died while starting."
+# For nbgrader's "You did not provide a response." (an answer still as released), in the edition's language
+NO_RESPONSE = ("You did not provide a response: write your answer in this cell, in place of what the release put "
+               "there, then Validate again.")
+# Under a failed cell's traceback when it ends in the released stub's NotImplementedError, which has no message
+NOT_WRITTEN_YET = ("A function this cell calls is not written yet: it still raises the release's NotImplementedError. "
+                   "Replace `raise NotImplementedError()` in its answer cell with your code, run that cell, then this "
+                   "one again.")
 # A grade cell grading will take from the release rather than from the student's copy (release_cells.changes)
 RESTORED_CELL = {
     release_cells.EDITED:
@@ -448,8 +455,20 @@ class PatientValidator(Validator):
         return nb
 
     def _extract_error(self, cell: NotebookNode) -> str:
+        """nbgrader's text of a failed cell, its own sentences (:data:`NBGRADER_SAYS`) in the edition's language, its
+        "no response" with what to do, and under a traceback that ends in NotImplementedError (the released stub's,
+        which has no message) what that means and what to do; each sentence wrapped to the lines `nbgrader validate`
+        prints whole (it cuts a longer one short)."""
+        columns = self.width - len(self.indent) - 3
         error = super()._extract_error(cell)
-        return t(error, self.language) if error in NBGRADER_SAYS else error
+        if error == NBGRADER_SAYS[0]:
+            error = wrapped(t(NO_RESPONSE, self.language), columns)
+        elif error in NBGRADER_SAYS:
+            error = wrapped(t(error, self.language), columns)
+        if cell.cell_type == "code" and any(output.output_type == "error" and output.get("ename") == "NotImplementedError"
+                                            for output in cell.outputs):
+            error += "\n\n" + wrapped(t(NOT_WRITTEN_YET, self.language), columns)
+        return error
 
     def _get_failed_cells(self, nb: NotebookNode) -> list[NotebookNode]:
         failed = super()._get_failed_cells(nb)

@@ -132,14 +132,20 @@ PLAIN_KINDS = frozenset({"float", "int", "bool", "complex", "NoneType", "tuple",
 
 
 def raised_line(error_type: str | None) -> str:
-    """The public line for a call that raised: the exception's class if it is Python's own."""
-    if error_type == "NotImplementedError":
-        return t("raised NotImplementedError: the function is not written yet")
+    """The public line for a call that raised (NotImplementedError: :func:`not_written_line`): the exception's class
+    if it is Python's own."""
     if error_type == "NameError":
         return t("raised NameError: is the function defined, and did its answer cell run without an error?")
     if error_type in BUILTIN_EXCEPTIONS:
         return t("raised {error}", error=error_type)
     return t("raised an exception of a class of its own")
+
+
+def not_written_line(function: str) -> str:
+    """The whole line for a call that raised NotImplementedError: the released stub's, which says nothing itself."""
+    return t("raised NotImplementedError: {function} is not written yet: replace `raise NotImplementedError()` in "
+             "its answer cell with your code, run that cell and the visible test under it, then submit again",
+             function=function)
 
 
 def returned_line(value_type: str) -> str:
@@ -166,8 +172,10 @@ def by_id(checks: Iterable[Check]) -> dict[str, Check]:
 def judge_observation(check: Check, case: Case, observation: Observation, recall: Recall) -> str | None:
     """Decide one case from what the call produced; only trusted code runs here.  None when it passes, else a
     :class:`Finding` (its public line: a category or the judge's own words, and the case's note)."""
-    if observation.error is not None:
-        detail = Finding(observation.error, raised_line(observation.error_type))
+    if observation.error is not None and observation.error_type == "NotImplementedError":
+        detail = Finding(not_written_line(check.function))
+    elif observation.error is not None:
+        detail = Finding(t("raised {error}", error=observation.error), raised_line(observation.error_type))
     elif type(observation.value) is not torch.Tensor:
         detail = Finding(t("must return a torch.Tensor, got {type}", type=observation.value_type),
                          returned_line(observation.value_type))

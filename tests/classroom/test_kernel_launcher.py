@@ -149,7 +149,49 @@ def test_the_pipe_s_folder_is_private_and_its_socket_path_fits(short_tmp_path, m
         assert made.parent == Path(tempfile.gettempdir()) and stat.S_IMODE(made.stat().st_mode) == 0o700
         assert list(deep.iterdir()) == []  # the folder that did not fit is not left behind
     finally:
-        made.rmdir()
+        shutil.rmtree(made)
+
+
+HOLDS_A_PIPE_FOLDER = """import sys, time
+from rlhf_course.classroom import kernel_launcher
+print(kernel_launcher.make_pipe_folder(sys.argv[1]), flush=True)
+time.sleep(300)
+"""
+
+
+def a_launcher_s_pipe_folder(connection: Path) -> tuple[subprocess.Popen, Path]:
+    """A process that made its pipe's folder as the launcher does, and lives on: (the process, its folder, with a
+    socket file in it as the kernel's pipe leaves)."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDS_A_PIPE_FOLDER, str(connection)], stdout=subprocess.PIPE,
+                               text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    folder = Path(process.stdout.readline().strip())
+    assert folder.parent == connection, folder
+    with socket.socket(socket.AF_UNIX) as pipe:
+        pipe.bind(str(folder / kernel_launcher.PIPE_NAME))
+    return process, folder
+
+
+def test_the_next_kernel_removes_a_killed_kernel_s_pipe_folder_and_never_a_live_one_s(short_tmp_path, monkeypatch):
+    """A kernel killed (SIGKILL: out of memory, or a student's restart of a stuck kernel) runs no clean-up: the next
+    kernel started beside it removes its folder, and only folders no live process holds."""
+    runtime = short_tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    killed, killed_folder = a_launcher_s_pipe_folder(runtime)
+    live, live_folder = a_launcher_s_pipe_folder(runtime)
+    someone_else_s = runtime / "kernel-pipe-not-a-launcher-s"  # a folder the launcher did not make: never judged
+    someone_else_s.mkdir(mode=0o700)
+    try:
+        killed.kill()
+        killed.wait(timeout=TIMEOUT)
+        made = Path(kernel_launcher.make_pipe_folder(str(runtime)))
+        assert not killed_folder.exists()
+        assert stat.S_ISSOCK((live_folder / kernel_launcher.PIPE_NAME).stat().st_mode)
+        assert someone_else_s.is_dir() and made.is_dir()
+        assert sorted(runtime.iterdir()) == sorted([made, live_folder, someone_else_s])
+    finally:
+        live.kill()
+        live.wait(timeout=TIMEOUT)
 
 
 def test_the_check_finds_a_tcp_listener():
@@ -221,6 +263,45 @@ def test_an_oversize_pipe_message_is_dropped_unread_and_the_kernel_lives(kernel)
         "import os\npid = os.fork()\n"
         "if pid == 0:\n    print('from an os.fork child', flush=True)\n    os._exit(0)\n"
         "os.waitpid(pid, 0)\nimport time; time.sleep(0.5)\n"))
+
+
+def test_a_killed_kernel_s_pipe_folder_goes_when_the_next_one_starts_and_a_live_kernel_s_stays(kernel, monkeypatch):
+    """SIGKILL, as the out-of-memory killer or a restart of a stuck kernel sends it: the kernel's own clean-up never
+    runs; the next kernel started in the same runtime folder removes its pipe's folder, and the live kernel's pipe
+    still carries its forked children's output."""
+    manager, client, runtime = kernel
+    [live_pipe] = runtime.glob("kernel-pipe-*/pipe")
+    monkeypatch.setenv("JUPYTER_PATH", str(runtime.parent / "data"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+
+    def started(number: int) -> KernelManager:
+        other = KernelManager(kernel_name="python3", transport="ipc", ip=str(runtime / f"kernel-ipc-{number}"),
+                              connection_file=str(runtime / f"kernel-{number}.json"))
+        other.start_kernel(cwd=str(runtime.parent))
+        ready = other.client()
+        ready.start_channels()
+        try:
+            ready.wait_for_ready(timeout=TIMEOUT)
+        finally:
+            ready.stop_channels()
+        return other
+
+    killed = started(2)
+    [killed_folder] = {pipe.parent for pipe in runtime.glob("kernel-pipe-*/pipe")} - {live_pipe.parent}
+    killed.provisioner.process.kill()
+    killed.provisioner.process.wait(timeout=TIMEOUT)
+    assert killed_folder.is_dir()  # nothing of the killed kernel's ran
+    following = started(3)
+    try:
+        assert not killed_folder.exists()
+        assert stat.S_ISSOCK(live_pipe.stat().st_mode)
+        assert "from an os.fork child" in run(client, (
+            "import os\npid = os.fork()\n"
+            "if pid == 0:\n    print('from an os.fork child', flush=True)\n    os._exit(0)\n"
+            "os.waitpid(pid, 0)\nimport time; time.sleep(0.5)\n"))
+    finally:
+        following.shutdown_kernel()
+        killed.cleanup_resources()
 
 
 def test_the_ipykernel_internals_the_launcher_relies_on_are_unchanged():

@@ -7,6 +7,7 @@ test's own; the kernel runs only for the small notebook that passes.  About 6 s.
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def _released(tmp_path: Path, assignment: str, release_nb) -> tuple[Path, Path]:
     return exchange, outbound / NOTEBOOK
 
 
+def _student_copy(tmp_path: Path, assignment: str, nb) -> Path:
+    """``nb`` saved as the student's notebook of ``assignment``: its path."""
+    mine = tmp_path / "student" / assignment / NOTEBOOK
+    mine.parent.mkdir(parents=True)
+    nbformat.write(nb, mine)
+    return mine
+
+
+def _printed_validation(exchange: Path, mine: Path) -> PatientValidator:
+    """The validator that has validated ``mine`` as `nbgrader validate` does, what it printed in its ``stream``."""
+    validator = PatientValidator(config=_config(exchange))
+    validator.stream = io.StringIO()
+    validator.validate_and_print(str(mine))
+    return validator
+
+
 def _cell(nb, gid: str):
     return next(c for c in nb.cells if notebooks.grade_id(c) == gid)
 
@@ -64,9 +81,7 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
     _cell(nb, EDITED).source = _cell(nb, EDITED).source.replace("assert", "# assert")  # "passes" in their lab
     nb.cells.remove(_cell(nb, DELETED))
     _cell(nb, METADATA).metadata.nbgrader["points"] = 20
-    mine = tmp_path / "student" / assignment / NOTEBOOK
-    mine.parent.mkdir(parents=True)
-    nbformat.write(nb, mine)
+    mine = _student_copy(tmp_path, assignment, nb)
 
     results = PatientValidator(config=_config(exchange)).validate(str(mine))
 
@@ -101,17 +116,12 @@ def test_validate_names_each_cell_grading_takes_from_the_release(tmp_path, langu
 @pytest.mark.parametrize("language, assignment", [("en", "rlhf"), ("zh-CN", "rlhf_zh")])
 def test_nbgrader_validate_prints_each_notice_whole_under_a_heading_in_the_editions_language(tmp_path, language,
                                                                                              assignment):
-    import io
     release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
     exchange, released = _released(tmp_path, assignment, release_nb)
     nb = copy.deepcopy(release_nb)
     nb.cells.remove(_cell(nb, DELETED))
-    mine = tmp_path / "student" / assignment / NOTEBOOK
-    mine.parent.mkdir(parents=True)
-    nbformat.write(nb, mine)
-    validator = PatientValidator(config=_config(exchange))
-    validator.stream = io.StringIO()
-    validator.validate_and_print(str(mine))
+    mine = _student_copy(tmp_path, assignment, nb)
+    validator = _printed_validation(exchange, mine)
     printed = "".join(validator.stream.getvalue().split())  # wrapped lines, joined
     notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language, mine)
     assert "".join(t(patient_validate.RESTORED_HEADING, language, count=1).split()) in printed
@@ -264,9 +274,7 @@ def test_the_servers_answer_carries_a_true_heading_for_each_cell_taken_from_the_
     nb = copy.deepcopy(release_nb)
     nb.cells.remove(_cell(nb, DELETED))
     _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # an answer cell: its text is still graded
-    mine = tmp_path / "student" / assignment / NOTEBOOK
-    mine.parent.mkdir(parents=True)
-    nbformat.write(nb, mine)
+    mine = _student_copy(tmp_path, assignment, nb)
     server = SimpleNamespace(root_dir=str(tmp_path / "student"), status=ValidateStatus(), validate_queue=None,
                              log=logging.getLogger("validate-heading-test"), load_config=lambda: _config(exchange))
 
@@ -301,18 +309,13 @@ def test_an_answer_without_cells_taken_from_the_release_carries_no_headings(tmp_
 def test_nbgrader_validate_wraps_by_display_columns(tmp_path, language, assignment):
     """A Chinese character takes two columns of a terminal, a Latin one one: the printed notices fill the
     validator's width in columns, neither past it nor at half of it for the Latin text a Chinese notice holds."""
-    import io
     from rlhf_course.classroom.submit_refusal import _columns
     release_nb = notebooks.read(COURSE_ROOT / "release" / assignment / NOTEBOOK)
     exchange, released = _released(tmp_path, assignment, release_nb)
     nb = copy.deepcopy(release_nb)
     _cell(nb, "ppo_answer").metadata.nbgrader["locked"] = True  # its notice quotes a line of Python
-    mine = tmp_path / "student" / assignment / NOTEBOOK
-    mine.parent.mkdir(parents=True)
-    nbformat.write(nb, mine)
-    validator = PatientValidator(config=_config(exchange))
-    validator.stream = io.StringIO()
-    validator.validate_and_print(str(mine))
+    mine = _student_copy(tmp_path, assignment, nb)
+    validator = _printed_validation(exchange, mine)
     lines = [line for line in validator.stream.getvalue().split("\n") if line.strip() and set(line) != {"="}]
     command, _ = patient_validate.release_copy(mine, released)
     paths = command.split(" ")[1:]  # each path stays whole, to copy
@@ -356,9 +359,7 @@ def test_the_way_back_it_gives_copies_the_release_beside_the_folder_and_never_ov
     _, released = _released(tmp_path, assignment, release_nb)
     nb = copy.deepcopy(release_nb)
     _cell(nb, EDITED).source += "\n# edited"
-    mine = tmp_path / "student" / assignment / NOTEBOOK
-    mine.parent.mkdir(parents=True)
-    nbformat.write(nb, mine)
+    mine = _student_copy(tmp_path, assignment, nb)
     before = mine.read_bytes()
     notice, = patient_validate.restored_cell_notices(nb, release_nb, released, language, mine)
     command, name = patient_validate.release_copy(mine, released)

@@ -79,3 +79,50 @@ def test_the_harness_holds_no_assignment():
     text = inspect.getsource(checks).lower()
     for word in ("ppo", "dpo", "gae", "sigmoid", "clamp", "advantage", "beta"):
         assert word not in text, word
+
+
+VISIBLE_DOUBLES = checks.Check("doubles_visible", "double", "the visible example", _double_cases, _double_judge,
+                               visible=True)
+
+
+NOT_WRITTEN_YET = ("raised NotImplementedError: {function} is not written yet: replace `raise NotImplementedError()` in "
+                   "its answer cell with your code, run that cell and the visible test under it, then submit again")
+
+
+def _not_written_yet(x):
+    raise NotImplementedError()  # nbgrader's stub, as released
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_a_function_not_written_yet_is_told_so_with_the_next_step_in_the_notebook_s_language(language):
+    """The released stub raises NotImplementedError with no message: the student's feedback line (the whole one, for
+    a visible test the student has the inputs of; the public one for a hidden test) says that the function is not
+    written yet and what to do, never an empty "raised NotImplementedError: "."""
+    from rlhf_course.grading.trusted import _cell_result
+    from rlhf_course.i18n import speaking, t
+    case = _double_cases()[1]
+    observation = observe(_not_written_yet, case)  # in the sandbox: no language of the notebook's there
+    with speaking(language):
+        detail = checks.judge_observation(VISIBLE_DOUBLES, case, observation, None)
+        visible = _cell_result(VISIBLE_DOUBLES, 2, detail, False, language).message
+        hidden = _cell_result(DOUBLES, 2, detail, True, language).message
+    said = t(NOT_WRITTEN_YET, language, function="double")
+    assert said != t(NOT_WRITTEN_YET, "zh-CN" if language == "en" else "en", function="double")  # translated
+    for message in (visible, hidden):
+        assert said in message and "NotImplementedError: (" not in message and "：（" not in message, message
+        assert message.endswith(t("{detail} ({note})", language, detail="", note="a negative input").strip()), message
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_another_error_is_named_in_the_notebook_s_language_and_an_empty_message_leaves_no_dangling_colon(language):
+    from rlhf_course.i18n import speaking, t
+    case = _double_cases()[0]
+    with speaking(language):
+        named = checks.judge_observation(VISIBLE_DOUBLES, case, observe(lambda x: x[5], case), None)
+        bare = checks.judge_observation(VISIBLE_DOUBLES, case, observe(_raises_bare_value_error, case), None)
+    assert named.startswith(t("raised {error}", language, error="IndexError: index 5 is out of bounds")), named
+    assert bare == t("raised {error}", language, error="ValueError"), bare
+
+
+def _raises_bare_value_error(x):
+    raise ValueError

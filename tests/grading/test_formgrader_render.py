@@ -13,18 +13,22 @@ from tornado import httputil, web
 from rlhf_course.grading.pages import formgrader_pages
 
 
-def _served(nbgrader_get) -> tuple[bytes, web.RequestHandler]:
-    """What the course's handler writes for submission 7 when nbgrader's ``get`` is ``nbgrader_get`` (the child
-    process's render stood in for by a page naming what it was asked)."""
+def _named_render(config, filename, resources, seconds) -> str:
+    """The child process's render stood in for by a page naming what it was asked."""
+    return f"<{config}: {filename} {resources}>"
+
+
+def _served(nbgrader_get, render_bounded=_named_render, seconds: float = 1.0) -> tuple[bytes, web.RequestHandler]:
+    """What the course's handler, with a render budget of ``seconds``, writes for submission 7 when nbgrader's
+    ``get`` is ``nbgrader_get`` and the child process's render is ``render_bounded``."""
     app = web.Application(nbgrader_exporter="nbgrader's exporter")
     start = httputil.RequestStartLine("GET", "/formgrader/submissions/7/", "HTTP/1.1")
     request = httputil.HTTPServerRequest(start_line=start, headers=httputil.HTTPHeaders({"Host": "localhost"}),
                                          connection=mock.Mock())
     with mock.patch.object(handlers.SubmissionHandler, "get", nbgrader_get), \
             mock.patch.object(formgrader_pages, "_exporter_config", lambda exporter: exporter), \
-            mock.patch.object(formgrader_pages, "render_bounded",
-                              lambda config, filename, resources, seconds: f"<{config}: {filename} {resources}>"):
-        handler = formgrader_pages._handler_class(1.0)(app, request)
+            mock.patch.object(formgrader_pages, "render_bounded", render_bounded):
+        handler = formgrader_pages._handler_class(seconds)(app, request)
         asyncio.run(handler.get("7"))
     return b"".join(handler._write_buffer), handler
 
@@ -59,16 +63,8 @@ def test_a_page_out_of_time_says_how_to_get_it_and_claims_no_flag():
                                               resources={"notebook_path": "autograded/ada/rlhf/x.ipynb"})
         self.write(html)
 
-    app = web.Application(nbgrader_exporter="nbgrader's exporter")
-    start = httputil.RequestStartLine("GET", "/formgrader/submissions/7/", "HTTP/1.1")
-    request = httputil.HTTPServerRequest(start_line=start, headers=httputil.HTTPHeaders({"Host": "localhost"}),
-                                         connection=mock.Mock())
-    with mock.patch.object(handlers.SubmissionHandler, "get", asks_for_a_page), \
-            mock.patch.object(formgrader_pages, "_exporter_config", lambda exporter: exporter), \
-            mock.patch.object(formgrader_pages, "render_bounded", lambda config, filename, resources, seconds: None):
-        handler = formgrader_pages._handler_class(2.5)(app, request)
-        asyncio.run(handler.get("7"))
-    page = b"".join(handler._write_buffer).decode()
+    served, _ = _served(asks_for_a_page, render_bounded=lambda config, filename, resources, seconds: None, seconds=2.5)
+    page = served.decode()
     assert "did not render within 2.5 s" in page
     assert "flagged" not in page
     assert "reload this page" in page and "c.FormgraderPages.render_seconds" in page

@@ -20,8 +20,6 @@ from typing import Callable
 
 import torch
 
-from rlhf_course.i18n import t
-
 
 @dataclass(frozen=True)
 class Case:
@@ -44,7 +42,7 @@ class Observation:
 
     value: torch.Tensor | None = None
     value_type: str = "Tensor"
-    error: str | None = None  # the whole sentence, for the instructor
+    error: str | None = None  # "ExceptionClass: its message" (the class alone when it has none), for the instructor
     error_type: str | None = None  # the exception's class name (student-chosen: the grader allowlists it)
     grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
     grad_error: str | None = None
@@ -67,6 +65,17 @@ def _plain(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().as_subclass(torch.Tensor).clone()
 
 
+def _error_text(exc: BaseException) -> str:
+    """"ExceptionClass: its message", or the class alone when the message is empty (``raise NotImplementedError()``)
+    or cannot be made; in no language: the grader words the sentence in the notebook's, which the sandbox does not
+    know."""
+    try:
+        message = str(exc)
+    except Exception:  # a class of the student's own whose __str__ raises
+        message = ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def observe(function: Callable, case: Case) -> Observation:
     """Call ``function`` on a fresh copy of the case's inputs and record everything."""
     args = _fresh_args(case)
@@ -77,7 +86,7 @@ def observe(function: Callable, case: Case) -> Observation:
         try:
             value = function(*args)
         except Exception as exc:  # the student's bug is data here, not a crash
-            observation.error = t("raised {error}: {message}", error=type(exc).__name__, message=exc)
+            observation.error = _error_text(exc)
             observation.error_type = type(exc).__name__
             return observation
         if type(value) is not torch.Tensor:
