@@ -388,10 +388,10 @@ ZH = {
         "抛出了 NotImplementedError：{function} 还没有写：把它答案单元格里的 `raise NotImplementedError()` 换成你的代码，"
         "运行那个单元格和它下面的可见测试，然后重新提交",
     "You did not provide a response: write your answer in this cell, in place of what the release put there, then "
-    "Validate again.": "你还没有作答：请在这个单元格里写下你的答案，替换发布版本原有的内容，然后再运行 Validate。",
+    "Validate again.": "你还没有作答：请在这个单元格里写下你的答案，替换发布版原有的内容，然后再运行 Validate。",
     "A function this cell calls is not written yet: it still raises the release's NotImplementedError. Replace "
     "`raise NotImplementedError()` in its answer cell with your code, run that cell, then this one again.":
-        "这个单元格调用的函数还没有写：它仍然抛出发布版本里的 NotImplementedError。把它答案单元格里的 "
+        "这个单元格调用的函数还没有写：它仍然抛出发布版里的 NotImplementedError。把它答案单元格里的 "
         "`raise NotImplementedError()` 换成你的代码，运行那个单元格，然后再运行这个单元格。",
     "make needs Python {minimum} or later to install the course's pinned requirements.txt, and {python} is Python "
     "{found}. Install a newer Python 3.11 (the course's image and environment.yml use 3.11.7), delete the .venv "
