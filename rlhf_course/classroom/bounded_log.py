@@ -4,21 +4,27 @@ JupyterHub writes a line for every request it answers, configurable-http-proxy o
 and every request it could not forward, and each line holds the request's path: any account can make either log a
 line, up to the path's length (node takes 16 KiB of headers, tornado 64 KiB), as fast as the hub answers.  Written
 straight into a file, a student's loop filled root's disk.  So the classroom hands each of these processes a pipe
-instead, read by a thread of its own that appends the lines to the log:
+instead, read by a keeper process of its own (this module, run in a session of its own) that appends the lines to
+the log.  A process, not a thread of the classroom's: the hub and the proxy outlive a classroom that was killed
+(SIGKILL runs no clean-up), and node ends the proxy at its first write to a pipe nobody reads any more.
 
 * a log that would grow past ``keep_bytes`` is set aside first as ``<log>.1`` (the one before dropped), as a
   server's own log is when it starts (rlhf_course/classroom/spawner.py): two files per log, ``keep_bytes`` each
   at most.  The newest lines are always kept, and a start's failure is among them: it is written last;
 * a line longer than ``line_bytes`` keeps its beginning (the time, the level, the status, the method and the start
   of the path) and says how many bytes were cut: a flood of 16 KiB paths rotates the log 8 times less often;
-* a line that cannot be written (a full disk) is dropped and counted; the thread reads on, so the hub never waits
+* a line that cannot be written (a full disk) is dropped and counted; the keeper reads on, so the hub never waits
   for its log.
+
+    python -m rlhf_course.classroom.bounded_log LOG KEEP_BYTES LINE_BYTES   # keeps LOG for what its stdin carries
 """
 from __future__ import annotations
 
 import contextlib
 import io
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -43,20 +49,28 @@ class BoundedLog:
         self.path, self.keep_bytes, self.line_bytes = Path(path), keep_bytes, line_bytes
         self.lock = threading.Lock()
         self.dropped = 0  # lines that could not be written (a full disk): said in the next line that could
-        self.readers: list[threading.Thread] = []
+        self.keepers: list[subprocess.Popen] = []
 
     @property
     def set_aside(self) -> Path:
         return self.path.with_name(self.path.name + ".1")
 
     def pipe(self) -> int:
-        """The write end of a new pipe, for one child's stdout and stderr: close it once the child has it.  A
-        thread appends what the pipe carries to the log, line by line, until every process holding it closed it."""
+        """The write end of a new pipe, for one child's stdout and stderr: close it once the child has it.  A keeper
+        process appends what the pipe carries to the log, line by line, until every process holding it closed it;
+        it outlives this one."""
         read_end, write_end = os.pipe()
+        try:
+            keeper = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(self.path), str(self.keep_bytes), str(self.line_bytes)],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self.keepers = [*(other for other in self.keepers if other.poll() is None), keeper]
         os.set_inheritable(write_end, True)
-        reader = threading.Thread(target=self._read, args=(read_end,), name=f"log {self.path.name}", daemon=True)
-        reader.start()
-        self.readers = [*(other for other in self.readers if other.is_alive()), reader]
         return write_end
 
     def write(self, text: str) -> None:
@@ -67,8 +81,13 @@ class BoundedLog:
     def wait(self, timeout: float) -> None:
         """Until every pipe's writers have closed it and its lines are written, ``timeout`` seconds at most."""
         deadline = time.monotonic() + timeout
-        for reader in self.readers:
-            reader.join(max(0.0, deadline - time.monotonic()))
+        for keeper in self.keepers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                keeper.wait(max(0.0, deadline - time.monotonic()))
+
+    def keep(self, read_end: int) -> None:
+        """The keeper's work: what ``read_end`` carries appended to the log until its writers have all closed it."""
+        self._read(read_end)
 
     def _read(self, read_end: int) -> None:
         with io.open(read_end, "rb", buffering=READ_BYTES) as pipe:
@@ -134,3 +153,8 @@ def tail(path: Path, since: tuple[int, int] = (0, 0), lines: int = 30) -> str:
         log.seek(max(offset, os.fstat(log.fileno()).st_size - window))
         gained.append(log.read())
     return "\n".join(b"".join(gained).decode(errors="replace").splitlines()[-lines:])
+
+
+if __name__ == "__main__":
+    path, keep_bytes, line_bytes = sys.argv[1:]
+    BoundedLog(Path(path), int(keep_bytes), int(line_bytes)).keep(sys.stdin.fileno())

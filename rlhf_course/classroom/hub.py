@@ -300,7 +300,7 @@ def open_files_to_the_hard_limit(pid: int) -> None:
     """The hub's or the proxy's process ``pid`` (just started): as many open files as its hard limit allows.  Each
     holds a descriptor for every connection any account opens to it: at the usual soft limit (1024), one student
     holding 1,500 idle connections left none for a classmate's request (tests/classroom/test_hub_requests.py).
-    Set from here (root may), not in the child before it runs: this process has threads (the brokers, the logs)."""
+    Set from here (root may), not in the child before it runs: this process has threads (the brokers)."""
     with contextlib.suppress(ProcessLookupError):
         hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
@@ -684,7 +684,7 @@ c.JupyterHub.load_roles = [{{"name": "idle-culler", "services": ["idle-culler"],
         try:
             process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, **popen)
         finally:
-            os.close(output)  # the child holds its own copy: the log's thread ends when the child's last copy does
+            os.close(output)  # the child holds its own copy: the log's keeper ends when the child's last copy does
         open_files_to_the_hard_limit(process.pid)
         return process
 

@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,11 +55,69 @@ def test_a_line_that_cannot_be_written_is_counted_and_the_child_never_waits(tmp_
     folder.mkdir()
     log = BoundedLog(folder / "hub.log", keep_bytes=10_000, line_bytes=200)
     shutil.rmtree(folder)  # as a full disk would, every write fails
-    run_writing(log, "for i in range(20000): print('x' * 100)")  # 2 MB: far past a pipe's 64 KiB
-    assert log.dropped == 20000 and not folder.exists()
+    # 2 MB, far past a pipe's 64 KiB; once the keeper has read them all (none left in the pipe, and a moment to drop
+    # what it read last), the disk is back and one more line comes
+    run_writing(log, f"import fcntl, os, struct, sys, termios, time\n"
+                     f"for i in range(20000): print('x' * 100, flush=True)\n"
+                     f"unread = lambda: struct.unpack('i', fcntl.ioctl(1, termios.FIONREAD, b'0000'))[0]\n"
+                     f"while unread(): time.sleep(0.05)\n"
+                     f"time.sleep(2)\nos.mkdir({str(folder)!r})\nprint('back')")
+    assert (folder / "hub.log").read_text() == "[20000 lines of this log were lost: the disk was full]\nback\n"
+
+
+def test_the_classroom_s_own_lines_count_what_they_could_not_write(tmp_path):
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    log = BoundedLog(folder / "hub.log", keep_bytes=10_000, line_bytes=200)
+    shutil.rmtree(folder)
+    log.write("lost\nlost too")
+    assert log.dropped == 2 and not folder.exists()
     folder.mkdir()
     log.write("back")
-    assert (folder / "hub.log").read_text() == "[20000 lines of this log were lost: the disk was full]\nback\n"
+    assert (folder / "hub.log").read_text() == "[2 lines of this log were lost: the disk was full]\nback\n"
+
+
+def test_the_log_is_kept_after_the_classroom_that_made_it_is_killed(tmp_path):
+    """The hub and the proxy outlive a classroom killed (SIGKILL, the out-of-memory killer): their log's keeper
+    does too, so their next lines are written, and the proxy, which node ends at a write to a pipe nobody reads,
+    goes on."""
+    survivor = tmp_path / "survivor.pid"
+    classroom = (f"import os, subprocess, sys\n"
+                 f"from rlhf_course.classroom.bounded_log import BoundedLog\n"
+                 f"log = BoundedLog({str(tmp_path / 'proxy.log')!r}, keep_bytes=10_000, line_bytes=200)\n"
+                 f"output = log.pipe()\n"
+                 f"child = subprocess.Popen(['node', '-e', \"console.log('before'); setTimeout(() => "
+                 f"console.log('after the classroom'), 1500)\"], stdout=output, stderr=output, "
+                 f"start_new_session=True)\n"
+                 f"open({str(survivor)!r}, 'w').write(str(child.pid))\n"
+                 f"os.kill(os.getpid(), 9)\n")
+    if shutil.which("node") is None:
+        pytest.skip("node (the proxy's runtime) is not installed")
+    assert subprocess.run([sys.executable, "-c", classroom]).returncode == -9
+    pid = int(survivor.read_text())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid):
+        time.sleep(0.1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "after the classroom" not in _text(tmp_path / "proxy.log"):
+        time.sleep(0.1)
+    assert _text(tmp_path / "proxy.log") == "before\nafter the classroom\n"
+
+
+def _text(path) -> str:
+    """A log's text, empty while it does not exist."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``Z``: ended, not yet reaped by its parent), empty once it is gone."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
 
 
 def test_the_tail_since_a_mark_reads_across_the_set_aside_file(tmp_path):
