@@ -62,7 +62,7 @@ def test_help_all_lists_every_setting_and_limit_with_its_default(capsys):
 
 def test_trusted_grading_has_one_setting_per_limit_with_the_limit_s_default_and_help():
     """TrustedGrading states its limit settings one by one: none missing, none extra, each as Limits declares it."""
-    own = {"workers", "dask_address", "cache_directory", "name_misconceptions"}
+    own = {"workers", "dask_address", "dask_worker_wait", "cache_directory", "name_misconceptions"}
     settings = TrustedGrading.class_traits(config=True)
     fields = {limit.name: limit for limit in dataclasses.fields(Limits)}
     assert sorted(set(settings) - own) == sorted(fields)
@@ -210,7 +210,8 @@ def test_every_trusted_grading_setting_reaches_where_it_acts(moved):
     assert [call["limits"] for call in seen["take_in"]] == [expected]  # intake's sizes and cell count
     assert seen["sandbox"] and all(s == {"limits": expected, "cache_directory": moved["cache"]} for s in seen["sandbox"])
     assert seen["name_misconceptions"] == []  # turned off: the catalogue is never consulted
-    assert set(GRADING) | {"cache_directory", "dask_address"} == set(TrustedGrading.class_trait_names(config=True))
+    assert set(GRADING) | {"cache_directory", "dask_address", "dask_worker_wait"} == \
+        set(TrustedGrading.class_trait_names(config=True))
 
 
 def test_the_cache_directory_holds_the_font_list_every_sandbox_reads(tmp_path):
@@ -234,16 +235,17 @@ def test_the_dask_address_and_the_whole_course_reach_the_workers(moved, monkeypa
     from rlhf_course.course import settings
 
     sent = []
-    monkeypatch.setattr(batch, "grade_on_dask", lambda course, tasks, address, limits: sent.append(
-        (course, tasks, address, limits)) or iter(()))
+    monkeypatch.setattr(batch, "grade_on_dask", lambda course, tasks, address, limits, worker_wait: sent.append(
+        (course, tasks, address, limits, worker_wait)) or iter(()))
     command = app.RlhfGrader()
     command.initialize(["grade", f"--course-root={moved['config']}", f"--CourseDirectory.root={moved['course']}",
                         f"--CourseDirectory.db_url={moved['db_url']}", "--TrustedGrading.dask_address=tls://scheduler:8786",
-                        "--TrustedGrading.call_seconds=4.5",
+                        "--TrustedGrading.call_seconds=4.5", "--TrustedGrading.dask_worker_wait=90",
                         *_on_the_command_line({"CourseDirectory": FOLDERS}), KL])
     batch.grade_all(command.subapp.course, show_progress=False, export=False)
-    [(course, tasks, address, limits)] = sent
-    assert (address, limits.call_seconds, [t.student for t in tasks]) == ("tls://scheduler:8786", 4.5, ["ada"])
+    [(course, tasks, address, limits, worker_wait)] = sent
+    assert (address, limits.call_seconds, worker_wait, [t.student for t in tasks]) == \
+        ("tls://scheduler:8786", 4.5, 90, ["ada"])
 
     # what a worker receives: the command's Course, pickled, settings and all (the worker reads no file)
     on_worker = pickle.loads(pickle.dumps(course))
