@@ -70,6 +70,16 @@ def grading_tasks(course: Course, assignments: dict[str, Assignment], students: 
     return tasks
 
 
+def _dropped_gradebook_hint() -> str:
+    """Under sudo without RLHF_GRADEBOOK_URL: the likelier cause of a gradebook with no assignment is a gradebook
+    elsewhere (PostgreSQL) whose URL sudo dropped, and `make release` as root would record into the wrong one."""
+    if not os.environ.get("SUDO_USER") or "RLHF_GRADEBOOK_URL" in os.environ:
+        return ""
+    return ("if the course's gradebook is elsewhere (RLHF_GRADEBOOK_URL, e.g. PostgreSQL), sudo dropped that "
+            "variable: run `sudo --preserve-env=RLHF_GRADEBOOK_URL make grade`, or write the URL in "
+            "nbgrader_config.py (docs/classroom.md); otherwise ")
+
+
 def complete_gradebook(course: Course, assignments: list[str]) -> None:
     """Before grading anything: each assignment in the gradebook with the notebooks and grade cells grading writes
     scores into.  An assignment released without them (`make lab`, ``nbgrader release_assignment``: its row and due
@@ -85,9 +95,10 @@ def complete_gradebook(course: Course, assignments: list[str]) -> None:
             try:
                 recorded = sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
             except MissingEntry:
-                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
-                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
+                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: "
+                               f"{_dropped_gradebook_hint()}record it first with `make release` (nbgrader "
+                               f"generate_assignment {assignment}) in the course root (it records into the same "
+                               f"c.CourseDirectory.db_url)") from None
         if not recorded:
             record_assignment(course, assignment)
             continue
