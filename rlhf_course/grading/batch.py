@@ -9,6 +9,7 @@ Formgrader and the exchange keep working.  Only this process writes to it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -233,6 +234,29 @@ def _ungraded_message(failed: dict[Task, str], total: int, address: str) -> str:
             "(or without --dask, on this machine)")
 
 
+@contextlib.contextmanager
+def _connected(address: str):
+    """A Dask client of the scheduler at ``address``; while it connects (distributed retries for up to
+    distributed.comm.timeouts.connect) the batch says it waits, and a scheduler it cannot reach is a
+    :class:`NotReady` that says what to check, not distributed's traceback."""
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed import Client
+
+    patience = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
+    print(f"connecting to the Dask scheduler at {address} (waiting up to {duration(patience)}: "
+          "distributed.comm.timeouts.connect)", file=sys.stderr, flush=True)
+    try:
+        client = Client(address)
+    except OSError as exc:  # refused, timed out, or a TLS handshake its certificates failed
+        raise NotReady(f"could not reach the Dask scheduler at {address}: {' '.join(str(exc).split())}.  Check that "
+                       "`dask scheduler` runs there, that this machine reaches its port, and for tls:// that the "
+                       "client's certificate comes from the scheduler's CA (docs/classroom.md); nothing was graded"
+                       ) from None
+    with client:
+        yield client
+
+
 def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits, worker_wait: float = 600.0):
     """Yield the result of each task as a worker finishes it.  While none finishes, every 30 s (or a quarter
     of ``worker_wait`` when that is shorter) say on stderr what the batch waits for and for how long; with no
@@ -240,7 +264,7 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
     ``worker_wait`` seconds (c.TrustedGrading.dask_worker_wait), stop with :class:`BatchStopped`.  A task that
     failed on the cluster (its worker killed again and again) is not graded, never scored 0: the batch goes on,
     then ends with :class:`BatchStopped` naming it."""
-    from distributed import Client, wait as dask_wait
+    from distributed import wait as dask_wait
     from distributed.client import FIRST_COMPLETED, FuturesCancelledError
 
     problem = dask_tls_problem(address)
@@ -250,7 +274,7 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
     warning = dask_address_warning(address)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    with Client(address) as client:
+    with _connected(address) as client:
         if _connected_workers(client) == 0:  # else the progress bar stands still and says nothing
             print(f"no Dask worker has joined {address}: grading waits until one does (`dask worker {address} "
                   "...` on a grading machine, docs/classroom.md); Ctrl-C stops it", file=sys.stderr, flush=True)

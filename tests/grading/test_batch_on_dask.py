@@ -154,3 +154,19 @@ def test_the_command_says_the_batch_stopped_not_that_it_did_not_run(monkeypatch,
     monkeypatch.setattr(app.RlhfGrader, "start", stops)
     assert app.main(["grade"]) == 2
     assert "stopped: 1 of 2 submissions were graded and recorded" in capsys.readouterr().err
+
+
+def test_a_scheduler_that_cannot_be_reached_is_said_while_it_waits_and_named_when_it_gives_up(capsys):
+    """A wrong address or a scheduler that is down: distributed retries in silence for its connect timeout (30 s by
+    default), then raised an OSError that reached the instructor as a traceback."""
+    import dask
+
+    from tests.support.browser import free_port
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(batch.NotReady) as refused:
+            list(batch.grade_on_dask(None, [batch.Task(KL, KL_NOTEBOOK, "ada")], address, Limits()))
+    assert f"connecting to the Dask scheduler at {address} (waiting up to 1 s" in capsys.readouterr().err
+    said = str(refused.value)
+    assert said.startswith(f"could not reach the Dask scheduler at {address}: ")
+    assert "`dask scheduler` runs there" in said and "nothing was graded" in said
