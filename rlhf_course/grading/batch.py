@@ -132,12 +132,15 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
         finally:
             slots.put(slot)
 
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(grade, task) for task in tasks]
-            for future in as_completed(futures):
-                yield future.result()
+        futures = [pool.submit(grade, task) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
     finally:
+        # A batch stopped early (Ctrl-C) ends with the sandboxes running now, not after grading every queued
+        # submission for nothing: nobody records those results.
+        pool.shutdown(wait=True, cancel_futures=True)
         ZYGOTE.stop()  # the zygote (torch imported once for the batch) ends with it
 
 
@@ -397,6 +400,10 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
                 results.append(result)
         except BatchStopped as exc:
             stopped = exc
+        except KeyboardInterrupt:  # Ctrl-C: what was graded is written as any batch's, then it stops
+            stopped = BatchStopped(f"interrupted (Ctrl-C): {len(results)} of {len(tasks)} submissions were graded "
+                                   f"and recorded, the other {len(tasks) - len(results)} not graded, their gradebook "
+                                   "rows left as they were; run `sudo make grade` again to grade them")
         write_report(course.root / REPORT, results)
         try:  # the scores are in: a damaged record is said, and stops nothing
             misconception_record.record(course, results, stamps, grading.name_misconceptions)

@@ -170,3 +170,50 @@ def test_a_scheduler_that_cannot_be_reached_is_said_while_it_waits_and_named_whe
     said = str(refused.value)
     assert said.startswith(f"could not reach the Dask scheduler at {address}: ")
     assert "`dask scheduler` runs there" in said and "nothing was graded" in said
+
+
+def test_a_local_batch_closed_early_grades_nothing_more(monkeypatch):
+    """Ctrl-C (or any stop) while sandboxes grade on this machine: the queued submissions are not graded for nothing
+    before the command ends (the thread pool's exit used to run every one of them, unrecorded)."""
+    import threading
+
+    import torch
+
+    started = []
+
+    def slow_grade(course, assignment, student, notebook, slot, limits, sandbox):
+        started.append(student)
+        time.sleep(0.2)
+        return batch.SubmissionResult(student, "graded", assignment="a", notebook=notebook)
+
+    monkeypatch.setattr(batch, "grade_submission", slow_grade)
+    tasks = [batch.Task("a", "a.ipynb", f"s{i:02}") for i in range(20)]
+    threads = torch.get_num_threads()
+    try:
+        source = batch.grade_locally(None, {"a": None}, tasks, 2, Limits(), InProcessSandbox)
+        next(source)
+        clock = time.monotonic()
+        source.close()  # what a KeyboardInterrupt in the loop over it does
+        assert time.monotonic() - clock < 1.5
+    finally:
+        torch.set_num_threads(threads)
+    assert len(started) <= 4, started  # the two running when it closed, perhaps two more: never the 20
+    assert not [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor") and t.is_alive()]
+
+
+def test_ctrl_c_mid_batch_writes_what_was_graded_and_says_it_stopped(course, monkeypatch):
+    scores, pages, rows = recorded(course)
+
+    def first_then_ctrl_c(handle, assignments, tasks, workers, limits, sandbox):
+        [ada] = [task for task in tasks if task.student == "ada"]
+        yield batch.result_from_dict(graded_here(handle, ada, limits))
+        raise KeyboardInterrupt
+
+    (course / "grading_report.csv").write_text((course / "grading_report.csv").read_text().replace(rows["ada"], ""))
+    monkeypatch.setattr(batch, "grade_locally", first_then_ctrl_c)
+    with pytest.raises(batch.BatchStopped) as stopped:
+        grade_in_process(Course.at(course), assignments=[KL])
+    assert str(stopped.value).startswith("interrupted (Ctrl-C): 1 of 2 submissions were graded and recorded")
+    after, after_pages, after_rows = recorded(course)
+    assert after["bob"] == scores["bob"] and after_pages["bob"] == pages["bob"] and after_rows["bob"] == rows["bob"]
+    assert "ada" in after_rows  # the report has the submission graded before the stop
