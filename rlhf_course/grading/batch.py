@@ -133,6 +133,7 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
             slots.put(slot)
 
     pool = ThreadPoolExecutor(max_workers=workers)
+    futures = []
     try:
         futures = [pool.submit(grade, task) for task in tasks]
         for future in as_completed(futures):
@@ -140,6 +141,11 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
     finally:
         # A batch stopped early (Ctrl-C) ends with the sandboxes running now, not after grading every queued
         # submission for nothing: nobody records those results.
+        running = sum(future.running() for future in futures)
+        if running:
+            print(f"stopping: waiting for the {running} sandbox(es) grading now to end (at most "
+                  f"{limits.submission_seconds:g} s, c.TrustedGrading.submission_seconds; their results are not "
+                  "recorded)", file=sys.stderr, flush=True)
         pool.shutdown(wait=True, cancel_futures=True)
         ZYGOTE.stop()  # the zygote (torch imported once for the batch) ends with it
 

@@ -172,7 +172,7 @@ def test_a_scheduler_that_cannot_be_reached_is_said_while_it_waits_and_named_whe
     assert "`dask scheduler` runs there" in said and "nothing was graded" in said
 
 
-def test_a_local_batch_closed_early_grades_nothing_more(monkeypatch):
+def test_a_local_batch_closed_early_grades_nothing_more(monkeypatch, capsys):
     """Ctrl-C (or any stop) while sandboxes grade on this machine: the queued submissions are not graded for nothing
     before the command ends (the thread pool's exit used to run every one of them, unrecorded)."""
     import threading
@@ -198,6 +198,8 @@ def test_a_local_batch_closed_early_grades_nothing_more(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert len(started) <= 4, started  # the two running when it closed, perhaps two more: never the 20
+    said = capsys.readouterr().err
+    assert re.search(r"stopping: waiting for the [12] sandbox\(es\) grading now to end \(at most 300 s", said), said
     assert not [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor") and t.is_alive()]
 
 
