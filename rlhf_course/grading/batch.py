@@ -269,10 +269,9 @@ def _connected(address: str):
 def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits, worker_wait: float = 600.0):
     """Yield the result of each task as a worker finishes it.  While none finishes, every 30 s (or a quarter
     of ``worker_wait`` when that is shorter) say on stderr what the batch waits for and for how long; with no
-    worker connected for
-    ``worker_wait`` seconds (c.TrustedGrading.dask_worker_wait), stop with :class:`BatchStopped`.  A task that
-    failed on the cluster (its worker killed again and again) is not graded, never scored 0: the batch goes on,
-    then ends with :class:`BatchStopped` naming it."""
+    worker connected for ``worker_wait`` seconds (c.TrustedGrading.dask_worker_wait), stop with
+    :class:`BatchStopped`.  A task that failed on the cluster (its worker killed again and again) is not graded,
+    never scored 0: the batch goes on, then ends with :class:`BatchStopped` naming it."""
     from distributed import wait as dask_wait
     from distributed.client import FIRST_COMPLETED, FuturesCancelledError
 
@@ -322,8 +321,9 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
                 without_workers_since = now
             if without_workers_since is not None and now - without_workers_since >= worker_wait:
                 client.cancel(list(pending))
+                lacking = "no Dask worker connected to" if workers == 0 else "no answer from the Dask scheduler at"
                 raise BatchStopped(
-                    f"no Dask worker connected to {address} for {duration(now - without_workers_since)} "
+                    f"{lacking} {address} for {duration(now - without_workers_since)} "
                     f"(c.TrustedGrading.dask_worker_wait = {worker_wait:g} s): {graded} of {len(tasks)} submissions "
                     f"were graded and recorded, the other {len(pending) + len(failed)} not graded, their gradebook "
                     f"rows left as they were.  Start the workers (`dask worker {address} ...` on each grading "
@@ -407,6 +407,7 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
         except BatchStopped as exc:
             stopped = exc
         except KeyboardInterrupt:  # Ctrl-C: what was graded is written as any batch's, then it stops
+            gb.db.rollback()  # a result interrupted while it was being recorded is not half there
             stopped = BatchStopped(f"interrupted (Ctrl-C): {len(results)} of {len(tasks)} submissions were graded "
                                    f"and recorded, the other {len(tasks) - len(results)} not graded, their gradebook "
                                    "rows left as they were; run `sudo make grade` again to grade them")
