@@ -437,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{command_name(app)} {getattr(exc, 'outcome', 'did not run')}: {exc}", file=sys.stderr)
         return 2
     except OperationalError as exc:  # the gradebook's database refused, dropped or could not open the connection
-        reason = " ".join(str(exc.orig or exc).split())
-        print(f"{command_name(app)} did not run: the gradebook's database failed: {reason}.  Check "
+        reason = " ".join(str(exc.orig or exc).split()).rstrip(".")
+        # "stopped", not "did not run": a connection dropped mid-batch comes here after submissions were recorded
+        print(f"{command_name(app)} stopped: the gradebook's database failed: {reason}.  Check "
               "c.CourseDirectory.db_url (or RLHF_GRADEBOOK_URL) and that its server runs; what was recorded "
               "before stays, and the command can run again", file=sys.stderr)
         return 2
