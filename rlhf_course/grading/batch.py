@@ -192,8 +192,9 @@ def dask_tls_problem(address: str) -> str | None:
     if not missing:
         return None
     return (f"the Dask scheduler {address} takes TLS, and Dask's configuration here has no {', '.join(missing)}: "
-            "set them to the CA's and the client's files (sudo drops them: `sudo --preserve-env="
-            f"{','.join(DASK_TLS_SETTINGS.values())} make grade ...`), or put them in root's Dask configuration "
+            "set them to the CA's and the client's files (sudo drops them, and a gradebook URL exported too: `sudo "
+            f"--preserve-env=RLHF_GRADEBOOK_URL,{','.join(DASK_TLS_SETTINGS.values())} make grade ...`), or put them "
+            "in root's Dask configuration "
             "(docs/classroom.md: a course that outgrows one machine)")
 
 
@@ -381,6 +382,8 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
     complete_gradebook(course, assignments)  # before grading anything too
     granted = deadlines.granted(course)  # extensions granted before a submission existed; damaged: said before grading
     tasks = grading_tasks(course, resolved, students)
+    if dask_address and dask_tls_problem(dask_address):  # said before the progress bar starts, not under it
+        raise NotReady(dask_tls_problem(dask_address))
     source = (grade_on_dask(course, tasks, dask_address, limits, grading.dask_worker_wait) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))
     from nbgrader.api import Gradebook

@@ -283,7 +283,7 @@ def test_a_tls_scheduler_without_the_clients_certificate_is_refused_with_what_to
             next(batch.grade_on_dask(None, [], "tls://scheduler:8786", None))
         assert "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT" in str(refused.value)
         assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in str(refused.value)
-        assert "--preserve-env" in str(refused.value)
+        assert "--preserve-env=RLHF_GRADEBOOK_URL,DASK_DISTRIBUTED__COMM__TLS__CA_FILE," in str(refused.value)
         assert batch.dask_tls_problem("tcp://scheduler:8786") is None  # no TLS asked for: the warning's business
     given = {setting: "/etc/rlhf-grading/file.pem" for setting in batch.DASK_TLS_SETTINGS}
     with dask.config.set(given):
