@@ -10,6 +10,7 @@ Formgrader and the exchange keep working.  Only this process writes to it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -263,8 +264,15 @@ def _connected(address: str):
                        "`dask scheduler` runs there, that this machine reaches its port, and for tls:// that the "
                        "client's certificate comes from the scheduler's CA (docs/classroom.md); nothing was graded"
                        ) from None
-    with client:
-        yield client
+    # distributed logs a traceback of each failed reconnect; the batch says what happened in one line instead
+    reconnect_log = logging.getLogger("distributed.client")
+    level = reconnect_log.level
+    reconnect_log.setLevel(logging.CRITICAL)
+    try:
+        with client:
+            yield client
+    finally:
+        reconnect_log.setLevel(level)
 
 
 def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits, worker_wait: float = 600.0):
@@ -298,7 +306,9 @@ def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limit
             except TimeoutError:
                 done = set()
             except FuturesCancelledError as exc:
-                raise BatchStopped(f"the Dask scheduler at {address} dropped this batch ({exc}): {graded} of "
+                reasons = sorted({group.reason for group in getattr(exc, "error_groups", ())} - {None})
+                raise BatchStopped(f"the connection to the Dask scheduler at {address} was lost "
+                                   f"({', '.join(reasons) or 'cancelled'}): {graded} of "
                                    f"{len(tasks)} submissions were graded and recorded, the others' gradebook rows "
                                    "left as they were.  Check that the scheduler runs, then run the same `sudo make "
                                    "grade` again (it grades the class again, a person's grades kept)") from None

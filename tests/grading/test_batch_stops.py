@@ -219,3 +219,29 @@ def test_ctrl_c_mid_batch_writes_what_was_graded_and_says_it_stopped(course, mon
     after, after_pages, after_rows = recorded(course)
     assert after["bob"] == scores["bob"] and after_pages["bob"] == pages["bob"] and after_rows["bob"] == rows["bob"]
     assert "ada" in after_rows  # the report has the submission graded before the stop
+
+
+def test_a_scheduler_lost_mid_batch_is_one_readable_line(monkeypatch, capsys):
+    """The scheduler killed while its workers grade: the client's futures are cancelled; the batch stopped with
+    distributed's whole exception (every future's key, on several lines) inside its message, under a traceback
+    distributed logged for each failed reconnect."""
+    import threading
+
+    def slow(course, task, limits):
+        time.sleep(3)
+        return {}
+
+    monkeypatch.setattr(batch, "_grade_on_dask_worker", slow)
+    tasks = [batch.Task(KL, KL_NOTEBOOK, student) for student in ("ada", "bob")]
+    import dask
+
+    # the worker left without a scheduler gives up reconnecting within its connect timeout: the cluster closes soon
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}), local_cluster(workers=1) as cluster:
+        threading.Timer(1.0, lambda: cluster.sync(cluster.scheduler.close)).start()
+        with pytest.raises(batch.BatchStopped) as stopped:
+            list(batch.grade_on_dask(None, tasks, cluster.scheduler_address, Limits(), worker_wait=20))
+    message = str(stopped.value)
+    assert message.startswith(f"the connection to the Dask scheduler at {cluster.scheduler_address} was lost ")
+    assert "0 of 2 submissions were graded and recorded" in message
+    assert "\n" not in message and "_grade_on_dask_worker-" not in message
+    assert "Traceback" not in capsys.readouterr().err
