@@ -242,7 +242,9 @@ def test_the_dask_address_and_the_whole_course_reach_the_workers(moved, monkeypa
                         f"--CourseDirectory.db_url={moved['db_url']}", "--TrustedGrading.dask_address=tls://scheduler:8786",
                         "--TrustedGrading.call_seconds=4.5", "--TrustedGrading.dask_worker_wait=90",
                         *_on_the_command_line({"CourseDirectory": FOLDERS}), KL])
-    batch.grade_all(command.subapp.course, show_progress=False, export=False)
+    import dask
+    with dask.config.set({setting: "/etc/rlhf-grading/file.pem" for setting in batch.DASK_TLS_SETTINGS}):
+        batch.grade_all(command.subapp.course, show_progress=False, export=False)  # tls://: certificates set
     [(course, tasks, address, limits, worker_wait)] = sent
     assert (address, limits.call_seconds, worker_wait, [t.student for t in tasks]) == \
         ("tls://scheduler:8786", 4.5, 90, ["ada"])
