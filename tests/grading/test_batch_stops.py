@@ -56,8 +56,8 @@ def course(tmp_path_factory):
     folder = release_course(copy_course(tmp_path_factory.mktemp("dask_waits") / "course"))
     handle = Course.at(folder)
     source = notebooks.read(folder / "source" / KL / KL_NOTEBOOK)
-    examples.write_submission(handle, "ada", {"kl_answer": "def kl_estimator_k3(log_p, ref_log_p):\n    return 0 * log_p\n"},
-                              assignment=KL, notebook=KL_NOTEBOOK)
+    wrong = "def kl_estimator_k3(log_p, ref_log_p):\n    return 0 * log_p\n"
+    examples.write_submission(handle, "ada", {"kl_answer": wrong}, assignment=KL, notebook=KL_NOTEBOOK)
     examples.write_submission(handle, "bob", notebooks.solution_answers(source), assignment=KL, notebook=KL_NOTEBOOK)
     grade_in_process(handle, assignments=[KL])
     return folder
