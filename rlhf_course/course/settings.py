@@ -86,6 +86,10 @@ class TrustedGrading(Configurable):
     workers = Integer(0, help="Sandboxes graded at a time on this machine (0: one per CPU).").tag(config=True)
     dask_address = Unicode("", help="Address of an existing Dask scheduler (tls://host:8786) to send grading "
                                     "tasks to; empty: grade on this machine.").tag(config=True)
+    dask_worker_wait = Float(600.0, help="Seconds a Dask batch waits with no worker connected to its scheduler "
+                                         "before it stops (saying so every 30 s, or every quarter of this wait "
+                                         "when shorter); the submissions graded by then stay recorded, the "
+                                         "others' gradebook rows as they were.").tag(config=True)
     cache_directory = Unicode("", help="Where the grader keeps what it builds once for every sandbox (matplotlib's "
                                        "font list); empty: ~/.cache/rlhf-course of the user who grades.").tag(config=True)
     name_misconceptions = Bool(True, help="Feedback names the catalogued misconception a scored submission's lost "

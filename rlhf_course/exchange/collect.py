@@ -349,6 +349,7 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
                              self.coursedir.course_id)
         for student in sorted({e.student for e in self.entries if e.student} - set(by_student)):
             self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
+        self.not_taken = []
         for student, entries in sorted(by_student.items()):
             entries.sort(key=lambda e: e.kernel, reverse=True)
             if self.before_duedate and self.duedate is not None:
@@ -365,6 +366,13 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
                     self.log.error("Refused inbound entry %s: %s", shown(entry.name), entry.reason)
             else:
                 self.log.error("Nothing collected for %s: every entry of theirs was refused", student)
+        if len(self.not_taken) > 1:  # one line for the class: each student's warning may have scrolled away
+            shown_names = ", ".join(self.not_taken[:30]) + (f" and {len(self.not_taken) - 30} more"
+                                                            if len(self.not_taken) > 30 else "")
+            self.log.warning("%d students submitted %s again after their copy was collected: %s; `make grade` "
+                             "grades their older copies; `nbgrader collect --update %s` collects the newer ones "
+                             "(collect_report.csv flags them)", len(self.not_taken), self.coursedir.assignment_id,
+                             shown_names, self.coursedir.assignment_id)
 
     def _unexamined_rows(self) -> list[list[str]]:
         """One report row per owner whose older entries were not examined: under the owner's name, or, in a
@@ -386,8 +394,10 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
             existing = self.coursedir.get_existing_timestamp(dest_path)
             if not ((self.update and (existing is None or entry.kernel > existing))
                     or (self.before_duedate and existing != entry.kernel)):
-                entry.status = "kept"
-                entry.reason = "already collected" + ("" if self.update else "; use --update to update")
+                if existing is not None and entry.kernel > existing:
+                    self._not_taken(entry, existing)
+                    return
+                entry.status, entry.reason = "kept", "already collected"
                 self.log.info("Submission already collected: %s %s", entry.student, self.coursedir.assignment_id)
                 return
         parent = os.path.dirname(dest_path)
@@ -424,6 +434,21 @@ class StrictExchangeCollect(PrintableNames, TraversableRoot, ExchangeCollect):
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         entry.status, entry.reason = "collected", ""
+
+    def _not_taken(self, entry: Entry, collected: datetime.datetime) -> None:
+        """A submission newer than the student's collected copy, left in the exchange (nbgrader's rule: only
+        --update replaces a collected copy): said as a warning and flagged in the report, since grading would
+        otherwise grade the older copy with nothing to show for it."""
+        assignment = self.coursedir.assignment_id
+        entry.status = "not collected"
+        entry.reason = (f"newer than the copy collected before ({collected:%Y-%m-%d %H:%M:%S} UTC), which stays and "
+                        f"is what `make grade` grades: `nbgrader collect --update {assignment}` takes this one")
+        entry.flag = "; ".join(filter(None, [entry.flag, "submitted again after the collect: not collected"]))
+        self.not_taken.append(entry.student)
+        self.log.warning("%s submitted %s again at %s, after the copy collected at %s: `make grade` grades the older "
+                         "copy, which stays; `nbgrader collect --update %s` collects the newer one",
+                         entry.student, assignment, f"{entry.kernel:%Y-%m-%d %H:%M:%S} UTC",
+                         f"{collected:%Y-%m-%d %H:%M:%S} UTC", assignment)
 
     def _write_report(self) -> None:
         """One row per entry of this assignment; the rows of other assignments (and, with

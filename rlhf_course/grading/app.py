@@ -425,7 +425,8 @@ def command_name(app: Application) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; an error its user caused (:class:`~rlhf_course.course.errors.CourseError`) is one line on
-    stderr, "<command> did not run: <message>", and exit code 2."""
+    stderr, "<command> did not run: <message>" (or the error's own ``outcome``, "stopped" for a batch that graded
+    part of the class), and exit code 2."""
     from sqlalchemy.exc import OperationalError
 
     app = RlhfGrader()
@@ -433,11 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         app.initialize(argv)
         app.start()
     except CourseError as exc:
-        print(f"{command_name(app)} did not run: {exc}", file=sys.stderr)
+        print(f"{command_name(app)} {getattr(exc, 'outcome', 'did not run')}: {exc}", file=sys.stderr)
         return 2
     except OperationalError as exc:  # the gradebook's database refused, dropped or could not open the connection
-        reason = " ".join(str(exc.orig or exc).split())
-        print(f"{command_name(app)} did not run: the gradebook's database failed: {reason}.  Check "
+        reason = " ".join(str(exc.orig or exc).split()).rstrip(".")
+        # "stopped", not "did not run": a connection dropped mid-batch comes here after submissions were recorded
+        print(f"{command_name(app)} stopped: the gradebook's database failed: {reason}.  Check "
               "c.CourseDirectory.db_url (or RLHF_GRADEBOOK_URL) and that its server runs; what was recorded "
               "before stays, and the command can run again", file=sys.stderr)
         return 2

@@ -9,6 +9,8 @@ Formgrader and the exchange keep working.  Only this process writes to it.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 import time
@@ -32,6 +34,7 @@ from rlhf_course.course.limits import Limits
 from rlhf_course.grading.gradebook.report import REPORT, write_report
 from rlhf_course.grading.results import SubmissionResult, note, result_from_dict
 from rlhf_course.grading.sandbox.sandbox import ZYGOTE, Sandbox
+from rlhf_course.course.errors import CourseError
 from rlhf_course.course.settings import Course, NotReady, shown_url
 from rlhf_course.grading.trusted import grade_submission
 
@@ -69,6 +72,16 @@ def grading_tasks(course: Course, assignments: dict[str, Assignment], students: 
     return tasks
 
 
+def _dropped_gradebook_hint() -> str:
+    """Under sudo without RLHF_GRADEBOOK_URL: the likelier cause of a gradebook with no assignment is a gradebook
+    elsewhere (PostgreSQL) whose URL sudo dropped, and `make release` as root would record into the wrong one."""
+    if not os.environ.get("SUDO_USER") or "RLHF_GRADEBOOK_URL" in os.environ:
+        return ""
+    return ("if the course's gradebook is elsewhere (RLHF_GRADEBOOK_URL, e.g. PostgreSQL), sudo dropped that "
+            "variable: run `sudo --preserve-env=RLHF_GRADEBOOK_URL make grade`, or write the URL in "
+            "nbgrader_config.py (docs/classroom.md); otherwise ")
+
+
 def complete_gradebook(course: Course, assignments: list[str]) -> None:
     """Before grading anything: each assignment in the gradebook with the notebooks and grade cells grading writes
     scores into.  An assignment released without them (`make lab`, ``nbgrader release_assignment``: its row and due
@@ -84,9 +97,10 @@ def complete_gradebook(course: Course, assignments: list[str]) -> None:
             try:
                 recorded = sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
             except MissingEntry:
-                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: record it "
-                               f"first with `make release` (nbgrader generate_assignment {assignment}) in the "
-                               f"course root (it records into the same c.CourseDirectory.db_url)") from None
+                raise NotReady(f"the gradebook {shown_url(db_url)} has no assignment {assignment!r}: "
+                               f"{_dropped_gradebook_hint()}record it first with `make release` (nbgrader "
+                               f"generate_assignment {assignment}) in the course root (it records into the same "
+                               f"c.CourseDirectory.db_url)") from None
         if not recorded:
             record_assignment(course, assignment)
             continue
@@ -119,12 +133,21 @@ def grade_locally(course: Course, assignments: dict[str, Assignment], tasks: lis
         finally:
             slots.put(slot)
 
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures = []
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(grade, task) for task in tasks]
-            for future in as_completed(futures):
-                yield future.result()
+        futures = [pool.submit(grade, task) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
     finally:
+        # A batch stopped early (Ctrl-C) ends with the sandboxes running now, not after grading every queued
+        # submission for nothing: nobody records those results.
+        running = sum(future.running() for future in futures)
+        if running:
+            print(f"stopping: waiting for the {running} sandbox(es) grading now to end (at most "
+                  f"{limits.submission_seconds:g} s, c.TrustedGrading.submission_seconds; their results are not "
+                  "recorded)", file=sys.stderr, flush=True)
+        pool.shutdown(wait=True, cancel_futures=True)
         ZYGOTE.stop()  # the zygote (torch imported once for the batch) ends with it
 
 
@@ -170,27 +193,178 @@ def dask_tls_problem(address: str) -> str | None:
     if not missing:
         return None
     return (f"the Dask scheduler {address} takes TLS, and Dask's configuration here has no {', '.join(missing)}: "
-            "set them to the CA's and the client's files (sudo drops them: `sudo --preserve-env="
-            f"{','.join(DASK_TLS_SETTINGS.values())} make grade ...`), or put them in root's Dask configuration "
+            "set them to the CA's and the client's files (sudo drops them, and a gradebook URL exported too: `sudo "
+            f"--preserve-env=RLHF_GRADEBOOK_URL,{','.join(DASK_TLS_SETTINGS.values())} make grade ...`), or put them "
+            "in root's Dask configuration "
             "(docs/classroom.md: a course that outgrows one machine)")
 
 
-def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits):
-    from distributed import Client, as_completed as dask_completed
+class BatchStopped(CourseError):
+    """A batch that cannot go on (no Dask worker left) or that left submissions ungraded: what was graded is
+    recorded, the rest left as it was in the gradebook; the message says how many of each and what to do."""
+    outcome = "stopped"
+
+
+def duration(seconds: float) -> str:
+    """``95`` -> ``"1 min 35 s"``: how long a wait has lasted, as a person reads it."""
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+def _connected_workers(client) -> int | None:
+    """How many workers the scheduler has now, or None when the scheduler does not answer."""
+    try:
+        return len(client.nthreads())
+    except Exception:  # the scheduler's connection closed or timed out: the caller says so and keeps waiting
+        return None
+
+
+def _failure_reason(exc: BaseException) -> str:
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return ("its Dask worker died each time it graded it (distributed.scheduler.allowed-failures): read the "
+                "workers' logs (memory, a killed process)")
+    return f"its Dask task failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _ungraded_message(failed: dict[Task, str], total: int, address: str) -> str:
+    """What the batch left ungraded because its task failed on the cluster, grouped by reason, and the command
+    that grades them again."""
+    by_reason: dict[str, list[Task]] = {}
+    for task, reason in failed.items():
+        by_reason.setdefault(reason, []).append(task)
+    said = "; ".join(f"{', '.join(f'{t.student} ({t.assignment})' for t in tasks[:20])}"
+                     f"{f' and {len(tasks) - 20} more' if len(tasks) > 20 else ''}: {reason}"
+                     for reason, tasks in by_reason.items())
+    assignments = " ".join(sorted({t.assignment for t in failed}))
+    students = " ".join(f"--student={s}" for s in sorted({t.student for t in failed})[:20])
+    return (f"{total - len(failed)} of {total} submissions were graded and recorded; {len(failed)} were not, their "
+            f"gradebook rows left as they were: {said}.  Grade them again once the cause is mended: `sudo "
+            f".venv/bin/python -m rlhf_course.grading grade {assignments} {students} --dask={address}` "
+            "(or without --dask, on this machine)")
+
+
+@contextlib.contextmanager
+def _connected(address: str):
+    """A Dask client of the scheduler at ``address``; while it connects (distributed retries for up to
+    distributed.comm.timeouts.connect) the batch says it waits, and a scheduler it cannot reach is a
+    :class:`NotReady` that says what to check, not distributed's traceback."""
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed import Client
+
+    patience = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="s")
+    print(f"connecting to the Dask scheduler at {address} (waiting up to {duration(patience)}: "
+          "distributed.comm.timeouts.connect)", file=sys.stderr, flush=True)
+    try:
+        client = Client(address)
+    except OSError as exc:  # refused, timed out, or a TLS handshake its certificates failed
+        raise NotReady(f"could not reach the Dask scheduler at {address}: {' '.join(str(exc).split())}.  Check that "
+                       "`dask scheduler` runs there, that this machine reaches its port, and for tls:// that the "
+                       "client's certificate comes from the scheduler's CA (docs/classroom.md); nothing was graded"
+                       ) from None
+    # distributed logs a traceback of each failed reconnect; the batch says what happened in one line instead
+    reconnect_log = logging.getLogger("distributed.client")
+    level = reconnect_log.level
+    reconnect_log.setLevel(logging.CRITICAL)
+    try:
+        with client:
+            yield client
+    finally:
+        reconnect_log.setLevel(level)
+
+
+def grade_on_dask(course: Course, tasks: list[Task], address: str, limits: Limits, worker_wait: float = 600.0):
+    """Yield the result of each task as a worker finishes it.  While none finishes, every 30 s (or a quarter
+    of ``worker_wait`` when that is shorter) say on stderr what the batch waits for and for how long; with no
+    worker connected for ``worker_wait`` seconds (c.TrustedGrading.dask_worker_wait), stop with
+    :class:`BatchStopped`.  A task that failed on the cluster (its worker killed again and again) is not graded,
+    never scored 0: the batch goes on, then ends with :class:`BatchStopped` naming it."""
+    from distributed import wait as dask_wait
+    from distributed.client import FIRST_COMPLETED, FuturesCancelledError
 
     problem = dask_tls_problem(address)
     if problem:
         raise NotReady(problem)
+    notice_every = min(30.0, worker_wait / 4)
     warning = dask_address_warning(address)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    with Client(address) as client:
-        if not client.scheduler_info().get("workers"):  # else the progress bar stands still and says nothing
+    with _connected(address) as client:
+        if _connected_workers(client) == 0:  # else the progress bar stands still and says nothing
             print(f"no Dask worker has joined {address}: grading waits until one does (`dask worker {address} "
                   "...` on a grading machine, docs/classroom.md); Ctrl-C stops it", file=sys.stderr, flush=True)
         futures = client.map(_grade_on_dask_worker, [course] * len(tasks), tasks, [limits] * len(tasks), pure=False)
-        for future in dask_completed(futures):
-            yield result_from_dict(future.result())
+        task_of = dict(zip(futures, tasks))
+        pending, failed, graded = set(futures), {}, 0
+        last_progress = last_notice = time.monotonic()
+        without_workers_since = None
+        while pending:
+            try:
+                done, pending = dask_wait(pending, timeout=notice_every / 3, return_when=FIRST_COMPLETED)
+            except TimeoutError:
+                done = set()
+            except FuturesCancelledError as exc:
+                reasons = sorted({group.reason for group in getattr(exc, "error_groups", ())} - {None})
+                raise BatchStopped(f"the connection to the Dask scheduler at {address} was lost "
+                                   f"({', '.join(reasons) or 'cancelled'}): {graded} of "
+                                   f"{len(tasks)} submissions were graded and recorded, the others' gradebook rows "
+                                   "left as they were.  Check that the scheduler runs, then run the same `sudo make "
+                                   "grade` again (it grades the class again, a person's grades kept)") from None
+            now = time.monotonic()
+            for future in done:
+                try:
+                    result = result_from_dict(future.result())
+                except Exception as exc:
+                    failed[task_of[future]] = _failure_reason(exc)
+                    continue
+                graded += 1
+                yield result
+            if done:
+                last_progress = last_notice = time.monotonic()
+                without_workers_since = None
+                continue
+            workers = _connected_workers(client)
+            if workers:
+                without_workers_since = None
+            elif without_workers_since is None:
+                without_workers_since = now
+            if without_workers_since is not None and now - without_workers_since >= worker_wait:
+                client.cancel(list(pending))
+                lacking = "no Dask worker connected to" if workers == 0 else "no answer from the Dask scheduler at"
+                raise BatchStopped(
+                    f"{lacking} {address} for {duration(now - without_workers_since)} "
+                    f"(c.TrustedGrading.dask_worker_wait = {worker_wait:g} s): {graded} of {len(tasks)} submissions "
+                    f"were graded and recorded, the other {len(pending) + len(failed)} not graded, their gradebook "
+                    f"rows left as they were.  Start the workers (`dask worker {address} ...` on each grading "
+                    "machine, docs/classroom.md; their logs say why the last ones stopped), then run the same "
+                    "`sudo make grade` again (it grades the class again, a person's grades kept)")
+            if now - last_notice >= notice_every:
+                last_notice = now
+                stop_in = None if without_workers_since is None else worker_wait - (now - without_workers_since)
+                print(_waiting_notice(address, workers, now - last_progress, graded, len(tasks), stop_in),
+                      file=sys.stderr, flush=True)
+        if failed:
+            raise BatchStopped(_ungraded_message(failed, len(tasks), address))
+
+
+def _waiting_notice(address: str, workers: int | None, idle: float, graded: int, total: int,
+                    stop_in: float | None) -> str:
+    """One line: what a Dask batch with no result for ``idle`` seconds waits for, and what to check."""
+    progress = f"{graded} of {total} submissions graded and recorded"
+    if workers is None:
+        return (f"waiting for the Dask scheduler at {address}: it has not answered, no submission finished for "
+                f"{duration(idle)} ({progress}); check that `dask scheduler` runs and this machine reaches it; "
+                "Ctrl-C stops the batch, the grades recorded stay")
+    if workers == 0:
+        return (f"waiting for a Dask worker: none is connected to {address}, no submission finished for "
+                f"{duration(idle)} ({progress}); check that `dask worker {address} ...` runs on the grading "
+                f"machines (its log says why it stopped); the batch stops in {duration(max(stop_in or 0, 0))} "
+                "without one (c.TrustedGrading.dask_worker_wait), Ctrl-C stops it now, the grades recorded stay")
+    return (f"waiting for the Dask workers: {workers} connected to {address}, no submission finished for "
+            f"{duration(idle)} ({progress}); each takes at most c.TrustedGrading.submission_seconds plus its "
+            "sandbox's start; the workers' logs say what they do")
 
 
 def grade_all(course: Course, workers: int | None = None, students: list[str] | None = None,
@@ -218,27 +392,38 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
     complete_gradebook(course, assignments)  # before grading anything too
     granted = deadlines.granted(course)  # extensions granted before a submission existed; damaged: said before grading
     tasks = grading_tasks(course, resolved, students)
-    source = (grade_on_dask(course, tasks, dask_address, limits) if dask_address
+    if dask_address and dask_tls_problem(dask_address):  # said before the progress bar starts, not under it
+        raise NotReady(dask_tls_problem(dask_address))
+    source = (grade_on_dask(course, tasks, dask_address, limits, grading.dask_worker_wait) if dask_address
               else grade_locally(course, resolved, tasks, workers, limits, sandbox))
     from nbgrader.api import Gradebook
 
     results = []
     stamps = {}  # (assignment, student) -> the submission's timestamp, for the misconception record
     policy = course.late_policy()
+    stopped = None  # a batch that could not go on: what it graded is written as any batch's, then it is said
     with Gradebook(course.db_url) as gb:  # the only writer
-        for result in tqdm(source, total=len(tasks), desc="grading", disable=not show_progress):
-            clock = time.monotonic()
-            submitted = course.folder("submitted", result.student, result.assignment)
-            stamp = submission_timestamp(submitted)
-            record_in_gradebook(gb, result, stamp, policy, granted)
-            stamps[(result.assignment, result.student)] = stamp.isoformat() if stamp else ""
-            clock = result.timed("gradebook writes", clock)
-            try:
-                write_feedback(course, result, limits)
-            except Exception as exc:  # the scores are in; a feedback page must not stop the batch
-                note(result, f"no feedback page: {type(exc).__name__}: {exc}")
-            result.timed("feedback page (HTML)", clock)
-            results.append(result)
+        try:
+            for result in tqdm(source, total=len(tasks), desc="grading", disable=not show_progress):
+                clock = time.monotonic()
+                submitted = course.folder("submitted", result.student, result.assignment)
+                stamp = submission_timestamp(submitted)
+                record_in_gradebook(gb, result, stamp, policy, granted)
+                stamps[(result.assignment, result.student)] = stamp.isoformat() if stamp else ""
+                clock = result.timed("gradebook writes", clock)
+                try:
+                    write_feedback(course, result, limits)
+                except Exception as exc:  # the scores are in; a feedback page must not stop the batch
+                    note(result, f"no feedback page: {type(exc).__name__}: {exc}")
+                result.timed("feedback page (HTML)", clock)
+                results.append(result)
+        except BatchStopped as exc:
+            stopped = exc
+        except KeyboardInterrupt:  # Ctrl-C: what was graded is written as any batch's, then it stops
+            gb.db.rollback()  # a result interrupted while it was being recorded is not half there
+            stopped = BatchStopped(f"interrupted (Ctrl-C): {len(results)} of {len(tasks)} submissions were graded "
+                                   f"and recorded, the other {len(tasks) - len(results)} not graded, their gradebook "
+                                   "rows left as they were; run `sudo make grade` again to grade them")
         write_report(course.root / REPORT, results)
         try:  # the scores are in: a damaged record is said, and stops nothing
             misconception_record.record(course, results, stamps, grading.name_misconceptions)
@@ -250,6 +435,8 @@ def grade_all(course: Course, workers: int | None = None, students: list[str] | 
     if export and class_reports:
         write_class_reports(course, assignments)
     hand_back_outputs(course)
+    if stopped:
+        raise stopped
     return results
 
 

@@ -178,3 +178,51 @@ def test_the_collect_report_is_inert_in_a_spreadsheet(tmp_path):
     exchange.copy_files()
     with open(root / "collect_report.csv", newline="") as handle:
         assert sorted(row["entry"] for row in csv.DictReader(handle)) == sorted(rows)
+
+
+def collected(tmp_path, update: bool = False, caplog=None) -> dict[str, dict]:
+    """nbgrader collect of ASSIGNMENT from the exchange under tmp_path into its course (init_src, then copy_files,
+    as nbgrader runs them): the collect report's rows by entry."""
+    root = tmp_path / "course"
+    root.mkdir(exist_ok=True)
+    coursedir = CourseDirectory(root=str(root), assignment_id=ASSIGNMENT, course_id="course")
+    exchange = StrictExchangeCollect(coursedir=coursedir, root=str(tmp_path / "exchange"), update=update)
+    exchange.init_src()
+    exchange.copy_files()
+    with open(root / "collect_report.csv", newline="") as handle:
+        return {row["entry"]: row for row in csv.DictReader(handle)}
+
+
+def test_a_submission_made_after_the_collect_is_said_with_update_and_never_taken_silently(tmp_path, caplog):
+    """The student submits again after the instructor collected: the next collect keeps the older copy (nbgrader's
+    rule: only --update replaces one), and says so: a warning naming the student and `--update`, the newer entry's
+    row in the collect report flagged (the class report shows flagged rows), not "kept"."""
+    def named_now():  # as nbgrader submit names an entry: the time is now, so no clock is flagged
+        return f"{ME}+{ASSIGNMENT}+{dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S.%f UTC')}"
+    inbound = tmp_path / "exchange" / "course" / "inbound"
+    first = named_now()
+    (inbound / first).mkdir(parents=True)
+    (inbound / first / "answer.ipynb").write_text("first")
+    dest = tmp_path / "course" / "submitted" / ME / ASSIGNMENT
+    assert collected(tmp_path)[first]["status"] == "collected"
+    again = collected(tmp_path)  # nothing new: the same entry, already collected
+    assert (again[first]["status"], again[first]["reason"], again[first]["flag"]) == ("kept", "already collected", "")
+
+    second = named_now()
+    (inbound / second).mkdir()
+    (inbound / second / "answer.ipynb").write_text("second")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        rows = collected(tmp_path)
+    assert (dest / "answer.ipynb").read_text() == "first"  # nbgrader's rule: the collected copy stays
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"{ME} submitted {ASSIGNMENT} again" in line and f"nbgrader collect --update {ASSIGNMENT}" in line
+               and "`make grade` grades the older" in line for line in said), said
+    newer = rows[second]
+    assert newer["status"] == "not collected" and f"nbgrader collect --update {ASSIGNMENT}" in newer["reason"]
+    assert "submitted again after the collect" in newer["flag"]
+    assert rows[first]["status"] == "not latest"
+
+    rows = collected(tmp_path, update=True)
+    assert (dest / "answer.ipynb").read_text() == "second" and rows[second]["status"] == "collected"
+    assert not rows[second]["flag"].startswith("submitted again")

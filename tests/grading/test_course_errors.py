@@ -80,6 +80,26 @@ def test_a_gradebook_whose_server_does_not_answer_is_one_line_naming_the_setting
     code = app.main([*argv, f"--CourseDirectory.db_url={closed}", "--course-root", str(course)])
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
-    assert err.startswith(f"{command} did not run: the gradebook's database failed: "), err
+    assert err.startswith(f"{command} stopped: the gradebook's database failed: "), err
     assert "port 1 failed" in err and "c.CourseDirectory.db_url" in err and "secret" not in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_gradebook_connection_dropped_mid_batch_is_not_said_as_a_command_that_did_not_run(monkeypatch, capsys):
+    """PostgreSQL terminated the grader's connection after some submissions were recorded (pg_terminate_backend,
+    as walked with a real server and Dask): the line said "grade did not run" and ended its reason in "..", though
+    what was graded before stays recorded."""
+    from sqlalchemy.exc import OperationalError
+
+    reason = ("server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
+              "\tbefore or while processing the request.\n")
+
+    def drops(self):
+        raise OperationalError("UPDATE grade SET ...", {}, Exception(reason))
+    monkeypatch.setattr(app.RlhfGrader, "initialize", lambda self, argv=None: None)
+    monkeypatch.setattr(app.RlhfGrader, "start", drops)
+    assert app.main(["grade"]) == 2
+    err = capsys.readouterr().err
+    assert " stopped: the gradebook's database failed: server closed the connection unexpectedly This probably " \
+           "means the server terminated abnormally before or while processing the request.  Check" in err, err
+    assert "did not run" not in err and ".." not in err

@@ -325,3 +325,26 @@ def test_each_written_answers_stub_names_its_question_and_counts_as_unanswered(a
     answered = copy.deepcopy(release)
     notebooks.cells_by_grade_id(answered)[first].source = "My answer."
     assert intake.written_answers(answered, release) == {g: g == first for g in written}
+
+
+def test_a_gradebook_url_that_sudo_dropped_is_named_before_make_release_is(tmp_path, monkeypatch, repo):
+    """`sudo make grade` without --preserve-env: RLHF_GRADEBOOK_URL (the course's PostgreSQL) is gone, the default
+    sqlite gradebook has no assignment.  `sudo make release`, which the message would name alone, would record the
+    assignment there and split the grades between two gradebooks: the message names the dropped variable first."""
+    import shutil
+
+    from tests.support.course import copy_course
+    root = copy_course(tmp_path / "course")
+    shutil.copytree(repo / "release", root / "release")
+    course = Course.at(root).with_config(CourseDirectory={"db_url": f"sqlite:///{tmp_path / 'empty.db'}"})
+    monkeypatch.delenv("RLHF_GRADEBOOK_URL", raising=False)
+    monkeypatch.setenv("SUDO_USER", "instructor")
+    with pytest.raises(NotReady) as refused:
+        batch.complete_gradebook(course, [ASSIGNMENT])
+    said = str(refused.value)
+    assert "sudo dropped that variable: run `sudo --preserve-env=RLHF_GRADEBOOK_URL make grade`" in said
+    assert said.index("--preserve-env") < said.index("`make release`")
+    monkeypatch.delenv("SUDO_USER")  # not under sudo: the variable was never dropped
+    with pytest.raises(NotReady) as refused:
+        batch.complete_gradebook(course, [ASSIGNMENT])
+    assert "--preserve-env" not in str(refused.value) and "record it first with `make release`" in str(refused.value)

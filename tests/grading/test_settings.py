@@ -62,7 +62,7 @@ def test_help_all_lists_every_setting_and_limit_with_its_default(capsys):
 
 def test_trusted_grading_has_one_setting_per_limit_with_the_limit_s_default_and_help():
     """TrustedGrading states its limit settings one by one: none missing, none extra, each as Limits declares it."""
-    own = {"workers", "dask_address", "cache_directory", "name_misconceptions"}
+    own = {"workers", "dask_address", "dask_worker_wait", "cache_directory", "name_misconceptions"}
     settings = TrustedGrading.class_traits(config=True)
     fields = {limit.name: limit for limit in dataclasses.fields(Limits)}
     assert sorted(set(settings) - own) == sorted(fields)
@@ -210,7 +210,8 @@ def test_every_trusted_grading_setting_reaches_where_it_acts(moved):
     assert [call["limits"] for call in seen["take_in"]] == [expected]  # intake's sizes and cell count
     assert seen["sandbox"] and all(s == {"limits": expected, "cache_directory": moved["cache"]} for s in seen["sandbox"])
     assert seen["name_misconceptions"] == []  # turned off: the catalogue is never consulted
-    assert set(GRADING) | {"cache_directory", "dask_address"} == set(TrustedGrading.class_trait_names(config=True))
+    assert set(GRADING) | {"cache_directory", "dask_address", "dask_worker_wait"} == \
+        set(TrustedGrading.class_trait_names(config=True))
 
 
 def test_the_cache_directory_holds_the_font_list_every_sandbox_reads(tmp_path):
@@ -234,16 +235,19 @@ def test_the_dask_address_and_the_whole_course_reach_the_workers(moved, monkeypa
     from rlhf_course.course import settings
 
     sent = []
-    monkeypatch.setattr(batch, "grade_on_dask", lambda course, tasks, address, limits: sent.append(
-        (course, tasks, address, limits)) or iter(()))
+    monkeypatch.setattr(batch, "grade_on_dask", lambda course, tasks, address, limits, worker_wait: sent.append(
+        (course, tasks, address, limits, worker_wait)) or iter(()))
     command = app.RlhfGrader()
     command.initialize(["grade", f"--course-root={moved['config']}", f"--CourseDirectory.root={moved['course']}",
                         f"--CourseDirectory.db_url={moved['db_url']}", "--TrustedGrading.dask_address=tls://scheduler:8786",
-                        "--TrustedGrading.call_seconds=4.5",
+                        "--TrustedGrading.call_seconds=4.5", "--TrustedGrading.dask_worker_wait=90",
                         *_on_the_command_line({"CourseDirectory": FOLDERS}), KL])
-    batch.grade_all(command.subapp.course, show_progress=False, export=False)
-    [(course, tasks, address, limits)] = sent
-    assert (address, limits.call_seconds, [t.student for t in tasks]) == ("tls://scheduler:8786", 4.5, ["ada"])
+    import dask
+    with dask.config.set({setting: "/etc/rlhf-grading/file.pem" for setting in batch.DASK_TLS_SETTINGS}):
+        batch.grade_all(command.subapp.course, show_progress=False, export=False)  # tls://: certificates set
+    [(course, tasks, address, limits, worker_wait)] = sent
+    assert (address, limits.call_seconds, worker_wait, [t.student for t in tasks]) == \
+        ("tls://scheduler:8786", 4.5, 90, ["ada"])
 
     # what a worker receives: the command's Course, pickled, settings and all (the worker reads no file)
     on_worker = pickle.loads(pickle.dumps(course))
@@ -281,7 +285,7 @@ def test_a_tls_scheduler_without_the_clients_certificate_is_refused_with_what_to
             next(batch.grade_on_dask(None, [], "tls://scheduler:8786", None))
         assert "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT" in str(refused.value)
         assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in str(refused.value)
-        assert "--preserve-env" in str(refused.value)
+        assert "--preserve-env=RLHF_GRADEBOOK_URL,DASK_DISTRIBUTED__COMM__TLS__CA_FILE," in str(refused.value)
         assert batch.dask_tls_problem("tcp://scheduler:8786") is None  # no TLS asked for: the warning's business
     given = {setting: "/etc/rlhf-grading/file.pem" for setting in batch.DASK_TLS_SETTINGS}
     with dask.config.set(given):
