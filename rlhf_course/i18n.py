@@ -355,10 +355,10 @@ ZH = {
         "截止时间 {due}。{late} 份提交迟交（晚于截止时间加延期），{penalised} 份被扣分，{extended} 份有延期。",
     "student": "学生", "submitted": "提交时间", "extension": "延期", "deadline": "最终截止", "late by": "迟交时长",
     "+{hours} h": "+{hours} 小时",
-    "penalty": "罚分", "Collect: refused entries and flagged times": "收取：未予收取的条目与有疑问的时间",
+    "penalty": "罚分", "Collect: entries not collected and flagged times": "收取：未予收取的条目与有疑问的时间",
     "entry": "条目", "why": "原因", "kernel time": "内核时间", "flag": "标记",
     "None in collect_report.csv.": "collect_report.csv 中没有这类条目。",
-    "{n} more refused entries or flagged times are left out of this page: collect_report.csv lists them all.":
+    "{n} more entries not collected or flagged times are left out of this page: collect_report.csv lists them all.":
         "另有 {n} 个未予收取的条目或有疑问的时间未在本页列出：collect_report.csv 中列出了全部这些条目和时间。",
     "raw score": "原始分", "score": "成绩", "to grade": "待评", "misconceptions": "误解", "feedback": "反馈",
     "not named": "未做识别", "none": "无", "page": "页面", "nobody": "无人",

@@ -230,7 +230,7 @@ def test_a_flood_of_inbound_entries_leaves_the_page_small_and_the_csv_whole(grad
         shown = class_report.COLLECT_ROWS_SHOWN
         assert len(report.collect) == shown and report.collect_left_out == 2002 - shown  # 2 of the fixture's own
         page = class_report.render_html(report)
-        assert f"{2002 - shown} more refused entries or flagged times are left out of this page" in page
+        assert f"{2002 - shown} more entries not collected or flagged times are left out of this page" in page
         assert "eve1999+rlhf+x" not in page and len(page) < 2 * len(class_report.render_html(
             class_report.build(course.with_config(StrictExchangeCollect={"report_name": "none.csv"}), ASSIGNMENT,
                                group)))

@@ -26,7 +26,7 @@ trusted grading keeps (:mod:`misconception_record`) and the strict collect's ``c
 * the misconceptions named, counted, with the students behind each; "not named" for a submission trusted
   grading did not name (stock ``nbgrader autograde`` names none);
 * lateness: each submission's time against its due date and extension, the penalty applied; collect's
-  refused entries and flagged times;
+  entries not collected (refused, or a newer submission left for --update) and flagged times;
 * one row per student, linking their feedback page (a path relative to the report, into ``feedback/``).
 
 The page is in English, or Chinese (``--language=zh-CN``, ``c.ClassReportSettings.language``); the CSV is the same
