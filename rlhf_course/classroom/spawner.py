@@ -17,6 +17,10 @@ LocalProcessSpawner, and in addition
   (bound, then closed) seconds before the server binds it, and any local account that listens there first
   would be sent the user's lab at the hub's origin, where its page's scripts act as the user (make API tokens,
   read the files; the instructor's: the solutions and hidden tests).  Such a start fails, naming the account;
+* the server, and everything it starts, binds no TCP port but the one the hub chose for it (Landlock's network
+  rules, rlhf_course/classroom/tcp_binds.py): the machine's ports are shared, and one account binding them all left
+  the hub no port for any server and the proxy none to reach one.  Where the kernel has no such rules (before Linux
+  6.7), each start says so in the hub's log;
 * its spawn page says, while the server starts, how many of the class's servers start before it (both
   languages: JupyterHub's page has one);
 * its output goes to a log of its own, `<log_folder>/<user>.log` (root's, 0600, in root's 0700 folder; the hub
@@ -51,6 +55,7 @@ from jupyterhub.traitlets import ByteSpecification
 from traitlets import Int, Unicode, default
 
 from rlhf_course.classroom.accounts import release_left_memory
+from rlhf_course.classroom.tcp_binds import allow_tcp_binds_only_to, bind_rules_supported
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "rlhf-classroom"
@@ -268,8 +273,9 @@ def remove_user_resources(names, runtime_root: Path = RUNTIME_ROOT) -> None:
 
 
 def limited_preexec(name: str, drop_privileges, mem_limit: int | None, cpu_limit: float | None,
-                    process_limit: int | None, file_size_limit: int | None):
-    """A `preexec_fn`: enter the user's cgroup and take the rlimits (still as root), then become the user."""
+                    process_limit: int | None, file_size_limit: int | None, bind_port: int | None = None):
+    """A `preexec_fn`: enter the user's cgroup, take the rlimits and, with ``bind_port``, bind no TCP port but that
+    one (rlhf_course/classroom/tcp_binds.py), still as root; then become the user."""
     procs = UserCgroup(name).prepare(mem_limit, cpu_limit, process_limit)
     rlimits = [(resource.RLIMIT_NPROC, process_limit), (resource.RLIMIT_FSIZE, file_size_limit)]
     if not procs:  # no cgroup: each process's address space instead of the user's resident memory
@@ -286,6 +292,8 @@ def limited_preexec(name: str, drop_privileges, mem_limit: int | None, cpu_limit
                 os.close(descriptor)
         for which, value in rlimits:
             resource.setrlimit(which, (value, value))
+        if bind_port is not None:
+            allow_tcp_binds_only_to(bind_port)
         drop_privileges()
 
     return preexec
@@ -324,7 +332,16 @@ class ClassroomSpawner(LocalProcessSpawner):
 
     def make_preexec_fn(self, name):
         return limited_preexec(name, super().make_preexec_fn(name), self.mem_limit, self.cpu_limit,
-                               self.process_limit, self.file_size_limit)
+                               self.process_limit, self.file_size_limit, self.bind_port())
+
+    def bind_port(self) -> int | None:
+        """The one TCP port the server (and all it starts) may bind: its own, where the kernel can enforce it."""
+        if self.port and bind_rules_supported():
+            return self.port
+        self.log.warning("%s's server may bind any TCP port: this kernel's Landlock has no network rules (Linux "
+                         "6.7 or newer needed), so one account can hold every free port (bench/port_hold.py)",
+                         self.user.name)
+        return None
 
     async def start(self):
         STARTING[self.user.name] = (time.monotonic(), self)

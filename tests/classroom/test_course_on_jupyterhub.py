@@ -65,6 +65,7 @@ from rlhf_course.classroom.hub import IDLE_TIMEOUT, free_port
 from rlhf_course.grading import examples
 from rlhf_course.course import notebooks
 from rlhf_course.classroom.server_env import ServerEnv
+from rlhf_course.classroom.tcp_binds import bind_rules_supported
 from tests.support import solutions
 from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, INSTRUCTOR_ONLY, nbgrader_menu_items, offered
 from tests.support.course import repo_course
@@ -468,6 +469,8 @@ def run_code(hub, token: str, name: str, kernel: str, code: str) -> str:
         return thread.submit(asyncio.run, asyncio.wait_for(run(), 60)).result()
 
 
+BIND_ANY_PORT = ("import socket\ntry:\n    socket.socket().bind(('127.0.0.1', 0))\n    print('bound')\n"
+                 "except PermissionError:\n    print('refused')")
 THREADS = """import os, torch
 from rlhf_course.lab import notebook_setting, shared_stages, threads, train
 print(torch.get_num_threads(), threads.lab_threads(), os.environ["OMP_WAIT_POLICY"], notebook_setting(),
@@ -923,6 +926,10 @@ def test_13_hub_restarts_mid_class(scenario):
         fits = run_code(hub, token, alice, kernel, THREADS).split()
         assert fits[:4] == ["1", "1", "PASSIVE", LAB_SETTING], fits
         scenario.lab_cache_file = Path(fits[4])
+        # her kernel binds no TCP port (her server's Landlock domain): she cannot hold the ports the class's servers
+        # and the proxy need (rlhf_course/classroom/tcp_binds.py)
+        if bind_rules_supported():
+            assert run_code(hub, token, alice, kernel, BIND_ANY_PORT).strip() == "refused"
         assert scenario.lab_cache_file.parent == Path(hub["homes"][alice]).parents[1] / "lab-cache"
         before = servers_and_kernels(users, (instructor, alice, bob))
         assert sum("jupyterhub.singleuser" in cmd for cmd in before.values()) == 3, before
