@@ -84,6 +84,7 @@ class FakeValidator:
     running, most_at_once, lock = 0, 0, threading.Lock()
     release = threading.Event()
     told_restored = False
+    language = "en"  # the notebook's edition's, as PatientValidator says once it has run
 
     def __init__(self, config=None, on_wait=None):
         pass
